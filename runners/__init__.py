@@ -1,0 +1,1 @@
+"""Runners: ``core`` (engine logic with no Spark) and ``spark`` (execution on PySpark)."""

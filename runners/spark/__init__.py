@@ -1,0 +1,1 @@
+"""The Spark runner: translates a pipeline into PySpark stages and runs them."""

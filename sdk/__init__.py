@@ -1,0 +1,88 @@
+"""sparkbeam: Apache Beam's Python SDK model, run on Apache Spark.
+
+Write ``import sparkbeam as beam`` and build pipelines as in Beam::
+
+    import sparkbeam as beam
+    from sparkbeam import window
+
+    with beam.Pipeline() as p:
+        (p
+         | beam.Create([("a", 1, 10.0), ("b", 2, 70.0)])
+         | beam.Map(lambda e: window.TimestampedValue((e[0], e[1]), e[2]))
+         | beam.WindowInto(window.FixedWindows(60))
+         | beam.CombinePerKey(sum)
+         | beam.Map(print))
+
+This package (the SDK) never imports pyspark; the Spark runner is loaded when a
+pipeline runs.
+"""
+
+from sparkbeam import pvalue, window
+from sparkbeam.combine import (
+    CombineFn,
+    CombineGlobally,
+    CombinePerKey,
+    CombineValues,
+)
+from sparkbeam.core import (
+    Create,
+    DoFn,
+    Filter,
+    FlatMap,
+    FlatMapTuple,
+    Flatten,
+    GroupByKey,
+    Impulse,
+    Map,
+    MapTuple,
+    ParDo,
+    WindowInto,
+)
+from sparkbeam.options.pipeline_options import PipelineOptions
+from sparkbeam.pipeline import Pipeline
+from sparkbeam.ptransform import PTransform, ptransform_fn
+from sparkbeam.pvalue import PCollection, TaggedOutput
+from sparkbeam.runner import PipelineResult, PipelineState
+from sparkbeam.utils.timestamp import Duration, Timestamp
+from sparkbeam.window import TimestampedValue
+
+from sparkbeam import transforms  # noqa: E402  (after the SDK names it re-exports)
+from sparkbeam import io  # noqa: E402
+from sparkbeam.transforms import trigger  # noqa: E402
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CombineFn",
+    "CombineGlobally",
+    "CombinePerKey",
+    "CombineValues",
+    "Create",
+    "DoFn",
+    "Duration",
+    "Filter",
+    "FlatMap",
+    "FlatMapTuple",
+    "Flatten",
+    "GroupByKey",
+    "Impulse",
+    "Map",
+    "MapTuple",
+    "PCollection",
+    "PTransform",
+    "ParDo",
+    "Pipeline",
+    "PipelineOptions",
+    "PipelineResult",
+    "PipelineState",
+    "TaggedOutput",
+    "Timestamp",
+    "TimestampedValue",
+    "WindowInto",
+    "io",
+    "ptransform_fn",
+    "pvalue",
+    "transforms",
+    "trigger",
+    "window",
+]

@@ -1,0 +1,282 @@
+"""``CombineFn`` and the combining transforms: ``CombinePerKey``, ``CombineGlobally``, ``CombineValues``.
+
+``CombinePerKey`` is a composite (``GroupByKey`` then ``CombineValues``); the Spark runner
+lifts it into a partial combine before the shuffle and a merge after, with the same results.
+
+>>> class Average(CombineFn):
+...     def create_accumulator(self): return (0, 0)
+...     def add_input(self, acc, x): return (acc[0] + x, acc[1] + 1)
+...     def merge_accumulators(self, accs):
+...         sums, counts = zip(*accs)
+...         return (sum(sums), sum(counts))
+...     def extract_output(self, acc): return acc[0] / acc[1] if acc[1] else float("nan")
+>>> Average().apply([1, 2, 3, 6])
+3.0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Callable
+
+from sparkbeam import pvalue
+from sparkbeam.core import Create, DoFn, Map, ParDo
+from sparkbeam.errors import PipelineConstructionError
+from sparkbeam.ptransform import PTransform, label_from_callable
+from sparkbeam.window import GlobalWindows
+
+__all__ = [
+    "CallableWrapperCombineFn",
+    "CombineFn",
+    "CombineGlobally",
+    "CombinePerKey",
+    "CombineValues",
+]
+
+
+class CombineFn:
+    """An associative, commutative aggregation in four steps: create, add, merge, extract."""
+
+    def setup(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def create_accumulator(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def add_input(self, mutable_accumulator: Any, element: Any, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def add_inputs(self, mutable_accumulator: Any, elements: Iterable[Any], *args: Any, **kwargs: Any) -> Any:
+        for element in elements:
+            mutable_accumulator = self.add_input(mutable_accumulator, element, *args, **kwargs)
+        return mutable_accumulator
+
+    def merge_accumulators(self, accumulators: Iterable[Any], *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def compact(self, accumulator: Any, *args: Any, **kwargs: Any) -> Any:
+        return accumulator
+
+    def extract_output(self, accumulator: Any, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def teardown(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def apply(self, elements: Iterable[Any], *args: Any, **kwargs: Any) -> Any:
+        """Combine ``elements`` in one go (no distribution)."""
+        accumulator = self.add_inputs(self.create_accumulator(*args, **kwargs), elements, *args, **kwargs)
+        return self.extract_output(accumulator, *args, **kwargs)
+
+    def for_input_type(self, input_type: Any) -> CombineFn:
+        return self
+
+    def default_label(self) -> str:
+        return type(self).__name__
+
+    @staticmethod
+    def from_callable(fn: Callable) -> CombineFn:
+        return CallableWrapperCombineFn(fn)
+
+    @staticmethod
+    def maybe_from_callable(fn: CombineFn | Callable, has_side_inputs: bool = True) -> CombineFn:
+        if isinstance(fn, CombineFn):
+            return fn
+        if isinstance(fn, type) and issubclass(fn, CombineFn):
+            msg = f"pass a CombineFn instance ({fn.__name__}()), not the class"
+            raise TypeError(msg)
+        if callable(fn):
+            return CallableWrapperCombineFn(fn)
+        msg = f"expected a CombineFn or a callable such as sum, got {fn!r}"
+        raise TypeError(msg)
+
+
+class CallableWrapperCombineFn(CombineFn):
+    """A CombineFn from a callable over an iterable (``sum``, ``max``, ``lambda xs: ...``).
+
+    The callable must be associative and commutative: it is applied to partial results.
+    """
+
+    _BUFFER_SIZE = 10
+
+    def __init__(self, fn: Callable, buffer_size: int = _BUFFER_SIZE) -> None:
+        if not callable(fn):
+            msg = f"{fn!r} is not callable"
+            raise TypeError(msg)
+        self._fn = fn
+        self._buffer_size = buffer_size
+
+    def default_label(self) -> str:
+        return label_from_callable(self._fn)
+
+    def create_accumulator(self, *args: Any, **kwargs: Any) -> list:
+        return []
+
+    def add_input(self, accumulator: list, element: Any, *args: Any, **kwargs: Any) -> list:
+        accumulator.append(element)
+        if len(accumulator) > self._buffer_size:
+            accumulator = [self._fn(accumulator, *args, **kwargs)]
+        return accumulator
+
+    def add_inputs(self, accumulator: list, elements: Iterable[Any], *args: Any, **kwargs: Any) -> list:
+        accumulator.extend(elements)
+        if len(accumulator) > self._buffer_size:
+            accumulator = [self._fn(accumulator, *args, **kwargs)]
+        return accumulator
+
+    def merge_accumulators(self, accumulators: Iterable[list], *args: Any, **kwargs: Any) -> list:
+        merged = [x for accumulator in accumulators for x in accumulator]
+        return [self._fn(merged, *args, **kwargs)] if len(merged) > 1 else merged
+
+    def compact(self, accumulator: list, *args: Any, **kwargs: Any) -> list:
+        return [self._fn(accumulator, *args, **kwargs)] if len(accumulator) > 1 else accumulator
+
+    def extract_output(self, accumulator: list, *args: Any, **kwargs: Any) -> Any:
+        return self._fn(accumulator, *args, **kwargs)
+
+
+class _CombineValuesDoFn(DoFn):
+    def __init__(self, combine_fn: CombineFn, args: tuple, kwargs: dict) -> None:
+        self.combine_fn = combine_fn
+        self.args = args
+        self.kwargs = kwargs
+
+    def default_label(self) -> str:
+        return f"CombineValues({self.combine_fn.default_label()})"
+
+    def setup(self) -> None:
+        self.combine_fn.setup()
+
+    def process(self, element: Any) -> Any:
+        try:
+            key, values = element
+        except (TypeError, ValueError):
+            msg = f"CombineValues expects (key, iterable of values) pairs, got {element!r}"
+            raise TypeError(msg) from None
+        fn = self.combine_fn
+        accumulator = fn.add_inputs(fn.create_accumulator(*self.args, **self.kwargs), values, *self.args, **self.kwargs)
+        return [(key, fn.extract_output(accumulator, *self.args, **self.kwargs))]
+
+    def teardown(self) -> None:
+        self.combine_fn.teardown()
+
+
+class CombineValues(PTransform):
+    """Combine the iterable of each (key, values) pair: ``(k, [1, 2]) -> (k, fn([1, 2]))``."""
+
+    def __init__(self, fn: CombineFn | Callable, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+        self.combine_fn = CombineFn.maybe_from_callable(fn)
+        self.args = args
+        self.kwargs = kwargs
+
+    def default_label(self) -> str:
+        return f"CombineValues({self.combine_fn.default_label()})"
+
+    def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
+        return pcoll | ParDo(_CombineValuesDoFn(self.combine_fn, self.args, self.kwargs))
+
+
+class CombinePerKey(PTransform):
+    """Combine the values of each key per window: ``(k, v)... -> (k, fn(vs))``."""
+
+    def __init__(self, fn: CombineFn | Callable, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+        self.combine_fn = CombineFn.maybe_from_callable(fn)
+        self.args = args
+        self.kwargs = kwargs
+        if any(isinstance(a, pvalue.AsSideInput) for a in (*args, *kwargs.values())):
+            msg = f"CombinePerKey({self.combine_fn.default_label()}): side inputs to a CombineFn are not supported yet"
+            raise NotImplementedError(msg)
+
+    def default_label(self) -> str:
+        return f"CombinePerKey({self.combine_fn.default_label()})"
+
+    def with_hot_key_fanout(self, fanout: Any) -> CombinePerKey:
+        """Accepted for Beam compatibility; Spark's partial combining already spreads hot keys."""
+        return self
+
+    def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
+        from sparkbeam.core import GroupByKey
+
+        return pcoll | "GroupByKey" >> GroupByKey() | "Combine" >> CombineValues(self.combine_fn, *self.args, **self.kwargs)
+
+
+def _void_key(value: Any) -> tuple:
+    return (None, value)
+
+
+def _drop_key(pair: tuple) -> Any:
+    return pair[1]
+
+
+class _InjectDefault(DoFn):
+    """Emits the combined value, or the CombineFn's value over no input when there is none."""
+
+    def __init__(self, combine_fn: CombineFn, args: tuple, kwargs: dict) -> None:
+        self.combine_fn = combine_fn
+        self.args = args
+        self.kwargs = kwargs
+
+    def process(self, unused_element: Any, combined: list) -> Any:
+        if combined:
+            return combined
+        return [self.combine_fn.apply([], *self.args, **self.kwargs)]
+
+
+class CombineGlobally(PTransform):
+    """Combine every element of each window into one value.
+
+    In the global window an empty input gives ``fn`` over no elements (``sum`` gives 0),
+    unless ``.without_defaults()`` asks for no output instead, as in Beam.
+    """
+
+    def __init__(self, fn: CombineFn | Callable, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+        self.combine_fn = CombineFn.maybe_from_callable(fn)
+        self.args = args
+        self.kwargs = kwargs
+        self.has_defaults = True
+        self.fanout = None
+
+    def default_label(self) -> str:
+        return f"CombineGlobally({self.combine_fn.default_label()})"
+
+    def without_defaults(self) -> CombineGlobally:
+        self.has_defaults = False
+        return self
+
+    def with_defaults(self, has_defaults: bool = True) -> CombineGlobally:
+        self.has_defaults = has_defaults
+        return self
+
+    def with_fanout(self, fanout: int) -> CombineGlobally:
+        """Accepted for Beam compatibility; the Spark runner always combines partially."""
+        self.fanout = fanout
+        return self
+
+    def as_singleton_view(self) -> Any:
+        msg = "CombineGlobally(...).as_singleton_view(): use beam.pvalue.AsSingleton(pcoll | CombineGlobally(...))"
+        raise NotImplementedError(msg)
+
+    def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
+        combined = (
+            pcoll
+            | "KeyWithVoid" >> Map(_void_key)
+            | "CombinePerKey" >> CombinePerKey(self.combine_fn, *self.args, **self.kwargs)
+            | "UnKey" >> Map(_drop_key)
+        )
+        if not self.has_defaults:
+            return combined
+        if not isinstance(pcoll.windowing.windowfn, GlobalWindows):
+            msg = (
+                f"{pcoll.pipeline.current_transform().full_label}: CombineGlobally outside the global "
+                "window has no default value for an empty window; use "
+                "CombineGlobally(...).without_defaults()"
+            )
+            raise PipelineConstructionError(msg)
+        return (
+            pcoll.pipeline
+            | "DoOnce" >> Create([None])
+            | "InjectDefault" >> ParDo(_InjectDefault(self.combine_fn, self.args, self.kwargs), pvalue.AsList(combined))
+        )

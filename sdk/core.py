@@ -1,0 +1,371 @@
+"""The primitives and the element-wise transforms built on ``ParDo``.
+
+Primitives (translated by a runner): ``Impulse``, ``Create``, ``ParDo``, ``GroupByKey``,
+``Flatten``, ``WindowInto``. ``Map``, ``FlatMap``, ``Filter``, ``MapTuple`` and
+``FlatMapTuple`` are ``ParDo`` over a wrapped callable.
+
+>>> with Pipeline() as p:                                   # doctest: +SKIP
+...     (p | Create(["a b", "c"]) | FlatMap(str.split) | Map(str.upper))
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable
+from typing import Any, Callable
+
+from sparkbeam import pvalue
+from sparkbeam.dofn import SUPPORTED_PARAMS, DoFn, DoFnParam
+from sparkbeam.errors import PipelineConstructionError
+from sparkbeam.ptransform import PTransform, label_from_callable
+from sparkbeam.trigger import AccumulationMode, DefaultTrigger, TriggerFn, check_can_fire
+from sparkbeam.window import GlobalWindows, TimestampCombiner, WindowFn
+from sparkbeam.windowing import Windowing
+
+__all__ = [
+    "Create",
+    "DoFn",
+    "Filter",
+    "FlatMap",
+    "FlatMapTuple",
+    "Flatten",
+    "GroupByKey",
+    "Impulse",
+    "Map",
+    "MapTuple",
+    "ParDo",
+    "WindowInto",
+]
+
+
+def _here(pcoll: pvalue.PValue) -> str:
+    """The label and user location of the transform being expanded, for error messages."""
+    node = pcoll.pipeline.current_transform()
+    return f"'{node.full_label}' (applied at {node.location})"
+
+
+class Impulse(PTransform):
+    """One empty-bytes element in the global window: the root of a pipeline branch."""
+
+    is_primitive = True
+
+    def expand(self, pbegin: pvalue.PBegin) -> pvalue.PCollection:
+        return pvalue.PCollection(pbegin.pipeline)
+
+
+class Create(PTransform):
+    """A PCollection of the given values, in the global window at the minimum timestamp."""
+
+    is_primitive = True
+
+    def __init__(self, values: Iterable[Any], reshuffle: bool = True) -> None:
+        super().__init__()
+        if isinstance(values, (str, bytes)):
+            msg = f"Create takes an iterable of elements, not the string {values!r}; wrap it in a list"
+            raise TypeError(msg)
+        if isinstance(values, dict):
+            values = values.items()
+        try:
+            self.values = list(values)
+        except TypeError:
+            msg = f"Create takes an iterable of elements, not {values!r}"
+            raise TypeError(msg) from None
+
+    def default_label(self) -> str:
+        return "Create"
+
+    def expand(self, pbegin: pvalue.PBegin) -> pvalue.PCollection:
+        if not isinstance(pbegin, pvalue.PBegin):
+            msg = f"Create is a root transform: apply it to the pipeline (p | Create(...)), not to {pbegin!r}"
+            raise TypeError(msg)
+        return pvalue.PCollection(pbegin.pipeline)
+
+
+class ParDo(PTransform):
+    """Apply a ``DoFn`` to every element; extra arguments (and side inputs) follow it.
+
+    ``ParDo(fn).with_outputs('odd', main='even')`` declares additional outputs, which the
+    DoFn fills by yielding ``TaggedOutput(tag, value)``.
+    """
+
+    is_primitive = True
+
+    def __init__(self, fn: DoFn, *args: Any, **kwargs: Any) -> None:
+        super().__init__()
+        if isinstance(fn, type) and issubclass(fn, DoFn):
+            msg = f"ParDo takes a DoFn instance: write ParDo({fn.__name__}()), not ParDo({fn.__name__})"
+            raise TypeError(msg)
+        if not isinstance(fn, DoFn):
+            if callable(fn):
+                msg = f"ParDo takes a DoFn, not the function {label_from_callable(fn)}; use beam.Map or beam.FlatMap for functions"
+            else:
+                msg = f"ParDo takes a DoFn, not {fn!r}"
+            raise TypeError(msg)
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
+        self.output_tags: tuple[str, ...] = ()
+        self.main_tag: str | None = None
+        self.side_inputs = tuple(
+            a for a in (*args, *kwargs.values()) if isinstance(a, pvalue.AsSideInput)
+        )
+
+    def default_label(self) -> str:
+        return f"ParDo({self.fn.default_label()})"
+
+    def with_outputs(self, *tags: str, main: str | None = None, allow_unknown_tags: bool | None = None) -> ParDo:
+        for tag in tags:
+            if not isinstance(tag, str):
+                msg = f"{self.label}.with_outputs: tags must be strings, got {tag!r}"
+                raise TypeError(msg)
+        if main is not None and main in tags:
+            msg = f"{self.label}.with_outputs: main tag {main!r} is also listed as an additional tag"
+            raise ValueError(msg)
+        self.output_tags = tuple(tags)
+        self.main_tag = main
+        self._with_outputs = True
+        return self
+
+    def process_callable(self) -> Callable:
+        return self.fn.process
+
+    def expand(self, pcoll: pvalue.PCollection) -> Any:
+        if not isinstance(pcoll, pvalue.PCollection):
+            msg = f"{self.label} is applied to a PCollection, not {pcoll!r}"
+            raise TypeError(msg)
+        _check_params(self.process_callable(), pcoll)
+        pipeline = pcoll.pipeline
+        pipeline.current_transform().side_inputs = self.side_inputs
+        for side in self.side_inputs:
+            if side.pvalue.pipeline is not pipeline:
+                msg = f"{_here(pcoll)}: side input {side!r} belongs to another pipeline"
+                raise PipelineConstructionError(msg)
+
+        def output(tag: str | None) -> pvalue.PCollection:
+            return pvalue.PCollection(
+                pipeline, windowing=pcoll.windowing, is_bounded=pcoll.is_bounded, tag=tag
+            )
+
+        if not getattr(self, "_with_outputs", False):
+            return output(None)
+        outputs = {self.main_tag: output(self.main_tag)}
+        outputs.update({tag: output(tag) for tag in self.output_tags})
+        return pvalue.DoOutputsTuple(self.main_tag, self.output_tags, outputs)
+
+
+def _check_params(method: Callable, pcoll: pvalue.PValue) -> None:
+    try:
+        signature = inspect.signature(method)
+    except (TypeError, ValueError):
+        return
+    for param in signature.parameters.values():
+        default = param.default
+        if isinstance(default, DoFnParam) and default not in SUPPORTED_PARAMS:
+            msg = (
+                f"{_here(pcoll)}: parameter {param.name}={default!r} is not supported by sparkbeam "
+                "(supported: DoFn.ElementParam, TimestampParam, WindowParam, PaneInfoParam)"
+            )
+            raise NotImplementedError(msg)
+
+
+class _CallableDoFn(DoFn):
+    """The DoFn behind Map, FlatMap, Filter, MapTuple and FlatMapTuple.
+
+    ``shape`` says how the callable's result becomes outputs; the runner reads the
+    callable's own signature for DoFn parameters such as ``DoFn.TimestampParam``.
+    """
+
+    def __init__(self, fn: Callable, shape: str) -> None:
+        if not callable(fn):
+            msg = f"{shape} takes a callable, not {fn!r}"
+            raise TypeError(msg)
+        self.fn = fn
+        self.shape = shape
+
+    def default_label(self) -> str:
+        return label_from_callable(self.fn)
+
+    def process(self, element: Any, *args: Any, **kwargs: Any) -> Any:
+        fn = self.fn
+        if self.shape == "Map":
+            return [fn(element, *args, **kwargs)]
+        if self.shape == "FlatMap":
+            return fn(element, *args, **kwargs)
+        if self.shape == "Filter":
+            return [element] if fn(element, *args, **kwargs) else []
+        if self.shape == "MapTuple":
+            return [fn(*element, *args, **kwargs)]
+        return fn(*element, *args, **kwargs)  # FlatMapTuple
+
+
+class _CallableParDo(ParDo):
+    def __init__(self, shape: str, fn: Callable, *args: Any, **kwargs: Any) -> None:
+        super().__init__(_CallableDoFn(fn, shape), *args, **kwargs)
+        self._shape = shape
+
+    def default_label(self) -> str:
+        return f"{self._shape}({label_from_callable(self.fn.fn)})"
+
+    def process_callable(self) -> Callable:
+        return self.fn.fn  # type: ignore[attr-defined]
+
+
+def Map(fn: Callable, *args: Any, **kwargs: Any) -> ParDo:
+    """One output per element: ``fn(element, *args, **kwargs)``."""
+    return _CallableParDo("Map", fn, *args, **kwargs)
+
+
+def FlatMap(fn: Callable = None, *args: Any, **kwargs: Any) -> ParDo:  # type: ignore[assignment]
+    """Every item of the iterable ``fn(element, *args, **kwargs)``; ``FlatMap()`` flattens."""
+    return _CallableParDo("FlatMap", fn if fn is not None else _identity, *args, **kwargs)
+
+
+def _identity(element: Any) -> Any:
+    return element
+
+
+def Filter(fn: Callable, *args: Any, **kwargs: Any) -> ParDo:
+    """The elements for which ``fn(element, *args, **kwargs)`` is true."""
+    return _CallableParDo("Filter", fn, *args, **kwargs)
+
+
+def MapTuple(fn: Callable, *args: Any, **kwargs: Any) -> ParDo:
+    """``fn(*element, *args, **kwargs)`` for tuple elements: ``MapTuple(lambda k, v: ...)``."""
+    return _CallableParDo("MapTuple", fn, *args, **kwargs)
+
+
+def FlatMapTuple(fn: Callable, *args: Any, **kwargs: Any) -> ParDo:
+    """Every item of ``fn(*element, *args, **kwargs)``."""
+    return _CallableParDo("FlatMapTuple", fn, *args, **kwargs)
+
+
+class GroupByKey(PTransform):
+    """Group (key, value) pairs into (key, [values]) per window, emitting panes as triggered."""
+
+    is_primitive = True
+
+    def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
+        if not isinstance(pcoll, pvalue.PCollection):
+            msg = f"{self.label} is applied to a PCollection of (key, value) pairs, not {pcoll!r}"
+            raise TypeError(msg)
+        windowing = pcoll.windowing
+        continued = Windowing(
+            windowing.windowfn,
+            windowing.triggerfn.get_continuation_trigger(),
+            windowing.accumulation_mode,
+            windowing.timestamp_combiner,
+            windowing.allowed_lateness,
+        )
+        return pvalue.PCollection(pcoll.pipeline, windowing=continued, is_bounded=pcoll.is_bounded)
+
+
+class Flatten(PTransform):
+    """The union of several PCollections with the same windowing."""
+
+    is_primitive = True
+
+    def __init__(self, pipeline: Any = None, **kwargs: Any) -> None:
+        super().__init__(kwargs.pop("label", None))
+        if kwargs:
+            msg = f"Flatten got unexpected arguments {sorted(kwargs)}"
+            raise TypeError(msg)
+        self.pipeline = pipeline
+
+    def expand(self, pcolls: Any) -> pvalue.PCollection:
+        if isinstance(pcolls, pvalue.PBegin):
+            pcolls = ()
+        if isinstance(pcolls, pvalue.PCollection):
+            pcolls = (pcolls,)
+        if isinstance(pcolls, dict):
+            pcolls = tuple(pcolls.values())
+        pcolls = tuple(pcolls)
+        for pc in pcolls:
+            if not isinstance(pc, pvalue.PCollection):
+                msg = f"{self.label} takes PCollections, got {pc!r}"
+                raise TypeError(msg)
+        if not pcolls:
+            if self.pipeline is None:
+                msg = "Flatten of no PCollections needs the pipeline: Flatten(pipeline=p)"
+                raise ValueError(msg)
+            return pvalue.PCollection(self.pipeline)
+        first = pcolls[0]
+        for pc in pcolls[1:]:
+            if pc.windowing.windowfn != first.windowing.windowfn:
+                msg = (
+                    f"{_here(first)}: inputs have different window fns "
+                    f"({first.windowing.windowfn!r} for {first.label}, {pc.windowing.windowfn!r} "
+                    f"for {pc.label}); apply the same WindowInto to each input first"
+                )
+                raise PipelineConstructionError(msg)
+        return pvalue.PCollection(
+            first.pipeline,
+            windowing=first.windowing,
+            is_bounded=all(pc.is_bounded for pc in pcolls),
+        )
+
+
+class WindowInto(PTransform):
+    """Assign windows (and set the trigger, accumulation, timestamp combiner and lateness).
+
+    >>> WindowInto(FixedWindows(60), trigger=AfterWatermark(early=AfterCount(100)),
+    ...            accumulation_mode=AccumulationMode.ACCUMULATING,
+    ...            allowed_lateness=300)                          # doctest: +SKIP
+    """
+
+    is_primitive = True
+
+    def __init__(
+        self,
+        windowfn: WindowFn | Windowing,
+        trigger: TriggerFn | None = None,
+        accumulation_mode: AccumulationMode | None = None,
+        timestamp_combiner: TimestampCombiner | None = None,
+        allowed_lateness: Any = 0,
+        **unused_beam_options: Any,
+    ) -> None:
+        super().__init__()
+        if isinstance(windowfn, Windowing):
+            self.windowing = windowfn
+            return
+        if isinstance(windowfn, type) and issubclass(windowfn, WindowFn):
+            windowfn = windowfn()
+        if not isinstance(windowfn, WindowFn):
+            msg = f"WindowInto takes a WindowFn such as FixedWindows(60), not {windowfn!r}"
+            raise TypeError(msg)
+        trigger = DefaultTrigger() if trigger is None else trigger
+        if not isinstance(trigger, TriggerFn):
+            msg = f"WindowInto: trigger must be a trigger such as AfterCount(10), not {trigger!r}"
+            raise TypeError(msg)
+        check_can_fire(trigger)
+        if accumulation_mode is not None and not isinstance(accumulation_mode, AccumulationMode):
+            msg = f"WindowInto: accumulation_mode must be an AccumulationMode, not {accumulation_mode!r}"
+            raise TypeError(msg)
+        if timestamp_combiner is not None and not isinstance(timestamp_combiner, TimestampCombiner):
+            msg = f"WindowInto: timestamp_combiner must be a TimestampCombiner, not {timestamp_combiner!r}"
+            raise TypeError(msg)
+        try:
+            self.windowing = Windowing(
+                windowfn,
+                trigger,
+                accumulation_mode or AccumulationMode.DISCARDING,
+                timestamp_combiner or TimestampCombiner.OUTPUT_AT_EOW,
+                allowed_lateness,
+            )
+        except (TypeError, ValueError) as error:
+            msg = f"WindowInto: {error}"
+            raise type(error)(msg) from None
+
+    def get_windowing(self, unused_inputs: Any = None) -> Windowing:
+        return self.windowing
+
+    def default_label(self) -> str:
+        return f"WindowInto({type(self.windowing.windowfn).__name__})"
+
+    def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
+        if not isinstance(pcoll, pvalue.PCollection):
+            msg = f"{self.label} is applied to a PCollection, not {pcoll!r}"
+            raise TypeError(msg)
+        return pvalue.PCollection(pcoll.pipeline, windowing=self.windowing, is_bounded=pcoll.is_bounded)
+
+
+__all__ += ["GlobalWindows"]

@@ -1,0 +1,1 @@
+"""Pipeline options (``sparkbeam.options.pipeline_options``)."""

@@ -1,0 +1,194 @@
+"""``Pipeline``: owns the graph of applied transforms that a user builds with ``|``.
+
+The graph is frozen description: applying a transform records an ``AppliedTransform``
+node (label, inputs, outputs, the user's file and line) and expands composites into
+their parts. A runner receives the finished pipeline and never changes it.
+
+>>> with Pipeline() as p:                      # doctest: +SKIP
+...     p | Create([1, 2, 3]) | Map(print)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from sparkbeam import pvalue
+from sparkbeam.errors import PipelineConstructionError, UserLocation, caller_location
+from sparkbeam.options.pipeline_options import PipelineOptions
+from sparkbeam.ptransform import PTransform
+
+if TYPE_CHECKING:
+    from sparkbeam.runner import PipelineResult, PipelineRunner
+
+__all__ = ["AppliedTransform", "Pipeline"]
+
+
+@attrs.define(eq=False, repr=False)
+class AppliedTransform:
+    """One application of a transform: a node of the pipeline graph."""
+
+    full_label: str
+    transform: PTransform | None
+    inputs: tuple[pvalue.PValue, ...]
+    parent: AppliedTransform | None
+    location: UserLocation
+    outputs: dict[str | None, pvalue.PValue] = attrs.field(factory=dict)
+    parts: list[AppliedTransform] = attrs.field(factory=list)
+    side_inputs: tuple[pvalue.AsSideInput, ...] = ()
+
+    @property
+    def is_primitive(self) -> bool:
+        return self.transform is not None and self.transform.is_primitive
+
+    @property
+    def main_output(self) -> pvalue.PValue:
+        if None in self.outputs:
+            return self.outputs[None]
+        return next(iter(self.outputs.values()))
+
+    def walk(self) -> Iterator[AppliedTransform]:
+        """This node and its descendants, parents before children, in application order."""
+        yield self
+        for part in self.parts:
+            yield from part.walk()
+
+    def __repr__(self) -> str:
+        return f"<AppliedTransform {self.full_label!r} at {self.location}>"
+
+
+class Pipeline:
+    """A pipeline: build it with ``|``, run it with ``run()`` or by leaving a ``with`` block."""
+
+    def __init__(
+        self,
+        runner: str | PipelineRunner | None = None,
+        options: PipelineOptions | None = None,
+        argv: list[str] | None = None,
+    ) -> None:
+        if options is not None and argv is not None:
+            msg = "Pipeline takes options= or argv=, not both"
+            raise ValueError(msg)
+        if options is None:
+            options = PipelineOptions(argv or [])
+        elif not isinstance(options, PipelineOptions):
+            msg = f"Pipeline options must be a PipelineOptions, not {options!r}"
+            raise TypeError(msg)
+        self._options = options
+        if runner is None:
+            runner = options.get_all_options()["runner"]
+        self.runner = runner
+        self.root = AppliedTransform("", None, (), None, caller_location())
+        self._stack = [self.root]
+        self._labels: dict[str, AppliedTransform] = {}
+        self._result: PipelineResult | None = None
+
+    @property
+    def options(self) -> PipelineOptions:
+        return self._options
+
+    # -- building ---------------------------------------------------------------
+    def apply(self, transform: Any, pvalueish: Any = None, label: str | None = None) -> Any:
+        if not isinstance(transform, PTransform):
+            msg = (
+                f"cannot apply {transform!r}: only PTransforms can be applied "
+                "(wrap a function with beam.Map or beam.ParDo)"
+            )
+            raise TypeError(msg)
+        if pvalueish is None:
+            pvalueish = pvalue.PBegin(self)
+        if label is not None:
+            transform = label >> transform
+        parent = self._stack[-1]
+        full_label = f"{parent.full_label}/{transform.label}" if parent.full_label else transform.label
+        location = caller_location()
+        if full_label in self._labels:
+            first = self._labels[full_label]
+            msg = (
+                f"a transform labelled '{full_label}' already exists (applied at {first.location}); "
+                f"the one applied at {location} needs another label: 'Name' >> transform"
+            )
+            raise PipelineConstructionError(msg)
+        inputs = tuple(_flatten_inputs(pvalueish))
+        for pv in inputs:
+            if pv.pipeline is not self:
+                msg = f"'{full_label}' (at {location}): its input {pv!r} belongs to another pipeline"
+                raise PipelineConstructionError(msg)
+        node = AppliedTransform(full_label, transform, inputs, parent, location)
+        self._labels[full_label] = node
+        parent.parts.append(node)
+        self._stack.append(node)
+        try:
+            result = transform.expand(pvalueish)
+        finally:
+            self._stack.pop()
+        for tag, pv in _output_items(result):
+            if isinstance(pv, (pvalue.PCollection, pvalue.PDone)) and pv.producer is None:
+                pv.producer = node
+                if isinstance(pv, pvalue.PCollection) and pv.tag is None:
+                    pv.tag = tag
+            node.outputs[tag] = pv
+        return result
+
+    def current_transform(self) -> AppliedTransform:
+        """The transform being expanded (for error messages that name it)."""
+        return self._stack[-1]
+
+    # -- running -----------------------------------------------------------------
+    def run(self, test_runner_api: Any = None) -> PipelineResult:
+        from sparkbeam.runner import create_runner
+
+        runner = create_runner(self.runner)
+        self._result = runner.run_pipeline(self, self._options)
+        return self._result
+
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        if exc_type is None:
+            self.run().wait_until_finish()
+
+    # -- inspecting ---------------------------------------------------------------
+    def transforms(self) -> Iterator[AppliedTransform]:
+        """Every applied transform, composites and primitives, in application order."""
+        for part in self.root.parts:
+            yield from part.walk()
+
+    def primitives(self) -> list[AppliedTransform]:
+        return [node for node in self.transforms() if node.is_primitive]
+
+    def __repr__(self) -> str:
+        return f"<Pipeline with {len(self._labels)} transforms>"
+
+
+def _flatten_inputs(pvalueish: Any) -> Iterator[pvalue.PValue]:
+    if isinstance(pvalueish, pvalue.PBegin):
+        return
+    if isinstance(pvalueish, pvalue.PValue):
+        yield pvalueish
+    elif isinstance(pvalueish, pvalue.DoOutputsTuple):
+        yield from pvalueish
+    elif isinstance(pvalueish, dict):
+        for value in pvalueish.values():
+            yield from _flatten_inputs(value)
+    elif isinstance(pvalueish, (list, tuple)):
+        for value in pvalueish:
+            yield from _flatten_inputs(value)
+
+
+def _output_items(result: Any) -> Iterator[tuple[str | None, Any]]:
+    if isinstance(result, pvalue.PValue):
+        yield None, result
+    elif isinstance(result, pvalue.DoOutputsTuple):
+        yield from result._outputs.items()
+    elif isinstance(result, dict):
+        for key, value in result.items():
+            if isinstance(value, pvalue.PValue):
+                yield str(key), value
+    elif isinstance(result, (list, tuple)):
+        for index, value in enumerate(result):
+            if isinstance(value, pvalue.PValue):
+                yield str(index), value

@@ -1,0 +1,177 @@
+"""``PTransform``: a named step of a pipeline, composed with ``|`` and labelled with ``>>``.
+
+>>> class Double(PTransform):
+...     def expand(self, pcoll):
+...         return pcoll | Map(lambda x: 2 * x)
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import inspect
+import os
+from typing import Any, Callable
+
+from sparkbeam import pvalue
+
+__all__ = ["PTransform", "label_from_callable", "ptransform_fn"]
+
+
+def label_from_callable(fn: Any) -> str:
+    """A readable label for a callable: its name, or ``<lambda at file.py:12>``."""
+    if hasattr(fn, "default_label"):
+        return fn.default_label()
+    if isinstance(fn, functools.partial):
+        return label_from_callable(fn.func)
+    name = getattr(fn, "__name__", None)
+    if name == "<lambda>":
+        code = fn.__code__
+        return f"<lambda at {os.path.basename(code.co_filename)}:{code.co_firstlineno}>"
+    if name:
+        return name
+    return type(fn).__name__
+
+
+class PTransform:
+    """A transform from inputs to outputs. Subclasses implement ``expand``.
+
+    A composite's ``expand`` applies other transforms; primitives are the runner's
+    business. ``'Label' >> transform`` names an application.
+    """
+
+    # Set for the primitives the runner translates directly.
+    is_primitive = False
+    _label: str | None = None
+
+    def __init__(self, label: str | None = None) -> None:
+        if label is not None:
+            self.label = label
+
+    @property
+    def label(self) -> str:
+        return self._label or self.default_label()
+
+    @label.setter
+    def label(self, value: str) -> None:
+        if not isinstance(value, str) or not value:
+            msg = f"a transform label must be a non-empty string, got {value!r}"
+            raise ValueError(msg)
+        self._label = value
+
+    def default_label(self) -> str:
+        return type(self).__name__
+
+    def expand(self, input_or_inputs: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} must implement expand()")
+
+    def with_input_types(self, *args: Any, **kwargs: Any) -> PTransform:
+        """Accepted for Beam compatibility; sparkbeam does not check element types."""
+        return self
+
+    def with_output_types(self, *args: Any, **kwargs: Any) -> PTransform:
+        """Accepted for Beam compatibility; sparkbeam does not check element types."""
+        return self
+
+    def with_resource_hints(self, **kwargs: Any) -> PTransform:
+        return self
+
+    def __rrshift__(self, label: str) -> PTransform:
+        if not isinstance(label, str):
+            return NotImplemented
+        named = copy.copy(self)
+        named.label = label
+        return named
+
+    def __or__(self, right: Any) -> Any:
+        if isinstance(right, PTransform):
+            return _ChainedPTransform(self, right)
+        return NotImplemented
+
+    def __ror__(self, left: Any, label: str | None = None) -> Any:
+        from sparkbeam.pipeline import Pipeline
+
+        if isinstance(left, Pipeline):
+            return left.apply(self, pvalue.PBegin(left), label)
+        pipelines = {pv.pipeline for pv in _flat_pvalues(left)}
+        if len(pipelines) != 1:
+            msg = (
+                f"{self.label}: the input must be PCollections of one pipeline, got {left!r}"
+                if pipelines
+                else f"{self.label}: cannot apply a transform to {left!r}; "
+                "apply it to a Pipeline or a PCollection"
+            )
+            raise TypeError(msg)
+        pipeline = pipelines.pop()
+        return pipeline.apply(self, left, label)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.label!r}>"
+
+
+def _flat_pvalues(value: Any) -> list[pvalue.PValue]:
+    if isinstance(value, pvalue.PValue):
+        return [value]
+    if isinstance(value, pvalue.DoOutputsTuple):
+        return list(value)
+    if isinstance(value, dict):
+        return [v for item in value.values() for v in _flat_pvalues(item)]
+    if isinstance(value, (list, tuple)):
+        return [v for item in value for v in _flat_pvalues(item)]
+    return []
+
+
+class _ChainedPTransform(PTransform):
+    def __init__(self, *parts: PTransform) -> None:
+        super().__init__()
+        self._parts = parts
+
+    def default_label(self) -> str:
+        return "|".join(p.label for p in self._parts)
+
+    def __or__(self, right: Any) -> Any:
+        if isinstance(right, PTransform):
+            return _ChainedPTransform(*self._parts, right)
+        return NotImplemented
+
+    def expand(self, pval: Any) -> Any:
+        for part in self._parts:
+            pval = pval | part
+        return pval
+
+
+class _PTransformFnPTransform(PTransform):
+    def __init__(self, fn: Callable, args: tuple, kwargs: dict) -> None:
+        super().__init__()
+        self._fn = fn
+        self._args = args
+        self._kwargs = kwargs
+
+    def default_label(self) -> str:
+        return self._fn.__name__
+
+    def expand(self, pcoll: Any) -> Any:
+        return self._fn(pcoll, *self._args, **self._kwargs)
+
+
+def ptransform_fn(fn: Callable) -> Callable[..., PTransform]:
+    """Turn ``fn(pcoll, *args, **kwargs)`` into a transform: ``pcoll | fn(*args, **kwargs)``.
+
+    >>> @ptransform_fn
+    ... def Squares(pcoll):
+    ...     return pcoll | Map(lambda x: x * x)
+    """
+    params = list(inspect.signature(fn).parameters)
+    if not params:
+        msg = f"ptransform_fn: {fn.__name__} must take the input PCollection as its first argument"
+        raise TypeError(msg)
+
+    @functools.wraps(fn)
+    def make(*args: Any, **kwargs: Any) -> PTransform:
+        label = kwargs.pop("label", None)
+        transform = _PTransformFnPTransform(fn, args, kwargs)
+        if label:
+            transform.label = label
+        return transform
+
+    return make

@@ -1,0 +1,1 @@
+"""Time and windowed-value types (``sparkbeam.utils.timestamp``, ``sparkbeam.utils.windowed_value``)."""
