@@ -39,7 +39,7 @@ from sparkbeam.core import (
     WindowInto,
 )
 from sparkbeam.options.pipeline_options import PipelineOptions
-from sparkbeam.pipeline import Pipeline
+from sparkbeam.pipeline import Pipeline, capture
 from sparkbeam.ptransform import PTransform, ptransform_fn
 from sparkbeam.pvalue import PCollection, TaggedOutput
 from sparkbeam.runner import PipelineResult, PipelineState
@@ -79,6 +79,7 @@ __all__ = [
     "Timestamp",
     "TimestampedValue",
     "WindowInto",
+    "capture",
     "io",
     "ptransform_fn",
     "pvalue",

@@ -23,7 +23,7 @@ from sparkbeam.ptransform import PTransform
 if TYPE_CHECKING:
     from sparkbeam.runner import PipelineResult, PipelineRunner
 
-__all__ = ["AppliedTransform", "Pipeline"]
+__all__ = ["AppliedTransform", "Pipeline", "capture"]
 
 
 @attrs.define(eq=False, repr=False)
@@ -84,6 +84,7 @@ class Pipeline:
         self._stack = [self.root]
         self._labels: dict[str, AppliedTransform] = {}
         self._result: PipelineResult | None = None
+        self.captured: list[pvalue.PCollection] = []
 
     @property
     def options(self) -> PipelineOptions:
@@ -192,3 +193,17 @@ def _output_items(result: Any) -> Iterator[tuple[str | None, Any]]:
         for index, value in enumerate(result):
             if isinstance(value, pvalue.PValue):
                 yield str(index), value
+
+
+def capture(pcoll: pvalue.PCollection) -> pvalue.PCollection:
+    """Record every element ``pcoll`` emits, with its timestamp, window, pane and the step
+    that emitted it; read them after the run with ``result.emissions(pcoll)``.
+
+    Returns ``pcoll`` so it chains: ``totals = sparkbeam.capture(pcoll | CombinePerKey(sum))``.
+    """
+    if not isinstance(pcoll, pvalue.PCollection):
+        msg = f"capture takes a PCollection, not {pcoll!r}"
+        raise TypeError(msg)
+    if pcoll not in pcoll.pipeline.captured:
+        pcoll.pipeline.captured.append(pcoll)
+    return pcoll

@@ -1,0 +1,227 @@
+"""Calling a user's DoFn: its parameters, its outputs, its lifecycle, and its errors.
+
+``DoFnRunner`` is built once per bundle (a partition of one step) from a ``ParDoOp``. It
+reads the process method's signature once, so each element costs one call plus the
+parameters the DoFn asked for; outputs become ``WindowedValue``s that keep the input's
+timestamp, windows and pane unless the DoFn yields a ``TimestampedValue``,
+``WindowedValue`` or ``TaggedOutput``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from sparkbeam.core import _CallableDoFn
+from sparkbeam.dofn import DoFn, DoFnParam
+from sparkbeam.pvalue import TaggedOutput
+from sparkbeam.runners.core.errors import UserCodeError
+from sparkbeam.runners.core.ops import ParDoOp, SideInputSlot
+from sparkbeam.utils.timestamp import Timestamp
+from sparkbeam.utils.windowed_value import WindowedValue
+from sparkbeam.window import GlobalWindow, GlobalWindows, TimestampedValue, WindowFn
+
+__all__ = ["DoFnRunner", "SideInputs"]
+
+Emit = Callable[[WindowedValue], None]
+
+
+class SideInputs:
+    """Side-input contents by PCollection id, as lists of WindowedValue, viewed per window."""
+
+    def __init__(self, contents: dict[int, list[WindowedValue]]) -> None:
+        self._by_window: dict[int, dict[Any, list]] = {}
+        for pcoll, values in contents.items():
+            by_window: dict[Any, list] = {}
+            for wv in values:
+                for window in wv.windows:
+                    by_window.setdefault(window, []).append(wv.value)
+            self._by_window[pcoll] = by_window
+        self._views: dict[tuple[int, Any], Any] = {}
+
+    def view(self, slot: SideInputSlot, main_window: Any) -> Any:
+        side_window = _side_window(slot.windowfn, main_window)
+        key = (slot.pcoll, side_window)
+        if key not in self._views:
+            values = self._by_window.get(slot.pcoll, {}).get(side_window, [])
+            self._views[key] = slot.view.view(values)
+        return self._views[key]
+
+
+def _side_window(windowfn: WindowFn, main_window: Any) -> Any:
+    if isinstance(windowfn, GlobalWindows):
+        return GlobalWindow()
+    windows = list(windowfn.assign(WindowFn.AssignContext(main_window.max_timestamp())))
+    if len(windows) != 1:
+        msg = f"a side input windowed by {windowfn!r} maps a main-input window to {len(windows)} windows; it must map to one"
+        raise ValueError(msg)
+    return windows[0]
+
+
+def _param_names(fn: Callable) -> dict[str, DoFnParam]:
+    try:
+        parameters = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return {}
+    return {p.name: p.default for p in parameters if isinstance(p.default, DoFnParam)}
+
+
+class DoFnRunner:
+    """Runs one ParDo's DoFn over a bundle, pushing outputs to ``emitters`` by tag."""
+
+    def __init__(self, op: ParDoOp, emitters: dict[str | None, Emit], side_inputs: SideInputs | None) -> None:
+        self.op = op
+        self.label = op.label
+        self.location = op.location
+        self.emitters = emitters
+        self.main_emit = emitters.get(None) or _discard
+        self.side_inputs = side_inputs
+        dofn = op.dofn
+        if isinstance(dofn, _CallableDoFn):
+            self.fn = dofn.fn
+            self.shape = dofn.shape
+        else:
+            self.fn = dofn.process
+            self.shape = "DoFn"
+        params = _param_names(self.fn)
+        self.params = params
+        self.explode_windows = DoFn.WindowParam in params.values() or bool(op.side_inputs)
+        self.has_slots = bool(op.side_inputs)
+        self.dofn = dofn
+
+    # -- lifecycle -------------------------------------------------------------------
+    def start(self) -> None:
+        self._guard(self.dofn.setup)
+        self._guard(self.dofn.start_bundle)
+
+    def finish(self) -> None:
+        results = self._guard(self.dofn.finish_bundle)
+        if results is not None:
+            for item in self._guard_iter(results, None):
+                if isinstance(item, TaggedOutput):
+                    tag, item = item.tag, item.value
+                else:
+                    tag = None
+                if not isinstance(item, WindowedValue):
+                    msg = (
+                        f"'{self.label}' (applied at {self.location}): finish_bundle must output "
+                        f"WindowedValue (it has no current element to take a window from), got {item!r}"
+                    )
+                    raise TypeError(msg)
+                self._emitter(tag)(item)
+
+    def teardown(self) -> None:
+        self._guard(self.dofn.teardown)
+
+    # -- elements --------------------------------------------------------------------
+    def process(self, wv: WindowedValue) -> None:
+        if self.explode_windows and len(wv.windows) != 1:
+            for window in wv.windows:
+                self._process_one(WindowedValue(wv.value, wv.timestamp_micros, (window,), wv.pane_info))
+        else:
+            self._process_one(wv)
+
+    def _process_one(self, wv: WindowedValue) -> None:
+        args, kwargs = self._arguments(wv)
+        value = wv.value
+        shape = self.shape
+        try:
+            if shape == "MapTuple" or shape == "FlatMapTuple":
+                result = self.fn(*value, *args, **kwargs)
+            else:
+                result = self.fn(value, *args, **kwargs)
+        except UserCodeError:
+            raise
+        except Exception as error:
+            raise UserCodeError(self.label, self.location, error, value) from error
+        if shape == "Map" or shape == "MapTuple":
+            self._output(result, wv)
+        elif shape == "Filter":
+            if result:
+                self.main_emit(wv)
+        elif result is not None:
+            for item in self._guard_iter(result, value):
+                self._output(item, wv)
+
+    def _arguments(self, wv: WindowedValue) -> tuple[tuple, dict]:
+        op = self.op
+        args, kwargs = op.args, op.kwargs
+        if self.has_slots:
+            window = wv.windows[0]
+            try:
+                args = tuple(self.side_inputs.view(a, window) if isinstance(a, SideInputSlot) else a for a in args)  # type: ignore[union-attr]
+                kwargs = {k: self.side_inputs.view(v, window) if isinstance(v, SideInputSlot) else v for k, v in kwargs.items()}  # type: ignore[union-attr]
+            except ValueError as error:
+                raise UserCodeError(self.label, self.location, error, wv.value) from error
+        if self.params:
+            kwargs = dict(kwargs)
+            # Compared by value: a pickled function carries copies of the DoFn.*Param markers.
+            for name, param in self.params.items():
+                if param == DoFn.TimestampParam:
+                    kwargs[name] = Timestamp.from_micros(wv.timestamp_micros)
+                elif param == DoFn.WindowParam:
+                    kwargs[name] = wv.windows[0]
+                elif param == DoFn.PaneInfoParam:
+                    kwargs[name] = wv.pane_info
+                elif param == DoFn.ElementParam:
+                    kwargs[name] = wv.value
+        return args, kwargs
+
+    def _output(self, item: Any, wv: WindowedValue) -> None:
+        kind = type(item)
+        if kind is TaggedOutput:
+            emit = self._emitter(item.tag)
+            item = item.value
+            kind = type(item)
+        else:
+            emit = self.main_emit
+        if kind is TimestampedValue:
+            emit(WindowedValue(item.value, item.timestamp.micros, wv.windows, wv.pane_info))
+        elif kind is WindowedValue:
+            emit(item)
+        else:
+            emit(WindowedValue(item, wv.timestamp_micros, wv.windows, wv.pane_info))
+
+    def _emitter(self, tag: str | None) -> Emit:
+        emit = self.emitters.get(tag)
+        if emit is None:
+            declared = [t for t in self.emitters if t is not None]
+            msg = (
+                f"'{self.label}' (applied at {self.location}) output to tag {tag!r}, which was not "
+                f"declared; declare it with .with_outputs({tag!r}) (declared: {declared})"
+            )
+            raise ValueError(msg)
+        return emit
+
+    def _guard(self, method: Callable[[], Any]) -> Any:
+        try:
+            return method()
+        except UserCodeError:
+            raise
+        except Exception as error:
+            raise UserCodeError(self.label, self.location, error) from error
+
+    def _guard_iter(self, results: Iterable[Any], element: Any) -> Iterable[Any]:
+        try:
+            iterator = iter(results)
+        except TypeError:
+            msg = (
+                f"'{self.label}' (applied at {self.location}) returned {results!r}, which is not iterable; "
+                "a DoFn's process (and a FlatMap's function) must return or yield an iterable"
+            )
+            raise UserCodeError(self.label, self.location, TypeError(msg), element) from None
+        while True:
+            try:
+                item = next(iterator)
+            except StopIteration:
+                return
+            except UserCodeError:
+                raise
+            except Exception as error:
+                raise UserCodeError(self.label, self.location, error, element) from error
+            yield item
+
+
+def _discard(wv: WindowedValue) -> None:
+    return None

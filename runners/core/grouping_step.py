@@ -1,0 +1,113 @@
+"""One step of a grouping stage over one partition of keys: the same code in memory and on Spark.
+
+The input is a partition's records: the keyed state carried from the previous step and
+the new (key, element) pairs of this step. The output is the new state, the fired panes
+and one ``StageSummary`` (earliest hold and which key and window set it, counts, drops).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from sparkbeam.runners.core.errors import TransformError
+from sparkbeam.runners.core.ops import GroupOp
+from sparkbeam.runners.core.steps import StageSummary, StepParams
+from sparkbeam.utils.windowed_value import WindowedValue
+
+__all__ = ["ELEMENT", "PANE", "STATE", "SUMMARY", "group_partition", "key_element"]
+
+STATE = "S"
+ELEMENT = "E"
+PANE = "P"
+SUMMARY = "M"
+
+
+def key_element(op: GroupOp, wv: WindowedValue) -> tuple[Any, WindowedValue]:
+    """(key, element with the value alone) for a (key, value) element, or a clear error."""
+    value = wv.value
+    if type(value) is not tuple or len(value) != 2:
+        try:
+            key, inner = value
+        except (TypeError, ValueError):
+            msg = (
+                f"'{op.label}' (applied at {op.location}) groups (key, value) pairs, but got "
+                f"{_short(value)}; key the elements first, e.g. with beam.Map(lambda x: (key_of(x), x))"
+            )
+            raise TransformError(msg) from None
+    else:
+        key, inner = value
+    return key, WindowedValue(inner, wv.timestamp_micros, wv.windows, wv.pane_info)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def group_partition(engine: Any, records: Iterable[tuple[str, Any, Any]], params: StepParams) -> Iterator[tuple[str, Any, Any]]:
+    """Run one step for the keys of one partition; yields (STATE|PANE|SUMMARY, key, payload)."""
+    from sparkbeam.runners.core.grouping import GroupingStats
+
+    states: dict[Any, Any] = {}
+    new: dict[Any, list[WindowedValue]] = {}
+    for tag, key, payload in records:
+        if tag == STATE:
+            states[key] = payload
+        else:
+            new.setdefault(key, []).append(payload)
+    stats = GroupingStats()
+    summary = StageSummary()
+    panes: list[WindowedValue] = []
+    for key, elements in new.items():
+        state = states.get(key)
+        if state is None:
+            state = states[key] = engine.new_key_state()
+        summary.elements_in += len(elements)
+        panes.extend(
+            engine.add_elements(
+                state,
+                key,
+                elements,
+                input_watermark=params.old_input_watermark,
+                output_watermark=params.output_watermark,
+                now=params.now,
+                stats=stats,
+            )
+        )
+    for key, state in states.items():
+        panes.extend(
+            engine.fire_timers(state, key, input_watermark=params.new_input_watermark, now=params.now, stats=stats)
+        )
+        if engine.is_empty(state):
+            continue
+        hold = engine.earliest_hold(state)
+        if hold is not None and (summary.earliest_hold is None or hold[0] < summary.earliest_hold):
+            summary.earliest_hold = hold[0]
+            summary.hold_key = _short(key)
+            summary.hold_window = str(hold[1])
+        event_timer, processing_timer = engine.next_timers(state)
+        summary.next_event_timer = _min(summary.next_event_timer, event_timer)
+        summary.next_processing_timer = _min(summary.next_processing_timer, processing_timer)
+        summary.state_keys += 1
+        summary.state_windows += _window_count(state)
+        yield (STATE, key, state)
+    summary.elements_out = len(panes)
+    summary.late_dropped = stats.late_dropped
+    summary.closed_dropped = stats.closed_dropped
+    for pane in panes:
+        yield (PANE, None, pane)
+    yield (SUMMARY, None, summary)
+
+
+def _min(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)
+
+
+def _window_count(state: Any) -> int:
+    windows = getattr(state, "windows", None)
+    return len(windows) if windows is not None else 1

@@ -1,0 +1,316 @@
+"""Lowering: the user's pipeline graph becomes a flat list of picklable operations.
+
+Each primitive becomes one op that names its input and output PCollections by integer id
+and carries only what executing it needs (never the pipeline, so ops pickle small). A
+registry maps each primitive type to its lowering; a primitive without an entry is an
+error naming the transform. Rewrites run here: ``CombinePerKey`` (with no extra
+arguments) lowers to a grouping op that combines as it groups (combiner lifting).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from sparkbeam import pvalue
+from sparkbeam.combine import CombineFn, CombinePerKey
+from sparkbeam.core import Create, Flatten, GroupByKey, Impulse, ParDo, WindowInto
+from sparkbeam.dofn import DoFn
+from sparkbeam.io.textio import ReadFromText, WriteToText
+from sparkbeam.pipeline import AppliedTransform, Pipeline
+from sparkbeam.runners.core.errors import UnsupportedError
+from sparkbeam.testing.test_stream import TestStream
+from sparkbeam.window import WindowFn
+from sparkbeam.windowing import Windowing
+
+__all__ = [
+    "CreateOp",
+    "FlattenOp",
+    "GroupOp",
+    "ImpulseOp",
+    "LoweredPipeline",
+    "Op",
+    "PCollectionInfo",
+    "ParDoOp",
+    "ReadTextOp",
+    "SideInputSlot",
+    "TestStreamOp",
+    "WindowIntoOp",
+    "WriteTextOp",
+    "lower",
+    "supported_primitives",
+]
+
+
+@attrs.frozen
+class PCollectionInfo:
+    id: int
+    label: str
+    windowing: Windowing
+    is_bounded: bool
+
+
+@attrs.frozen
+class Op:
+    label: str
+    location: str
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+
+
+@attrs.frozen
+class ImpulseOp(Op):
+    pass
+
+
+@attrs.frozen
+class CreateOp(Op):
+    values: tuple = attrs.field(converter=tuple)
+
+
+@attrs.frozen
+class ReadTextOp(Op):
+    source: ReadFromText
+
+
+@attrs.frozen
+class TestStreamOp(Op):
+    __test__ = False
+    events: tuple
+    output_tags: tuple  # tag of each output, aligned with ``outputs``
+
+
+@attrs.frozen
+class SideInputSlot:
+    """Stands in an op's arguments for a side input: which PCollection, viewed how."""
+
+    pcoll: int
+    view: pvalue.AsSideInput = attrs.field(eq=False)
+    windowfn: WindowFn = attrs.field(eq=False)
+
+
+@attrs.frozen
+class ParDoOp(Op):
+    dofn: DoFn
+    args: tuple
+    kwargs: dict = attrs.field(hash=False)
+    output_tags: tuple  # tag (None = main) of each output, aligned with ``outputs``
+    side_inputs: tuple[SideInputSlot, ...] = ()
+
+
+@attrs.frozen
+class WindowIntoOp(Op):
+    windowfn: WindowFn
+
+
+@attrs.frozen
+class FlattenOp(Op):
+    pass
+
+
+@attrs.frozen
+class GroupOp(Op):
+    """GroupByKey, or CombinePerKey when ``combine_fn`` is set (output: (key, combined))."""
+
+    windowing: Windowing
+    combine_fn: CombineFn | None = None
+
+
+@attrs.frozen
+class WriteTextOp(Op):
+    sink: WriteToText
+
+
+@attrs.frozen
+class LoweredPipeline:
+    ops: tuple[Op, ...]
+    pcollections: tuple[PCollectionInfo, ...]
+    #: PCollection ids the user asked to capture (``sparkbeam.capture``)
+    captured: frozenset[int] = frozenset()
+    #: driver-side lookup from a PCollection handle (by identity) to its id
+    handle_ids: dict[int, int] = attrs.field(factory=dict, eq=False, repr=False)
+
+    def id_of(self, pcoll: pvalue.PCollection) -> int:
+        try:
+            return self.handle_ids[id(pcoll)]
+        except KeyError:
+            msg = f"{pcoll!r} is not part of this pipeline's graph"
+            raise KeyError(msg) from None
+
+    def producer(self, pcoll: int) -> Op:
+        for op in self.ops:
+            if pcoll in op.outputs:
+                return op
+        msg = f"no op produces PCollection {pcoll}"
+        raise KeyError(msg)
+
+    def consumers(self, pcoll: int) -> list[Op]:
+        return [
+            op
+            for op in self.ops
+            if pcoll in op.inputs
+            or (isinstance(op, ParDoOp) and any(s.pcoll == pcoll for s in op.side_inputs))
+        ]
+
+
+class _Lowering:
+    def __init__(self, pipeline: Pipeline, lift_combiners: bool) -> None:
+        self.pipeline = pipeline
+        self.lift_combiners = lift_combiners
+        self.ids: dict[int, int] = {}
+        self.infos: list[PCollectionInfo] = []
+        self.ops: list[Op] = []
+
+    def pcoll_id(self, pc: pvalue.PValue) -> int:
+        key = id(pc)
+        if key not in self.ids:
+            if not isinstance(pc, pvalue.PCollection):
+                msg = f"expected a PCollection, got {pc!r}"
+                raise TypeError(msg)
+            self.ids[key] = len(self.infos)
+            self.infos.append(PCollectionInfo(len(self.infos), pc.label, pc.windowing, pc.is_bounded))
+        return self.ids[key]
+
+    def inputs(self, node: AppliedTransform) -> tuple[int, ...]:
+        return tuple(self.pcoll_id(pc) for pc in node.inputs if isinstance(pc, pvalue.PCollection))
+
+    def outputs(self, node: AppliedTransform) -> tuple[int, ...]:
+        return tuple(self.pcoll_id(pc) for pc in node.outputs.values() if isinstance(pc, pvalue.PCollection))
+
+    def base(self, node: AppliedTransform) -> dict[str, Any]:
+        return {
+            "label": node.full_label,
+            "location": str(node.location),
+            "inputs": self.inputs(node),
+            "outputs": self.outputs(node),
+        }
+
+    def visit(self, node: AppliedTransform) -> None:
+        transform = node.transform
+        if (
+            self.lift_combiners
+            and isinstance(transform, CombinePerKey)
+            and not transform.args
+            and not transform.kwargs
+        ):
+            self.ops.append(_lower_combine_per_key(self, node))
+            return
+        if node.is_primitive:
+            lowering = _LOWERINGS.get(type(transform))
+            if lowering is None:
+                lowering = next((fn for cls, fn in _LOWERINGS.items() if isinstance(transform, cls)), None)
+            if lowering is None:
+                msg = (
+                    f"'{node.full_label}' (applied at {node.location}): the primitive "
+                    f"{type(transform).__name__} is not supported by sparkbeam's runner; "
+                    f"supported primitives: {', '.join(supported_primitives())}"
+                )
+                raise UnsupportedError(msg)
+            self.ops.append(lowering(self, node))
+            return
+        for part in node.parts:
+            self.visit(part)
+
+
+_LOWERINGS: dict[type, Callable[[_Lowering, AppliedTransform], Op]] = {}
+
+
+def _registers(cls: type) -> Callable:
+    def register(fn: Callable[[_Lowering, AppliedTransform], Op]) -> Callable:
+        _LOWERINGS[cls] = fn
+        return fn
+
+    return register
+
+
+def supported_primitives() -> list[str]:
+    """The primitives the runner executes, read off the lowering registry."""
+    return sorted(cls.__name__ for cls in _LOWERINGS)
+
+
+@_registers(Impulse)
+def _lower_impulse(lowering: _Lowering, node: AppliedTransform) -> Op:
+    return ImpulseOp(**lowering.base(node))
+
+
+@_registers(Create)
+def _lower_create(lowering: _Lowering, node: AppliedTransform) -> Op:
+    return CreateOp(**lowering.base(node), values=node.transform.values)  # type: ignore[union-attr]
+
+
+@_registers(ReadFromText)
+def _lower_read_text(lowering: _Lowering, node: AppliedTransform) -> Op:
+    return ReadTextOp(**lowering.base(node), source=node.transform)  # type: ignore[arg-type]
+
+
+@_registers(TestStream)
+def _lower_test_stream(lowering: _Lowering, node: AppliedTransform) -> Op:
+    transform: TestStream = node.transform  # type: ignore[assignment]
+    tags = tuple(pc.tag if pc.tag != "None" else None for pc in node.outputs.values())
+    return TestStreamOp(**lowering.base(node), events=transform.events, output_tags=tags)
+
+
+def _slot(lowering: _Lowering, arg: Any) -> Any:
+    if isinstance(arg, pvalue.AsSideInput):
+        pc = arg.pvalue
+        return SideInputSlot(lowering.pcoll_id(pc), arg, pc.windowing.windowfn)
+    return arg
+
+
+@_registers(ParDo)
+def _lower_pardo(lowering: _Lowering, node: AppliedTransform) -> Op:
+    transform: ParDo = node.transform  # type: ignore[assignment]
+    args = tuple(_slot(lowering, a) for a in transform.args)
+    kwargs = {k: _slot(lowering, v) for k, v in transform.kwargs.items()}
+    slots = tuple(a for a in (*args, *kwargs.values()) if isinstance(a, SideInputSlot))
+    tags = tuple(tag if tag != "None" else None for tag in node.outputs)
+    return ParDoOp(
+        **lowering.base(node),
+        dofn=transform.fn,
+        args=args,
+        kwargs=kwargs,
+        output_tags=tags,
+        side_inputs=slots,
+    )
+
+
+@_registers(WindowInto)
+def _lower_window_into(lowering: _Lowering, node: AppliedTransform) -> Op:
+    return WindowIntoOp(**lowering.base(node), windowfn=node.transform.windowing.windowfn)  # type: ignore[union-attr]
+
+
+@_registers(Flatten)
+def _lower_flatten(lowering: _Lowering, node: AppliedTransform) -> Op:
+    return FlattenOp(**lowering.base(node))
+
+
+@_registers(GroupByKey)
+def _lower_group_by_key(lowering: _Lowering, node: AppliedTransform) -> Op:
+    (source,) = node.inputs
+    return GroupOp(**lowering.base(node), windowing=source.windowing)  # type: ignore[union-attr]
+
+
+@_registers(WriteToText)
+def _lower_write_text(lowering: _Lowering, node: AppliedTransform) -> Op:
+    return WriteTextOp(**lowering.base(node), sink=node.transform)  # type: ignore[arg-type]
+
+
+def _lower_combine_per_key(lowering: _Lowering, node: AppliedTransform) -> Op:
+    transform: CombinePerKey = node.transform  # type: ignore[assignment]
+    (source,) = node.inputs
+    return GroupOp(
+        **lowering.base(node),
+        windowing=source.windowing,  # type: ignore[union-attr]
+        combine_fn=transform.combine_fn,
+    )
+
+
+def lower(pipeline: Pipeline, *, lift_combiners: bool = True) -> LoweredPipeline:
+    """The pipeline as ops in application order (producers before consumers)."""
+    lowering = _Lowering(pipeline, lift_combiners)
+    for node in pipeline.root.parts:
+        lowering.visit(node)
+    captured = frozenset(lowering.pcoll_id(pc) for pc in pipeline.captured)
+    return LoweredPipeline(tuple(lowering.ops), tuple(lowering.infos), captured, dict(lowering.ids))

@@ -1,0 +1,173 @@
+"""Stage planning: fuse element-wise ops into stages, with a boundary at each source and grouping.
+
+A stage is: a head (a source, a grouping, or nothing), then a fused body of element-wise
+ops (ParDo, WindowInto, Flatten) that run in one pass over the head's output. An
+element-wise op joins the stage its input comes from; one whose inputs come from several
+stages (a Flatten across branches) starts a stage with no head; a ParDo with side inputs
+starts a new stage, since its side inputs must be complete before it runs. Each stage
+has an input and an output watermark (DESIGN §4); the step loop runs stages in the
+topological order planned here.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from sparkbeam.runners.core.ops import (
+    CreateOp,
+    FlattenOp,
+    GroupOp,
+    ImpulseOp,
+    LoweredPipeline,
+    Op,
+    ParDoOp,
+    ReadTextOp,
+    TestStreamOp,
+    WindowIntoOp,
+    WriteTextOp,
+)
+
+__all__ = ["Stage", "StagePlan", "plan_stages"]
+
+SOURCE_OPS = (CreateOp, ImpulseOp, ReadTextOp, TestStreamOp)
+ELEMENTWISE_OPS = (ParDoOp, WindowIntoOp, FlattenOp)
+
+
+@attrs.frozen
+class Stage:
+    """One fused stage. ``inputs`` are PCollections produced by other stages."""
+
+    id: int
+    name: str
+    head: Op | None
+    body: tuple[Op, ...]
+    inputs: tuple[int, ...]
+    #: PCollections produced here that something outside the stage reads (another stage,
+    #: a sink, a side input, a capture)
+    outputs: tuple[int, ...]
+    upstream: tuple[int, ...]
+    sinks: tuple[WriteTextOp, ...] = ()
+    #: for a TestStream split per output tag: the tag this stage emits
+    source_tag: str | None = None
+
+    @property
+    def is_source(self) -> bool:
+        return isinstance(self.head, SOURCE_OPS)
+
+    @property
+    def grouping(self) -> GroupOp | None:
+        return self.head if isinstance(self.head, GroupOp) else None
+
+    @property
+    def produced(self) -> tuple[int, ...]:
+        """Every PCollection computed inside the stage (head and body outputs)."""
+        ids = list(self.head.outputs) if self.head is not None else []
+        for op in self.body:
+            ids.extend(op.outputs)
+        return tuple(ids)
+
+
+@attrs.frozen
+class StagePlan:
+    stages: tuple[Stage, ...]  # topological order
+    lowered: LoweredPipeline
+
+    def stage_of(self, pcoll: int) -> Stage:
+        for stage in self.stages:
+            if pcoll in stage.produced:
+                return stage
+        msg = f"no stage produces PCollection {pcoll}"
+        raise KeyError(msg)
+
+    def side_input_pcolls(self) -> frozenset[int]:
+        return frozenset(
+            slot.pcoll
+            for stage in self.stages
+            for op in stage.body
+            if isinstance(op, ParDoOp)
+            for slot in op.side_inputs
+        )
+
+    def describe(self) -> str:
+        """A readable listing of the stages, for users and for tests."""
+        lines = []
+        for stage in self.stages:
+            head = stage.head.label if stage.head is not None else "-"
+            body = ", ".join(op.label for op in stage.body) or "-"
+            lines.append(f"stage {stage.id} {stage.name!r}: head={head}; body=[{body}]; upstream={list(stage.upstream)}")
+        return "\n".join(lines)
+
+
+def plan_stages(lowered: LoweredPipeline) -> StagePlan:
+    producer_stage: dict[int, int] = {}  # pcoll -> index in drafts
+    drafts: list[dict] = []
+
+    def new_stage(name: str, head: Op | None, inputs: tuple[int, ...], source_tag: str | None = None) -> int:
+        drafts.append({"name": name, "head": head, "body": [], "inputs": inputs, "sinks": [], "source_tag": source_tag, "side": set()})
+        index = len(drafts) - 1
+        if head is not None:
+            for pcoll in head.outputs:
+                producer_stage[pcoll] = index
+        return index
+
+    for op in lowered.ops:
+        if isinstance(op, TestStreamOp) and len(op.outputs) > 1:
+            # each output tag has its own watermark, so each becomes its own source stage
+            for pcoll, tag in zip(op.outputs, op.output_tags):
+                index = new_stage(f"{op.label}[{tag}]", attrs.evolve(op, outputs=(pcoll,), output_tags=(tag,)), (), tag)
+            continue
+        if isinstance(op, SOURCE_OPS):
+            new_stage(op.label, op, ())
+            continue
+        if isinstance(op, GroupOp):
+            new_stage(op.label, op, op.inputs)
+            continue
+        if isinstance(op, WriteTextOp):
+            (pcoll,) = op.inputs
+            drafts[producer_stage[pcoll]]["sinks"].append(op)
+            continue
+        if not isinstance(op, ELEMENTWISE_OPS):
+            msg = f"'{op.label}' (applied at {op.location}): no stage planning for {type(op).__name__}"
+            raise TypeError(msg)
+        input_stages = {producer_stage[pcoll] for pcoll in op.inputs}
+        side_inputs = isinstance(op, ParDoOp) and op.side_inputs
+        if len(input_stages) == 1 and not side_inputs:
+            index = input_stages.pop()
+        else:
+            index = new_stage(op.label, None, op.inputs)
+        drafts[index]["body"].append(op)
+        if side_inputs:
+            drafts[index]["side"].update(producer_stage[slot.pcoll] for slot in op.side_inputs)  # type: ignore[union-attr]
+        for pcoll in op.outputs:
+            producer_stage[pcoll] = index
+
+    external: set[int] = set(lowered.captured)
+    for draft in drafts:
+        external.update(draft["inputs"])
+        for op in draft["body"]:
+            if isinstance(op, ParDoOp):
+                external.update(slot.pcoll for slot in op.side_inputs)
+        for sink in draft["sinks"]:
+            external.update(sink.inputs)
+
+    stages = []
+    for index, draft in enumerate(drafts):
+        produced = set(draft["head"].outputs) if draft["head"] is not None else set()
+        for op in draft["body"]:
+            produced.update(op.outputs)
+        upstream = {producer_stage[p] for p in draft["inputs"]} | draft["side"]
+        stages.append(
+            Stage(
+                id=index,
+                name=draft["name"],
+                head=draft["head"],
+                body=tuple(draft["body"]),
+                inputs=tuple(draft["inputs"]),
+                outputs=tuple(sorted(p for p in produced if p in external)),
+                upstream=tuple(sorted(upstream)),
+                sinks=tuple(draft["sinks"]),
+                source_tag=draft["source_tag"],
+            )
+        )
+    # Ops arrive producers-first, so stage ids are already a topological order.
+    return StagePlan(tuple(stages), lowered)

@@ -1,0 +1,110 @@
+"""What each source stage contributes to a step: its new elements and its new watermark.
+
+Bounded sources (Create, Impulse, ReadFromText) deliver everything in the first step and
+then move their watermark to the end of time. A TestStream delivers one event per step;
+when its script is over, its watermark moves to the end of time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from sparkbeam.runners.core.ops import CreateOp, ImpulseOp, Op, ReadTextOp, TestStreamOp
+from sparkbeam.runners.core.plan import Stage
+from sparkbeam.testing.test_stream import ElementEvent, ProcessingTimeEvent, WatermarkEvent
+from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
+from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
+from sparkbeam.window import GlobalWindow
+
+__all__ = ["SourceEmission", "SourceState", "make_source_state"]
+
+MIN = MIN_TIMESTAMP.micros
+MAX = MAX_TIMESTAMP.micros
+
+
+@attrs.frozen
+class SourceEmission:
+    """One step of one source: ``whole`` (deliver the source's entire bounded content),
+    or ``elements`` (explicit, already windowed), and the watermark after the step."""
+
+    watermark: int
+    whole: Op | None = None
+    elements: tuple[WindowedValue, ...] = ()
+    advance_clock_by: int = 0
+
+    @property
+    def is_empty(self) -> bool:
+        return self.whole is None and not self.elements
+
+
+class SourceState:
+    watermark: int = MIN
+    done: bool = False
+
+    def next_step(self) -> SourceEmission:
+        raise NotImplementedError
+
+
+class BoundedSourceState(SourceState):
+    def __init__(self, op: Op) -> None:
+        self.op = op
+
+    def next_step(self) -> SourceEmission:
+        if self.done:
+            return SourceEmission(MAX)
+        self.done = True
+        self.watermark = MAX
+        return SourceEmission(MAX, whole=self.op)
+
+
+class TestStreamState(SourceState):
+    """Replays the events of one TestStream output tag (clock events apply to every tag)."""
+
+    __test__ = False
+
+    def __init__(self, op: TestStreamOp, tag: Any) -> None:
+        self.events = list(op.events)
+        self.tag = tag
+        self.position = 0
+
+    @property
+    def remaining(self) -> int:
+        return len(self.events) - self.position
+
+    def next_step(self) -> SourceEmission:
+        if self.position >= len(self.events):
+            if not self.done:
+                self.done = True
+                self.watermark = MAX
+            return SourceEmission(self.watermark)
+        event = self.events[self.position]
+        self.position += 1
+        if isinstance(event, ElementEvent):
+            if event.tag != self.tag:
+                return SourceEmission(self.watermark)
+            window = (GlobalWindow(),)
+            elements = tuple(
+                WindowedValue(tv.value, tv.timestamp.micros, window, PANE_INFO_UNKNOWN)
+                for tv in event.timestamped_values
+            )
+            return SourceEmission(self.watermark, elements=elements)
+        if isinstance(event, WatermarkEvent):
+            if event.tag == self.tag:
+                self.watermark = max(self.watermark, event.new_watermark.micros)
+            return SourceEmission(self.watermark)
+        if isinstance(event, ProcessingTimeEvent):
+            return SourceEmission(self.watermark, advance_clock_by=event.advance_by.micros)
+        msg = f"unknown TestStream event {event!r}"
+        raise TypeError(msg)
+
+
+def make_source_state(stage: Stage) -> SourceState:
+    head = stage.head
+    if isinstance(head, (CreateOp, ImpulseOp, ReadTextOp)):
+        return BoundedSourceState(head)
+    if isinstance(head, TestStreamOp):
+        return TestStreamState(head, head.output_tags[0])
+    msg = f"'{stage.name}': {type(head).__name__} is not a source"
+    raise TypeError(msg)

@@ -1,0 +1,264 @@
+"""The step loop: every stage's input and output watermark, one step (micro-batch) at a time.
+
+Per step (DESIGN §4): sources deliver their new elements and watermarks; then stages run
+in topological order. A stage first adds the elements its upstreams emitted in this step,
+judged against its input watermark *as it was* (elements in flight hold a stage's input
+watermark back), and fires what element-driven triggers call for; then its input watermark
+moves to the minimum of its upstreams' new output watermarks; then event-time and
+processing-time timers fire; last, its output watermark becomes min(input, earliest hold).
+Batch is one step in which the input watermark goes from -inf straight to +inf.
+
+The loop is backend-neutral: a ``Backend`` moves the data (Python lists in memory, RDDs on
+Spark); the loop does the watermark bookkeeping and records the timeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import attrs
+
+from sparkbeam.runners.core.clock import Clock
+from sparkbeam.runners.core.plan import Stage, StagePlan
+from sparkbeam.runners.core.sources import SourceEmission, SourceState, make_source_state
+from sparkbeam.runners.core.timeline import Emission, WatermarkRecord
+from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp
+from sparkbeam.utils.windowed_value import WindowedValue
+
+__all__ = ["Backend", "StageResult", "StageSummary", "StepLoop", "StepParams"]
+
+MIN = MIN_TIMESTAMP.micros
+MAX = MAX_TIMESTAMP.micros
+
+
+@attrs.frozen
+class StepParams:
+    """What a stage's workers need to know about the step (it is shipped to them)."""
+
+    step: int
+    old_input_watermark: int
+    new_input_watermark: int
+    output_watermark: int  # the stage's output watermark before this step
+    now: int
+    batch: bool
+
+
+@attrs.define
+class StageSummary:
+    """What a stage reports for one step (summed over partitions)."""
+
+    elements_in: int = 0
+    elements_out: int = 0
+    late_dropped: int = 0
+    closed_dropped: int = 0
+    earliest_hold: int | None = None
+    hold_key: str | None = None
+    hold_window: str | None = None
+    next_event_timer: int | None = None
+    next_processing_timer: int | None = None
+    state_keys: int = 0
+    state_windows: int = 0
+
+    def merge(self, other: StageSummary) -> StageSummary:
+        hold_from_other = other.earliest_hold is not None and (
+            self.earliest_hold is None or other.earliest_hold < self.earliest_hold
+        )
+        return StageSummary(
+            elements_in=self.elements_in + other.elements_in,
+            elements_out=self.elements_out + other.elements_out,
+            late_dropped=self.late_dropped + other.late_dropped,
+            closed_dropped=self.closed_dropped + other.closed_dropped,
+            earliest_hold=other.earliest_hold if hold_from_other else self.earliest_hold,
+            hold_key=other.hold_key if hold_from_other else self.hold_key,
+            hold_window=other.hold_window if hold_from_other else self.hold_window,
+            next_event_timer=_min_optional(self.next_event_timer, other.next_event_timer),
+            next_processing_timer=_min_optional(self.next_processing_timer, other.next_processing_timer),
+            state_keys=self.state_keys + other.state_keys,
+            state_windows=self.state_windows + other.state_windows,
+        )
+
+
+def _min_optional(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)
+
+
+@attrs.frozen
+class StageResult:
+    outputs: dict[int, Any]  # PCollection id -> backend dataset
+    #: the stage's report; a callable when it is only known after the step's jobs ran
+    summary: StageSummary | Callable[[], StageSummary]
+
+
+class Backend(Protocol):
+    def source_dataset(self, stage: Stage, emission: SourceEmission) -> Any: ...
+
+    def union(self, datasets: list[Any]) -> Any: ...
+
+    def run_stage(
+        self, stage: Stage, inputs: dict[int, Any], params: StepParams, side_inputs: dict[int, list[WindowedValue]]
+    ) -> StageResult: ...
+
+    def collect(self, dataset: Any) -> list[WindowedValue]: ...
+
+    def write(self, stage: Stage, datasets: dict[int, Any], params: StepParams) -> None: ...
+
+    def end_step(self, step: int) -> None: ...
+
+
+@attrs.define
+class _StageRuntime:
+    stage: Stage
+    input_watermark: int = MIN
+    output_watermark: int = MIN
+    summary: StageSummary = attrs.field(factory=StageSummary)
+    source: SourceState | None = None
+
+
+class StepLoop:
+    """Drives a planned pipeline step by step over a backend."""
+
+    def __init__(
+        self,
+        plan: StagePlan,
+        backend: Backend,
+        clock: Clock,
+        *,
+        batch: bool,
+        max_steps: int | None = None,
+        on_record: Callable[[WatermarkRecord], None] | None = None,
+    ) -> None:
+        self.plan = plan
+        self.backend = backend
+        self.clock = clock
+        self.batch = batch
+        self.max_steps = max_steps
+        self.runtimes = [_StageRuntime(stage) for stage in plan.stages]
+        for runtime in self.runtimes:
+            if runtime.stage.is_source:
+                runtime.source = make_source_state(runtime.stage)
+        self.records: list[WatermarkRecord] = []
+        self.emissions: dict[int, list[Emission]] = {p: [] for p in plan.lowered.captured}
+        self.side_contents: dict[int, list[WindowedValue]] = {p: [] for p in plan.side_input_pcolls()}
+        self.on_record = on_record
+        self.step = 0
+
+    # -- the loop ----------------------------------------------------------------------
+    def run(self) -> None:
+        if self.batch:
+            self.run_step()
+            return
+        while not self.finished():
+            if self.max_steps is not None and self.step >= self.max_steps:
+                return
+            self.run_step()
+
+    def finished(self) -> bool:
+        sources_done = all(rt.source is None or rt.source.done for rt in self.runtimes)
+        return sources_done and all(rt.output_watermark >= MAX for rt in self.runtimes)
+
+    def run_step(self) -> None:
+        step = self.step
+        emissions = {}
+        advance = 0
+        for runtime in self.runtimes:
+            if runtime.source is not None:
+                emission = runtime.source.next_step()
+                emissions[runtime.stage.id] = emission
+                advance = max(advance, emission.advance_clock_by)
+        if advance:
+            self.clock.advance(advance)  # type: ignore[attr-defined]
+        wall = self.clock.now_micros()
+        # In batch every processing-time timer fires at the end, as the watermark does.
+        now = MAX if self.batch else wall
+        produced: dict[int, list[Any]] = {}
+        pending_summaries: list[tuple[_StageRuntime, Callable[[], StageSummary]]] = []
+        for runtime in self.runtimes:
+            stage = runtime.stage
+            if runtime.source is not None:
+                emission = emissions[stage.id]
+                (head_output,) = stage.head.outputs  # type: ignore[union-attr]
+                inputs = {head_output: self.backend.source_dataset(stage, emission)}
+                new_input = emission.watermark
+            else:
+                inputs = {p: self.backend.union(produced.get(p, [])) for p in stage.inputs}
+                new_input = min(self.runtimes[u].output_watermark for u in stage.upstream)
+            new_input = max(new_input, runtime.input_watermark)
+            params = StepParams(
+                step=step,
+                old_input_watermark=MIN if self.batch else runtime.input_watermark,
+                new_input_watermark=MAX if self.batch else new_input,
+                output_watermark=MIN if self.batch else runtime.output_watermark,
+                now=now,
+                batch=self.batch,
+            )
+            side = {slot: self.side_contents[slot] for slot in self._side_slots(stage)}
+            result = self.backend.run_stage(stage, inputs, params, side)
+            for pcoll, dataset in result.outputs.items():
+                produced.setdefault(pcoll, []).append(dataset)
+                if pcoll in self.side_contents:
+                    self.side_contents[pcoll].extend(self.backend.collect(dataset))
+                if pcoll in self.emissions:
+                    self.emissions[pcoll].extend(
+                        Emission(wv.value, Timestamp.from_micros(wv.timestamp_micros), wv.windows, wv.pane_info, step, wall)
+                        for wv in self.backend.collect(dataset)
+                    )
+            if stage.sinks:
+                self.backend.write(stage, result.outputs, params)
+            runtime.input_watermark = params.new_input_watermark
+            if callable(result.summary):
+                pending_summaries.append((runtime, result.summary))
+                summary = StageSummary()
+            else:
+                summary = result.summary
+            self._advance_output(runtime, summary)
+            if callable(result.summary):
+                continue
+            runtime.summary = summary
+        for runtime, late_summary in pending_summaries:
+            runtime.summary = late_summary()
+        for runtime in self.runtimes:
+            self._record(runtime, step, wall)
+        self.backend.end_step(step)
+        self.step += 1
+
+    def _side_slots(self, stage: Stage) -> set[int]:
+        from sparkbeam.runners.core.ops import ParDoOp
+
+        return {slot.pcoll for op in stage.body if isinstance(op, ParDoOp) for slot in op.side_inputs}
+
+    def _advance_output(self, runtime: _StageRuntime, summary: StageSummary) -> None:
+        target = runtime.input_watermark
+        if summary.earliest_hold is not None:
+            target = min(target, summary.earliest_hold)
+        # Watermarks never move backwards (DESIGN §4).
+        runtime.output_watermark = max(runtime.output_watermark, target)
+        if runtime.stage.grouping is None:
+            runtime.output_watermark = max(runtime.output_watermark, runtime.input_watermark)
+
+    def _record(self, runtime: _StageRuntime, step: int, now: int) -> None:
+        summary = runtime.summary
+        record = WatermarkRecord(
+            step=step,
+            processing_time=now,
+            stage=runtime.stage.name,
+            stage_id=runtime.stage.id,
+            input_watermark=runtime.input_watermark,
+            output_watermark=runtime.output_watermark,
+            earliest_hold=summary.earliest_hold,
+            hold_key=summary.hold_key,
+            hold_window=summary.hold_window,
+            elements_in=summary.elements_in,
+            elements_out=summary.elements_out,
+            late_dropped=summary.late_dropped,
+            closed_dropped=summary.closed_dropped,
+            state_keys=summary.state_keys,
+            state_windows=summary.state_windows,
+        )
+        self.records.append(record)
+        if self.on_record is not None:
+            self.on_record(record)

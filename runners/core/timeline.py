@@ -1,0 +1,181 @@
+"""What a run records: every stage's watermarks per step, and the elements captured PCollections emitted.
+
+``Timeline`` (from ``PipelineResult.watermarks()``) has one ``WatermarkRecord`` per step
+and stage; ``Emissions`` (from ``PipelineResult.emissions(pcoll)``) one ``Emission`` per
+element. Both convert to pandas DataFrames when pandas is installed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import attrs
+
+from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp
+from sparkbeam.utils.windowed_value import PaneInfo
+
+__all__ = ["Emission", "Emissions", "Timeline", "WatermarkRecord", "emissions_of", "format_micros"]
+
+
+def format_micros(micros: int | None) -> str:
+    if micros is None:
+        return "-"
+    if micros <= MIN_TIMESTAMP.micros:
+        return "-inf"
+    if micros >= MAX_TIMESTAMP.micros:
+        return "+inf"
+    return f"{micros / 1_000_000:g}"
+
+
+@attrs.frozen
+class WatermarkRecord:
+    """One stage at the end of one step."""
+
+    step: int
+    processing_time: int  # micros on the run's clock
+    stage: str
+    stage_id: int
+    input_watermark: int
+    output_watermark: int
+    earliest_hold: int | None
+    hold_key: str | None
+    hold_window: str | None
+    elements_in: int
+    elements_out: int
+    late_dropped: int
+    closed_dropped: int
+    state_keys: int
+    state_windows: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+class Timeline:
+    """The watermark timeline of a run: one record per step and stage."""
+
+    def __init__(self, records: list[WatermarkRecord], stage_names: list[str]) -> None:
+        self.records = list(records)
+        self.stage_names = list(stage_names)
+
+    def __iter__(self) -> Iterator[WatermarkRecord]:
+        return iter(self.records)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def for_stage(self, stage: str) -> list[WatermarkRecord]:
+        """The records of the stage named by its transform label (a unique prefix will do)."""
+        names = [name for name in self.stage_names if name == stage] or [
+            name for name in self.stage_names if name.startswith(stage)
+        ]
+        if len(names) != 1:
+            msg = f"no single stage named {stage!r}; stages: {self.stage_names}"
+            raise KeyError(msg)
+        return [r for r in self.records if r.stage == names[0]]
+
+    def at_step(self, step: int) -> dict[str, WatermarkRecord]:
+        return {r.stage: r for r in self.records if r.step == step}
+
+    @property
+    def steps(self) -> int:
+        return 1 + max((r.step for r in self.records), default=-1)
+
+    def to_pandas(self) -> Any:
+        try:
+            import pandas as pd
+        except ImportError:
+            msg = "Timeline.to_pandas needs pandas: pip install 'sparkbeam[plot]'"
+            raise ImportError(msg) from None
+        return pd.DataFrame([r.as_dict() for r in self.records])
+
+    def format(self) -> str:
+        """A plain-text table (watermarks in seconds, -inf/+inf at the ends of time)."""
+        header = f"{'step':>4} {'stage':<36} {'input wm':>10} {'output wm':>10} {'held by':<40} {'in':>7} {'out':>7} {'late':>5}"
+        lines = [header]
+        for r in self.records:
+            held = f"{r.hold_key} {r.hold_window}" if r.hold_key is not None else ""
+            lines.append(
+                f"{r.step:>4} {r.stage[:36]:<36} {format_micros(r.input_watermark):>10} "
+                f"{format_micros(r.output_watermark):>10} {held[:40]:<40} {r.elements_in:>7} "
+                f"{r.elements_out:>7} {r.late_dropped + r.closed_dropped:>5}"
+            )
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<Timeline {self.steps} steps x {len(self.stage_names)} stages>"
+
+
+@attrs.frozen
+class Emission:
+    """One element a captured PCollection emitted, and when."""
+
+    value: Any
+    timestamp: Timestamp
+    windows: tuple
+    pane: PaneInfo
+    step: int
+    processing_time: int
+
+    @property
+    def window(self) -> Any:
+        (window,) = self.windows
+        return window
+
+
+class Emissions:
+    """The elements a captured PCollection emitted, in step order."""
+
+    def __init__(self, label: str, rows: list[Emission]) -> None:
+        self.label = label
+        self.rows = rows
+
+    def __iter__(self) -> Iterator[Emission]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def values(self) -> list[Any]:
+        return [row.value for row in self.rows]
+
+    def to_pandas(self) -> Any:
+        try:
+            import pandas as pd
+        except ImportError:
+            msg = "Emissions.to_pandas needs pandas: pip install 'sparkbeam[plot]'"
+            raise ImportError(msg) from None
+        return pd.DataFrame(
+            [
+                {
+                    "value": row.value,
+                    "timestamp": float(row.timestamp),
+                    "window": str(row.windows[0]) if len(row.windows) == 1 else str(row.windows),
+                    "timing": row.pane.timing.name,
+                    "pane_index": row.pane.index,
+                    "is_first": row.pane.is_first,
+                    "is_last": row.pane.is_last,
+                    "step": row.step,
+                    "processing_time": row.processing_time,
+                }
+                for row in self.rows
+            ]
+        )
+
+    def __repr__(self) -> str:
+        return f"<Emissions of {self.label}: {len(self.rows)} elements>"
+
+
+def emissions_of(plan: Any, emitted: dict[int, list[Emission]], pcoll: Any) -> Emissions:
+    """The captured emissions of ``pcoll``, or an error saying how to capture it."""
+    lowered = plan.lowered
+    pcoll_id = lowered.handle_ids.get(id(pcoll))
+    if pcoll_id is None or pcoll_id not in lowered.captured:
+        label = getattr(pcoll, "label", repr(pcoll))
+        msg = (
+            f"{label} was not captured: call sparkbeam.capture(pcoll) while building the "
+            "pipeline, before running it"
+        )
+        raise KeyError(msg)
+    return Emissions(pcoll.label, emitted[pcoll_id])

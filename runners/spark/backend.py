@@ -1,0 +1,266 @@
+"""The step loop's data movement on Spark: RDDs of WindowedValue, keyed state in partitions.
+
+Per step and stage:
+- element-wise stages are one ``mapPartitions`` over the union of their inputs (lazy);
+- a grouping stage shuffles its new elements with a fixed hash partitioner, unites them,
+  partition by partition, with the state RDD of the previous step (same partitioner, so the
+  state is never shuffled), runs the window and trigger logic and its fused body in one
+  ``mapPartitions``, and collects one small summary per partition to the driver;
+- in batch, a grouping whose trigger fires exactly once per window is a ``combineByKey``
+  on (key, window) instead: the combiner is lifted before the shuffle.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import attrs
+
+from sparkbeam.runners.core.grouping_step import STATE, SUMMARY
+from sparkbeam.runners.core.memory import bounded_source_elements
+from sparkbeam.runners.core.ops import CreateOp, GroupOp, ImpulseOp, ReadTextOp
+from sparkbeam.runners.core.plan import Stage
+from sparkbeam.runners.core.sources import SourceEmission
+from sparkbeam.runners.core.steps import StageResult, StageSummary, StepParams
+from sparkbeam.runners.spark import batch_grouping, textio, worker
+from sparkbeam.runners.spark.errors import user_errors
+from sparkbeam.utils.windowed_value import WindowedValue
+
+__all__ = ["Dataset", "SparkBackend"]
+
+
+@attrs.frozen
+class Dataset:
+    """An RDD of WindowedValue, and whether the driver knows it is empty (to skip idle work)."""
+
+    rdd: Any
+    known_empty: bool = False
+
+
+class EngineFactory:
+    """Builds a stage's GroupingEngine on the executor (engines are cheap; specs pickle small)."""
+
+    def __init__(self, op: GroupOp, overlapping_window_rule: bool, batch: bool) -> None:
+        self.op = op
+        self.overlapping_window_rule = overlapping_window_rule
+        self.batch = batch
+
+    def __call__(self) -> Any:
+        from sparkbeam.runners.core.grouping import GroupingEngine
+
+        return GroupingEngine(
+            self.op.windowing,
+            combine_fn=self.op.combine_fn,
+            overlapping_window_rule=self.overlapping_window_rule,
+            batch=self.batch,
+        )
+
+
+def _strip_state(records: Any) -> Any:
+    for key, record in records:
+        if record[0] == STATE:
+            yield key, record
+
+
+def _select(pcoll: int, records: Any) -> Any:
+    for _, record in records:
+        if record[0] == worker.OUT and record[1] == pcoll:
+            yield record[2]
+
+
+def _select_tagged(pcoll: int, items: Any) -> Any:
+    for tag, wv in items:
+        if tag == pcoll:
+            yield wv
+
+
+def _summaries(records: Any) -> Any:
+    for _, record in records:
+        if record[0] == SUMMARY:
+            yield record[1]
+
+
+class SparkBackend:
+    def __init__(
+        self,
+        spark: Any,
+        *,
+        num_partitions: int | None = None,
+        overlapping_window_rule: bool = True,
+    ) -> None:
+        from pyspark.rdd import portable_hash
+
+        self.spark = spark
+        self.sc = spark.sparkContext
+        self.num_partitions = num_partitions or max(2, self.sc.defaultParallelism)
+        self.overlapping_window_rule = overlapping_window_rule
+        # One partition function object for every shuffle into keyed state: Spark compares
+        # partitioners by function identity when it unites state with new elements.
+        self.partition_fn = portable_hash
+        self.states: dict[int, Any] = {}
+        self.state_results: dict[int, Any] = {}
+        self.last_summaries: dict[int, StageSummary] = {}
+        self.step_cache: list[Any] = []
+        self.broadcasts: list[Any] = []
+
+    # -- sources -----------------------------------------------------------------------
+    def source_dataset(self, stage: Stage, emission: SourceEmission) -> Dataset:
+        if emission.whole is not None:
+            op = emission.whole
+            if isinstance(op, ReadTextOp):
+                return Dataset(textio.read_text(self.sc, op))
+            if isinstance(op, (CreateOp, ImpulseOp)):
+                elements = bounded_source_elements(op)
+                if not elements:
+                    return Dataset(self.sc.emptyRDD(), known_empty=True)
+                slices = max(1, min(self.num_partitions, len(elements)))
+                return Dataset(self.sc.parallelize(elements, slices))
+            msg = f"'{stage.name}': no Spark source for {type(op).__name__}"
+            raise TypeError(msg)
+        if emission.elements:
+            return Dataset(self.sc.parallelize(list(emission.elements), 1))
+        return Dataset(self.sc.emptyRDD(), known_empty=True)
+
+    def union(self, datasets: list[Dataset]) -> Dataset:
+        live = [d for d in datasets if not d.known_empty]
+        if not live:
+            return Dataset(self.sc.emptyRDD(), known_empty=True)
+        if len(live) == 1:
+            return live[0]
+        return Dataset(self.sc.union([d.rdd for d in live]))
+
+    def collect(self, dataset: Dataset) -> list[WindowedValue]:
+        if dataset.known_empty:
+            return []
+        with user_errors():
+            return dataset.rdd.collect()
+
+    # -- stages ------------------------------------------------------------------------
+    def run_stage(
+        self, stage: Stage, inputs: dict[int, Dataset], params: StepParams, side_inputs: dict[int, list[WindowedValue]]
+    ) -> StageResult:
+        side = None
+        if side_inputs:
+            side = self.sc.broadcast(side_inputs)
+            self.broadcasts.append(side)
+        grouping = stage.grouping
+        if grouping is not None:
+            return self._run_grouping(stage, grouping, inputs, params, side)
+        entering = [
+            Dataset(d.rdd.mapPartitions(functools.partial(worker.tagged, pcoll)), d.known_empty)
+            for pcoll, d in inputs.items()
+        ]
+        source = self.union(entering)
+        counters = (self.sc.accumulator(0), self.sc.accumulator(0))
+        body = source.rdd.mapPartitions(functools.partial(worker.run_body, stage, side, counters))
+        outputs = self._split(stage, body, source.known_empty)
+        if not stage.outputs and not stage.sinks and not source.known_empty:
+            with user_errors():
+                body.count()  # a leaf stage: nothing downstream will make Spark run it
+
+        def summary() -> StageSummary:
+            return StageSummary(elements_in=counters[0].value, elements_out=counters[1].value)
+
+        return StageResult(outputs, summary)
+
+    def _split(self, stage: Stage, tagged_rdd: Any, known_empty: bool) -> dict[int, Dataset]:
+        if not stage.outputs:
+            return {}
+        if len(stage.outputs) > 1:
+            tagged_rdd = tagged_rdd.persist()
+            self.step_cache.append(tagged_rdd)
+        return {
+            pcoll: Dataset(tagged_rdd.mapPartitions(functools.partial(_select_tagged, pcoll)), known_empty)
+            for pcoll in stage.outputs
+        }
+
+    def _run_grouping(
+        self, stage: Stage, grouping: GroupOp, inputs: dict[int, Dataset], params: StepParams, side: Any
+    ) -> StageResult:
+        (source_pcoll,) = grouping.inputs
+        new = inputs[source_pcoll]
+        if params.batch and batch_grouping.applies(grouping):
+            return self._run_batch_grouping(stage, grouping, new, side)
+        previous = self.last_summaries.get(stage.id)
+        idle = (
+            new.known_empty
+            and params.new_input_watermark == params.old_input_watermark
+            and (previous is None or previous.next_processing_timer is None or previous.next_processing_timer > params.now)
+        )
+        if idle:
+            kept = previous or StageSummary()
+            summary = attrs.evolve(kept, elements_in=0, elements_out=0, late_dropped=0, closed_dropped=0)
+            return StageResult({pcoll: Dataset(self.sc.emptyRDD(), True) for pcoll in stage.outputs}, summary)
+        keyed = new.rdd.mapPartitions(functools.partial(worker.keyed_elements, grouping))
+        shuffled = keyed.partitionBy(self.num_partitions, self.partition_fn)
+        state = self.states.get(stage.id)
+        combined = shuffled if state is None else state.union(shuffled)
+        if combined.getNumPartitions() != self.num_partitions:
+            msg = (
+                f"'{grouping.label}': Spark did not unite the state with the new elements partition by "
+                "partition (their partitioners differ); this is a sparkbeam bug"
+            )
+            raise RuntimeError(msg)
+        factory = EngineFactory(grouping, self.overlapping_window_rule, params.batch)
+        result = combined.mapPartitions(
+            functools.partial(worker.grouping_partition, stage, factory, params, side),
+            preservesPartitioning=True,
+        )
+        # Truncate the lineage every step: the state of step n must not depend on step 0.
+        result.localCheckpoint()
+        with user_errors():
+            parts = result.mapPartitions(_summaries).collect()
+        summary = functools.reduce(StageSummary.merge, parts, StageSummary())
+        self.last_summaries[stage.id] = summary
+        self.states[stage.id] = result.mapPartitions(_strip_state, preservesPartitioning=True)
+        stale = self.state_results.get(stage.id)
+        self.state_results[stage.id] = result
+        if stale is not None:
+            self.step_cache.append(stale)  # unpersisted at the end of the step
+        outputs = {
+            pcoll: Dataset(result.mapPartitions(functools.partial(_select, pcoll)), summary.elements_out == 0 and pcoll not in grouping.outputs)
+            for pcoll in stage.outputs
+        }
+        return StageResult(outputs, summary)
+
+    def _run_batch_grouping(self, stage: Stage, grouping: GroupOp, new: Dataset, side: Any) -> StageResult:
+        (head_output,) = grouping.outputs
+        counters = (self.sc.accumulator(0), self.sc.accumulator(0))
+        panes = batch_grouping.group(
+            new.rdd, grouping, self.num_partitions, self.overlapping_window_rule, counters[0]
+        )
+        entering = panes.mapPartitions(functools.partial(worker.tagged, head_output))
+        body_counters = (self.sc.accumulator(0), self.sc.accumulator(0))
+        body = entering.mapPartitions(functools.partial(worker.run_body, stage, side, body_counters))
+        outputs = self._split(stage, body, new.known_empty)
+        if not stage.outputs and not stage.sinks:
+            with user_errors():
+                body.count()
+
+        def summary() -> StageSummary:
+            return StageSummary(elements_in=counters[0].value, elements_out=body_counters[0].value)
+
+        return StageResult(outputs, summary)
+
+    # -- sinks and bookkeeping ----------------------------------------------------------
+    def write(self, stage: Stage, datasets: dict[int, Dataset], params: StepParams) -> None:
+        for sink in stage.sinks:
+            (pcoll,) = sink.inputs
+            with user_errors():
+                textio.write_text(self.sc, sink, datasets[pcoll].rdd, params)
+
+    def end_step(self, step: int) -> None:
+        for rdd in self.step_cache:
+            rdd.unpersist()
+        self.step_cache.clear()
+        for broadcast in self.broadcasts:
+            broadcast.unpersist()
+        self.broadcasts.clear()
+
+    def close(self) -> None:
+        self.end_step(-1)
+        for rdd in self.state_results.values():
+            rdd.unpersist()
+        self.state_results.clear()
+        self.states.clear()

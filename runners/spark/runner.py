@@ -1,0 +1,129 @@
+"""``SparkRunner``: plans a pipeline into stages and runs them on Spark, step by step.
+
+Bounded pipelines run as batch: one step, the watermark going from -inf to +inf. Pipelines
+with unbounded input (or ``--streaming``) run as a stream of steps. Either way the result
+has every stage's watermark timeline (``result.watermarks()``) and what captured
+PCollections emitted (``result.emissions(pcoll)``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sparkbeam.options.pipeline_options import PipelineOptions
+from sparkbeam.pipeline import Pipeline
+from sparkbeam.runner import PipelineResult, PipelineRunner, PipelineState
+from sparkbeam.runners.core.clock import Clock, ManualClock, WallClock
+from sparkbeam.runners.core.errors import UnsupportedError
+from sparkbeam.runners.core.ops import GroupOp, ParDoOp, TestStreamOp, lower
+from sparkbeam.runners.core.plan import StagePlan, plan_stages
+from sparkbeam.runners.core.steps import StepLoop
+from sparkbeam.runners.core.timeline import Emission, Emissions, Timeline, emissions_of
+
+__all__ = ["SparkPipelineResult", "SparkRunner", "check_picklable"]
+
+
+def check_picklable(plan: StagePlan) -> None:
+    """Fail before Spark starts if a DoFn or CombineFn cannot be shipped to executors."""
+    from pyspark import cloudpickle
+
+    for stage in plan.stages:
+        ops = [*stage.body, *([stage.head] if stage.head is not None else [])]
+        for op in ops:
+            if isinstance(op, ParDoOp):
+                parts: tuple[tuple[str, Any], ...] = (("DoFn", op.dofn), ("arguments", (op.args, op.kwargs)))
+            elif isinstance(op, GroupOp) and op.combine_fn is not None:
+                parts = (("CombineFn", op.combine_fn),)
+            else:
+                continue
+            for what, value in parts:
+                try:
+                    cloudpickle.dumps(value)
+                except Exception as error:
+                    msg = (
+                        f"the {what} of '{op.label}' (applied at {op.location}) cannot be pickled to "
+                        f"ship it to Spark executors: {type(error).__name__}: {error}. Create "
+                        "unpicklable resources (clients, connections, locks) in DoFn.setup instead"
+                    )
+                    raise TypeError(msg) from None
+
+
+def _check_supported(plan: StagePlan, streaming: bool) -> None:
+    for stage in plan.stages:
+        if streaming and stage.sinks:
+            sink = stage.sinks[0]
+            msg = (
+                f"'{sink.label}' (applied at {sink.location}): file sinks in streaming runs are not "
+                "supported yet; capture the PCollection (sparkbeam.capture) or run in batch"
+            )
+            raise UnsupportedError(msg)
+
+
+class SparkPipelineResult(PipelineResult):
+    """A finished run: its state, stage plan, watermark timeline and captured emissions."""
+
+    def __init__(
+        self,
+        state: PipelineState,
+        plan: StagePlan,
+        timeline: Timeline,
+        emitted: dict[int, list[Emission]],
+        seconds: float,
+    ) -> None:
+        super().__init__(state)
+        self.plan = plan
+        self._timeline = timeline
+        self._emitted = emitted
+        self.seconds = seconds
+
+    def watermarks(self) -> Timeline:
+        """Every stage's input and output watermark per step, with what holds it back."""
+        return self._timeline
+
+    def emissions(self, pcoll: Any) -> Emissions:
+        """What a captured PCollection emitted: value, timestamp, window, pane, step, time."""
+        return emissions_of(self.plan, self._emitted, pcoll)
+
+    def plot_watermarks(self, **kwargs: Any) -> Any:
+        from sparkbeam.runners.spark.plots import plot_watermarks
+
+        return plot_watermarks(self, **kwargs)
+
+    def metrics(self) -> Any:
+        return self._timeline
+
+
+class SparkRunner(PipelineRunner):
+    """Runs pipelines on Spark: the embedded ``local[*]`` by default, any master with ``--spark_master``."""
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        self.clock = clock
+
+    def run_pipeline(self, pipeline: Pipeline, options: PipelineOptions) -> SparkPipelineResult:
+        settings = options.get_all_options()
+        lowered = lower(pipeline)
+        plan = plan_stages(lowered)
+        streaming = bool(settings["streaming"]) or any(not pc.is_bounded for pc in lowered.pcollections)
+        _check_supported(plan, streaming)
+        check_picklable(plan)
+        from sparkbeam.runners.spark.backend import SparkBackend
+        from sparkbeam.runners.spark.session import get_session
+
+        spark = get_session(settings["spark_master"], settings["spark_conf"], settings["job_name"])
+        backend = SparkBackend(
+            spark,
+            num_partitions=settings["state_partitions"],
+            overlapping_window_rule=settings["overlapping_window_rule"],
+        )
+        has_test_stream = any(isinstance(op, TestStreamOp) for op in lowered.ops)
+        clock = self.clock or (ManualClock() if has_test_stream else WallClock())
+        loop = StepLoop(plan, backend, clock, batch=not streaming, max_steps=settings["max_steps"])
+        started = time.perf_counter()
+        try:
+            loop.run()
+        finally:
+            backend.close()
+        timeline = Timeline(loop.records, [stage.name for stage in plan.stages])
+        return SparkPipelineResult(PipelineState.DONE, plan, timeline, loop.emissions, time.perf_counter() - started)
+
