@@ -265,7 +265,8 @@ def _lower_pardo(lowering: _Lowering, node: AppliedTransform) -> Op:
     args = tuple(_slot(lowering, a) for a in transform.args)
     kwargs = {k: _slot(lowering, v) for k, v in transform.kwargs.items()}
     slots = tuple(a for a in (*args, *kwargs.values()) if isinstance(a, SideInputSlot))
-    tags = tuple(tag if tag != "None" else None for tag in node.outputs)
+    # The main output is tag None whatever the user named it (with_outputs(main=...)).
+    tags = tuple(None if tag in (None, "None", transform.main_tag) else tag for tag in node.outputs)
     return ParDoOp(
         **lowering.base(node),
         dofn=transform.fn,

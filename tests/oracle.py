@@ -1,0 +1,125 @@
+"""Oracle pairs: build the same pipeline with apache_beam and with sparkbeam, compare outputs.
+
+A test writes one builder ``build(ns, p) -> PCollection`` against a namespace ``ns`` that
+is either Beam's or ours (``ns.beam``, ``ns.window``, ``ns.trigger``, ``ns.TestStream``,
+``ns.TimestampedValue``). Both runs are reduced to multisets of
+``(value, timestamp_ms, window, pane)``: timestamps in milliseconds because Beam's local
+runners encode time in milliseconds, and list values sorted because grouping order is
+unspecified in both.
+"""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import threading
+import types
+from typing import Any, Callable
+
+import sparkbeam
+import sparkbeam.testing.test_stream as sb_test_stream
+from sparkbeam.options.pipeline_options import PipelineOptions
+
+Row = tuple[Any, int, Any, tuple]
+
+_BEAM_RESULTS: dict[int, list] = {}
+_BEAM_LOCK = threading.Lock()
+_TOKENS = itertools.count()
+
+
+def _beam_ns() -> types.SimpleNamespace:
+    import apache_beam as beam
+    from apache_beam.testing.test_stream import TestStream
+    from apache_beam.transforms import combiners, trigger, window
+
+    return types.SimpleNamespace(
+        beam=beam, window=window, trigger=trigger, TestStream=TestStream,
+        TimestampedValue=window.TimestampedValue, combiners=combiners, pvalue=beam.pvalue,
+    )
+
+
+def _sparkbeam_ns() -> types.SimpleNamespace:
+    from sparkbeam.transforms import trigger, window
+
+    return types.SimpleNamespace(
+        beam=sparkbeam, window=window, trigger=trigger, TestStream=sb_test_stream.TestStream,
+        TimestampedValue=window.TimestampedValue, combiners=getattr(sparkbeam, "combiners", None),
+        pvalue=sparkbeam.pvalue,
+    )
+
+
+def canonical(value: Any) -> Any:
+    """A hashable, order-insensitive form of a value (lists and sets become sorted tuples)."""
+    if isinstance(value, (list, set, frozenset)) or type(value).__name__ == "_UnwindowedValues":
+        items = [canonical(v) for v in value]
+        try:
+            return ("<list>", tuple(sorted(items)))
+        except TypeError:
+            return ("<list>", tuple(sorted(items, key=repr)))
+    if isinstance(value, tuple):
+        return tuple(canonical(v) for v in value)
+    if isinstance(value, dict):
+        return ("<dict>", tuple(sorted((canonical(k), canonical(v)) for k, v in value.items())))
+    return value
+
+
+def _window_key(window: Any) -> Any:
+    if type(window).__name__ == "GlobalWindow":
+        return "global"
+    return (window.start.micros // 1000, window.end.micros // 1000)
+
+
+def _pane_key(pane: Any) -> tuple:
+    timing = pane.timing
+    names = {0: "EARLY", 1: "ON_TIME", 2: "LATE", 3: "UNKNOWN"}
+    return (pane.is_first, pane.is_last, names[int(timing)], pane.index, pane.nonspeculative_index)
+
+
+def run_beam(build: Callable[[Any, Any], Any], *, streaming: bool = False) -> collections.Counter:
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions as BeamOptions
+    from apache_beam.options.pipeline_options import StandardOptions
+
+    token = next(_TOKENS)
+    _BEAM_RESULTS[token] = []
+
+    def record(element, timestamp=beam.DoFn.TimestampParam, window=beam.DoFn.WindowParam, pane=beam.DoFn.PaneInfoParam):
+        # Beam pickles this function by value, globals included: reach the real registry
+        # through the module, not through a pickled copy of it.
+        from tests import oracle as registry
+
+        with registry._BEAM_LOCK:
+            registry._BEAM_RESULTS[token].append((canonical(element), timestamp.micros // 1000, _window_key(window), _pane_key(pane)))
+
+    options = BeamOptions()
+    if streaming:
+        options.view_as(StandardOptions).streaming = True
+    runner = "BundleBasedDirectRunner" if streaming else "FnApiRunner"
+    with beam.Pipeline(runner=runner, options=options) as p:
+        build(_beam_ns(), p) | "OracleRecord" >> beam.Map(record)
+    return collections.Counter(_BEAM_RESULTS.pop(token))
+
+
+def run_sparkbeam(build: Callable[[Any, Any], Any], *, streaming: bool = False, **options: Any) -> collections.Counter:
+    p = sparkbeam.Pipeline(options=PipelineOptions(streaming=streaming, **options))
+    output = sparkbeam.capture(build(_sparkbeam_ns(), p))
+    result = p.run()
+    return collections.Counter(
+        (canonical(e.value), e.timestamp.micros // 1000, _window_key(w), _pane_key(e.pane))
+        for e in result.emissions(output)
+        for w in e.windows
+    )
+
+
+def assert_same_as_beam(build: Callable[[Any, Any], Any], *, streaming: bool = False, **options: Any) -> collections.Counter:
+    """Run ``build`` on both and fail with the differences if the multisets differ."""
+    expected = run_beam(build, streaming=streaming)
+    actual = run_sparkbeam(build, streaming=streaming, **options)
+    if expected != actual:
+        missing = expected - actual
+        unexpected = actual - expected
+        msg = "sparkbeam differs from Beam\n  missing (Beam has, we lack):\n    " + "\n    ".join(
+            map(repr, sorted(missing.elements(), key=repr))
+        ) + "\n  unexpected (we have, Beam lacks):\n    " + "\n    ".join(map(repr, sorted(unexpected.elements(), key=repr)))
+        raise AssertionError(msg)
+    return actual

@@ -1,0 +1,136 @@
+"""Batch oracle pairs: every primitive, and every window fn x timestamp combiner, against Beam."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.oracle import assert_same_as_beam
+
+pytestmark = pytest.mark.spark
+
+SCORES = [("a", 1, 5.0), ("b", 2, 65.5), ("a", 3, 30.0), ("a", 4, 70.0), ("c", 5, 119.0), ("b", 6, 61.0), ("a", 7, 200.0)]
+
+
+def timestamped(ns, p):
+    return (
+        p
+        | "Create" >> ns.beam.Create(SCORES)
+        | "Stamp" >> ns.beam.Map(lambda e: ns.TimestampedValue((e[0], e[1]), e[2]))
+    )
+
+
+def test_create_map_flatmap_filter(spark):
+    def build(ns, p):
+        return (
+            p
+            | ns.beam.Create(["a b", "c", "", "d e f"])
+            | ns.beam.FlatMap(str.split)
+            | ns.beam.Map(str.upper)
+            | ns.beam.Filter(lambda w: w != "C")
+        )
+
+    assert_same_as_beam(build)
+
+
+def test_maptuple_flatmaptuple_extra_arguments(spark):
+    def build(ns, p):
+        return (
+            p
+            | ns.beam.Create([(1, 2), (3, 4)])
+            | ns.beam.MapTuple(lambda a, b, k=1: (a + b) * k, 10)
+            | ns.beam.FlatMap(lambda x, *, times: [x] * times, times=2)
+        )
+
+    assert_same_as_beam(build)
+
+
+def test_pardo_with_lifecycle_params_and_tagged_outputs(spark):
+    def build(ns, p):
+        beam = ns.beam
+
+        class Split(beam.DoFn):
+            def setup(self):
+                self.prefix = "n"
+
+            def process(self, element, timestamp=beam.DoFn.TimestampParam, window=beam.DoFn.WindowParam):
+                if element % 2:
+                    yield beam.pvalue.TaggedOutput("odd", (self.prefix, element, float(timestamp) > 0))
+                else:
+                    yield ns.TimestampedValue(element * 10, element)
+
+        even, odd = p | beam.Create([1, 2, 3, 4]) | beam.ParDo(Split()).with_outputs("odd", main="even")
+        return (even, odd | "Wrap" >> beam.Map(lambda t: t[1])) | beam.Flatten()
+
+    assert_same_as_beam(build)
+
+
+def test_group_by_key_in_global_window(spark):
+    def build(ns, p):
+        return p | ns.beam.Create([("a", 1), ("b", 2), ("a", 3)]) | ns.beam.GroupByKey()
+
+    assert_same_as_beam(build)
+
+
+def test_combine_per_key_and_combine_values(spark):
+    def build(ns, p):
+        grouped = p | ns.beam.Create([("a", 1), ("b", 2), ("a", 3)])
+        summed = grouped | "Sum" >> ns.beam.CombinePerKey(sum)
+        maxed = grouped | "Group" >> ns.beam.GroupByKey() | "Max" >> ns.beam.CombineValues(max)
+        return (summed, maxed) | ns.beam.Flatten()
+
+    assert_same_as_beam(build)
+
+
+def test_combine_globally_with_and_without_defaults(spark):
+    def build(ns, p):
+        full = p | "Full" >> ns.beam.Create([1, 2, 3]) | "SumFull" >> ns.beam.CombineGlobally(sum)
+        empty = p | "Empty" >> ns.beam.Create([]) | "SumEmpty" >> ns.beam.CombineGlobally(sum)
+        bare = p | "Bare" >> ns.beam.Create([]) | "SumBare" >> ns.beam.CombineGlobally(sum).without_defaults()
+        return (full, empty, bare) | ns.beam.Flatten()
+
+    assert_same_as_beam(build)
+
+
+def test_flatten_of_three(spark):
+    def build(ns, p):
+        parts = [p | f"C{i}" >> ns.beam.Create([i, i + 10]) for i in range(3)]
+        return parts | ns.beam.Flatten()
+
+    assert_same_as_beam(build)
+
+
+WINDOW_FNS = {
+    "global": lambda w: w.GlobalWindows(),
+    "fixed": lambda w: w.FixedWindows(60),
+    "sliding": lambda w: w.SlidingWindows(60, 20),
+    "sessions": lambda w: w.Sessions(30),
+}
+COMBINERS = ["OUTPUT_AT_EOW", "OUTPUT_AT_EARLIEST", "OUTPUT_AT_LATEST"]
+
+
+@pytest.mark.parametrize("combiner", COMBINERS)
+@pytest.mark.parametrize("window_fn", sorted(WINDOW_FNS))
+@pytest.mark.parametrize("transform", ["GroupByKey", "CombinePerKey"])
+def test_window_fn_by_timestamp_combiner(spark, window_fn, combiner, transform):
+    def build(ns, p):
+        windowed = timestamped(ns, p) | ns.beam.WindowInto(
+            WINDOW_FNS[window_fn](ns.window),
+            timestamp_combiner=getattr(ns.window.TimestampCombiner, combiner),
+        )
+        if transform == "GroupByKey":
+            return windowed | ns.beam.GroupByKey()
+        return windowed | ns.beam.CombinePerKey(sum)
+
+    # Beam no longer applies the overlapping-window rule, so parity needs it off.
+    assert_same_as_beam(build, overlapping_window_rule=False)
+
+
+def test_window_into_then_map_sees_windows(spark):
+    def build(ns, p):
+        return (
+            timestamped(ns, p)
+            | ns.beam.WindowInto(ns.window.SlidingWindows(60, 30))
+            | ns.beam.Map(lambda kv, w=ns.beam.DoFn.WindowParam: (kv[0], float(w.start)))
+        )
+
+    assert_same_as_beam(build)
