@@ -17,7 +17,12 @@ This package (the SDK) never imports pyspark; the Spark runner is loaded when a
 pipeline runs.
 """
 
-from sparkbeam import pvalue, window
+from sparkbeam import (
+    io,
+    pvalue,
+    transforms,
+    window,
+)
 from sparkbeam.combine import (
     CombineFn,
     CombineGlobally,
@@ -42,13 +47,12 @@ from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.pipeline import Pipeline, capture
 from sparkbeam.ptransform import PTransform, ptransform_fn
 from sparkbeam.pvalue import PCollection, TaggedOutput
+from sparkbeam.row import Row
 from sparkbeam.runner import PipelineResult, PipelineState
+from sparkbeam.schemas import GroupBy, Select
+from sparkbeam.transforms import trigger
 from sparkbeam.utils.timestamp import Duration, Timestamp
 from sparkbeam.window import TimestampedValue
-
-from sparkbeam import transforms  # noqa: E402  (after the SDK names it re-exports)
-from sparkbeam import io  # noqa: E402
-from sparkbeam.transforms import trigger  # noqa: E402
 
 __version__ = "0.1.0"
 
@@ -64,6 +68,7 @@ __all__ = [
     "FlatMap",
     "FlatMapTuple",
     "Flatten",
+    "GroupBy",
     "GroupByKey",
     "Impulse",
     "Map",
@@ -75,6 +80,8 @@ __all__ = [
     "PipelineOptions",
     "PipelineResult",
     "PipelineState",
+    "Row",
+    "Select",
     "TaggedOutput",
     "Timestamp",
     "TimestampedValue",

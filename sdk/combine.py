@@ -16,8 +16,8 @@ lifts it into a partial combine before the shuffle and a merge after, with the s
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any, Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from sparkbeam import pvalue
 from sparkbeam.core import Create, DoFn, Map, ParDo

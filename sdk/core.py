@@ -11,8 +11,8 @@ Primitives (translated by a runner): ``Impulse``, ``Create``, ``ParDo``, ``Group
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable
-from typing import Any, Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from sparkbeam import pvalue
 from sparkbeam.dofn import SUPPORTED_PARAMS, DoFn, DoFnParam
@@ -215,7 +215,7 @@ def Map(fn: Callable, *args: Any, **kwargs: Any) -> ParDo:
     return _CallableParDo("Map", fn, *args, **kwargs)
 
 
-def FlatMap(fn: Callable = None, *args: Any, **kwargs: Any) -> ParDo:  # type: ignore[assignment]
+def FlatMap(fn: Callable | None = None, *args: Any, **kwargs: Any) -> ParDo:
     """Every item of the iterable ``fn(element, *args, **kwargs)``; ``FlatMap()`` flattens."""
     return _CallableParDo("FlatMap", fn if fn is not None else _identity, *args, **kwargs)
 

@@ -11,7 +11,8 @@ import copy
 import functools
 import inspect
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from sparkbeam import pvalue
 

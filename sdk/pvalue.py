@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from sparkbeam.row import Row  # Beam's path apache_beam.pvalue.Row
 from sparkbeam.windowing import Windowing
 
 if TYPE_CHECKING:
@@ -27,6 +28,7 @@ __all__ = [
     "PCollection",
     "PDone",
     "PValue",
+    "Row",
     "TaggedOutput",
 ]
 

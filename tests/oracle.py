@@ -14,7 +14,8 @@ import collections
 import itertools
 import threading
 import types
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import sparkbeam
 import sparkbeam.testing.test_stream as sb_test_stream
@@ -49,18 +50,39 @@ def _sparkbeam_ns() -> types.SimpleNamespace:
 
 
 def canonical(value: Any) -> Any:
-    """A hashable, order-insensitive form of a value (lists and sets become sorted tuples)."""
+    """A hashable, order-insensitive form of a value (lists and sets become sorted tuples,
+    Rows and NamedTuples their (name, value) fields)."""
     if isinstance(value, (list, set, frozenset)) or type(value).__name__ == "_UnwindowedValues":
         items = [canonical(v) for v in value]
         try:
             return ("<list>", tuple(sorted(items)))
         except TypeError:
             return ("<list>", tuple(sorted(items, key=repr)))
+    fields = _schema_fields(value)
+    if fields is not None:
+        return ("<row>", tuple((name, canonical(v)) for name, v in fields))
     if isinstance(value, tuple):
         return tuple(canonical(v) for v in value)
     if isinstance(value, dict):
         return ("<dict>", tuple(sorted((canonical(k), canonical(v)) for k, v in value.items())))
     return value
+
+
+def _schema_fields(value: Any) -> list[tuple[str, Any]] | None:
+    """The (name, value) fields of a schema row (Beam's Row, ours, or a NamedTuple), else None.
+
+    One form for all three: Beam's runners turn Rows into generated NamedTuples wherever
+    they encode them (at a GroupByKey), sparkbeam keeps the Python objects; what must
+    agree is the field names, their order and the values. Tests in tests/schemas check
+    the Python types sparkbeam outputs on their own.
+    """
+    kind = type(value)
+    if isinstance(value, sparkbeam.Row) or (kind.__name__ == "Row" and kind.__module__ == "apache_beam.pvalue"):
+        return list(vars(value).items())
+    names = getattr(kind, "_fields", None)
+    if isinstance(value, tuple) and isinstance(names, tuple):
+        return list(zip(names, value))
+    return None
 
 
 def _window_key(window: Any) -> Any:

@@ -17,7 +17,14 @@ from sparkbeam.runners.core.clock import Clock, ManualClock
 from sparkbeam.runners.core.dofn_invoker import SideInputs
 from sparkbeam.runners.core.errors import UserCodeError, add_transform_note
 from sparkbeam.runners.core.fused import FusedBody
-from sparkbeam.runners.core.grouping_step import ELEMENT, PANE, STATE, SUMMARY, group_partition, key_element
+from sparkbeam.runners.core.grouping_step import (
+    ELEMENT,
+    PANE,
+    STATE,
+    SUMMARY,
+    group_partition,
+    key_element,
+)
 from sparkbeam.runners.core.ops import CreateOp, GroupOp, ImpulseOp, ReadTextOp, lower
 from sparkbeam.runners.core.plan import Stage, StagePlan, plan_stages
 from sparkbeam.runners.core.sources import SourceEmission
@@ -75,7 +82,12 @@ class MemoryBackend:
         return self.engines[key]
 
     def run_stage(
-        self, stage: Stage, inputs: dict[int, Any], params: StepParams, side_inputs: dict[int, list[WindowedValue]]
+        self,
+        stage: Stage,
+        inputs: dict[int, Any],
+        params: StepParams,
+        side_inputs: dict[int, list[WindowedValue]],
+        wanted: frozenset[int] = frozenset(),
     ) -> StageResult:
         summary = StageSummary()
         grouping = stage.grouping

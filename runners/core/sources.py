@@ -81,6 +81,8 @@ class TestStreamState(SourceState):
             return SourceEmission(self.watermark)
         event = self.events[self.position]
         self.position += 1
+        if self.position == len(self.events) and self.watermark >= MAX:
+            self.done = True
         if isinstance(event, ElementEvent):
             if event.tag != self.tag:
                 return SourceEmission(self.watermark)
@@ -93,6 +95,8 @@ class TestStreamState(SourceState):
         if isinstance(event, WatermarkEvent):
             if event.tag == self.tag:
                 self.watermark = max(self.watermark, event.new_watermark.micros)
+            # A script that ends at the end of time is done with its last event.
+            self.done = self.position == len(self.events) and self.watermark >= MAX
             return SourceEmission(self.watermark)
         if isinstance(event, ProcessingTimeEvent):
             return SourceEmission(self.watermark, advance_clock_by=event.advance_by.micros)

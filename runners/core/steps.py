@@ -100,8 +100,16 @@ class Backend(Protocol):
     def union(self, datasets: list[Any]) -> Any: ...
 
     def run_stage(
-        self, stage: Stage, inputs: dict[int, Any], params: StepParams, side_inputs: dict[int, list[WindowedValue]]
-    ) -> StageResult: ...
+        self,
+        stage: Stage,
+        inputs: dict[int, Any],
+        params: StepParams,
+        side_inputs: dict[int, list[WindowedValue]],
+        wanted: frozenset[int],
+    ) -> StageResult:
+        """Run one stage for one step; ``wanted`` outputs will be collected (a backend may
+        fetch them with the stage's own job)."""
+        ...
 
     def collect(self, dataset: Any) -> list[WindowedValue]: ...
 
@@ -197,15 +205,19 @@ class StepLoop:
                 batch=self.batch,
             )
             side = {slot: self.side_contents[slot] for slot in self._side_slots(stage)}
-            result = self.backend.run_stage(stage, inputs, params, side)
+            wanted = frozenset(p for p in stage.outputs if p in self.side_contents or p in self.emissions)
+            result = self.backend.run_stage(stage, inputs, params, side, wanted)
             for pcoll, dataset in result.outputs.items():
                 produced.setdefault(pcoll, []).append(dataset)
+                if pcoll not in wanted:
+                    continue
+                elements = self.backend.collect(dataset)
                 if pcoll in self.side_contents:
-                    self.side_contents[pcoll].extend(self.backend.collect(dataset))
+                    self.side_contents[pcoll].extend(elements)
                 if pcoll in self.emissions:
                     self.emissions[pcoll].extend(
                         Emission(wv.value, Timestamp.from_micros(wv.timestamp_micros), wv.windows, wv.pane_info, step, wall)
-                        for wv in self.backend.collect(dataset)
+                        for wv in elements
                     )
             if stage.sinks:
                 self.backend.write(stage, result.outputs, params)

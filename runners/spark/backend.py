@@ -32,10 +32,12 @@ __all__ = ["Dataset", "SparkBackend"]
 
 @attrs.frozen
 class Dataset:
-    """An RDD of WindowedValue, and whether the driver knows it is empty (to skip idle work)."""
+    """An RDD of WindowedValue; whether the driver knows it is empty (to skip idle work);
+    and its elements when the stage's own job already fetched them."""
 
     rdd: Any
     known_empty: bool = False
+    collected: list | None = None
 
 
 class EngineFactory:
@@ -75,10 +77,13 @@ def _select_tagged(pcoll: int, items: Any) -> Any:
             yield wv
 
 
-def _summaries(records: Any) -> Any:
+def _summaries_and(wanted: frozenset[int], records: Any) -> Any:
+    """(None, summary) per partition, and (pcoll, element) for the wanted outputs."""
     for _, record in records:
         if record[0] == SUMMARY:
-            yield record[1]
+            yield None, record[1]
+        elif record[0] == worker.OUT and record[1] in wanted:
+            yield record[1], record[2]
 
 
 class SparkBackend:
@@ -131,6 +136,8 @@ class SparkBackend:
         return Dataset(self.sc.union([d.rdd for d in live]))
 
     def collect(self, dataset: Dataset) -> list[WindowedValue]:
+        if dataset.collected is not None:
+            return dataset.collected
         if dataset.known_empty:
             return []
         with user_errors():
@@ -138,7 +145,12 @@ class SparkBackend:
 
     # -- stages ------------------------------------------------------------------------
     def run_stage(
-        self, stage: Stage, inputs: dict[int, Dataset], params: StepParams, side_inputs: dict[int, list[WindowedValue]]
+        self,
+        stage: Stage,
+        inputs: dict[int, Dataset],
+        params: StepParams,
+        side_inputs: dict[int, list[WindowedValue]],
+        wanted: frozenset[int] = frozenset(),
     ) -> StageResult:
         side = None
         if side_inputs:
@@ -146,7 +158,7 @@ class SparkBackend:
             self.broadcasts.append(side)
         grouping = stage.grouping
         if grouping is not None:
-            return self._run_grouping(stage, grouping, inputs, params, side)
+            return self._run_grouping(stage, grouping, inputs, params, side, wanted)
         entering = [
             Dataset(d.rdd.mapPartitions(functools.partial(worker.tagged, pcoll)), d.known_empty)
             for pcoll, d in inputs.items()
@@ -176,7 +188,13 @@ class SparkBackend:
         }
 
     def _run_grouping(
-        self, stage: Stage, grouping: GroupOp, inputs: dict[int, Dataset], params: StepParams, side: Any
+        self,
+        stage: Stage,
+        grouping: GroupOp,
+        inputs: dict[int, Dataset],
+        params: StepParams,
+        side: Any,
+        wanted: frozenset[int],
     ) -> StageResult:
         (source_pcoll,) = grouping.inputs
         new = inputs[source_pcoll]
@@ -209,8 +227,14 @@ class SparkBackend:
         )
         # Truncate the lineage every step: the state of step n must not depend on step 0.
         result.localCheckpoint()
+        # One job per stage and step: the summaries, and the outputs the loop will collect.
         with user_errors():
-            parts = result.mapPartitions(_summaries).collect()
+            fetched = result.mapPartitions(functools.partial(_summaries_and, wanted)).collect()
+        parts = [item for kind, item in fetched if kind is None]
+        collected: dict[int, list[WindowedValue]] = {pcoll: [] for pcoll in wanted}
+        for kind, item in fetched:
+            if kind is not None:
+                collected[kind].append(item)
         summary = functools.reduce(StageSummary.merge, parts, StageSummary())
         self.last_summaries[stage.id] = summary
         self.states[stage.id] = result.mapPartitions(_strip_state, preservesPartitioning=True)
@@ -218,8 +242,13 @@ class SparkBackend:
         self.state_results[stage.id] = result
         if stale is not None:
             self.step_cache.append(stale)  # unpersisted at the end of the step
+        # With no pane fired, the fused body saw nothing and emitted nothing.
         outputs = {
-            pcoll: Dataset(result.mapPartitions(functools.partial(_select, pcoll)), summary.elements_out == 0 and pcoll not in grouping.outputs)
+            pcoll: Dataset(
+                result.mapPartitions(functools.partial(_select, pcoll)),
+                summary.elements_out == 0,
+                collected.get(pcoll),
+            )
             for pcoll in stage.outputs
         }
         return StageResult(outputs, summary)

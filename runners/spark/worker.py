@@ -14,7 +14,14 @@ from typing import Any
 from sparkbeam.runners.core.dofn_invoker import SideInputs
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
 from sparkbeam.runners.core.fused import FusedBody
-from sparkbeam.runners.core.grouping_step import ELEMENT, PANE, STATE, SUMMARY, group_partition, key_element
+from sparkbeam.runners.core.grouping_step import (
+    ELEMENT,
+    PANE,
+    STATE,
+    SUMMARY,
+    group_partition,
+    key_element,
+)
 from sparkbeam.runners.core.ops import GroupOp
 from sparkbeam.runners.core.plan import Stage
 from sparkbeam.runners.core.steps import StageSummary, StepParams

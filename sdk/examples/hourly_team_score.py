@@ -27,7 +27,7 @@ class ParseGameEvent(beam.DoFn):
 
     def process(self, line):
         try:
-            user, team, score, timestamp_ms, _ = line.split(",")
+            _user, team, score, timestamp_ms, _readable = line.split(",")
             yield window.TimestampedValue((team, int(score)), int(timestamp_ms) / 1000.0)
         except ValueError:
             yield beam.pvalue.TaggedOutput("bad_lines", line)

@@ -11,8 +11,8 @@ and listed in ``IGNORED_BEAM_OPTIONS``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import attrs
 

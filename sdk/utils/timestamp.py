@@ -282,8 +282,8 @@ class Duration:
         return Duration(micros=self.micros % to_micros(other))
 
 
-TimestampLike = Union[Timestamp, int, float]
-DurationLike = Union[Duration, int, float]
+TimestampLike = Union[Timestamp, int, float]  # noqa: UP007 (a runtime alias on Python 3.10)
+DurationLike = Union[Duration, int, float]  # noqa: UP007
 
 MIN_TIMESTAMP = _timestamp_from_micros(_MIN_MICROS)
 MAX_TIMESTAMP = _timestamp_from_micros(_MAX_MICROS)
