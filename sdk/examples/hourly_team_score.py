@@ -59,13 +59,15 @@ def build(pipeline, input_path, output_prefix=None):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--input", default=SAMPLE_DATA, help="log file or glob (default: the shipped sample)")
-    parser.add_argument("--output", default=None, help="write results to PREFIX-SSSSS-of-NNNNN.txt instead of printing")
+    parser.add_argument("--output", default=None, help="also write results to PREFIX-SSSSS-of-NNNNN.txt")
     known, pipeline_args = parser.parse_known_args(argv)
-    options = PipelineOptions(pipeline_args)
-    with beam.Pipeline(options=options) as p:
-        totals = build(p, known.input, known.output)
-        if not known.output:
-            totals | "Print" >> beam.Map(print)
+    pipeline = beam.Pipeline(options=PipelineOptions(pipeline_args))
+    totals = beam.capture(build(pipeline, known.input, known.output))
+    result = pipeline.run()
+    # The rows are printed here, on the driver: a print inside a DoFn would run on an
+    # executor, whose output goes to that executor's log on a cluster.
+    for row in sorted(result.emissions(totals).values()):
+        print(row)
     return 0
 
 

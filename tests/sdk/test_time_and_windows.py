@@ -1,0 +1,78 @@
+"""Timestamps, durations and window functions behave as Beam's."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from sparkbeam.transforms.window import (
+    MAX_TIMESTAMP,
+    MIN_TIMESTAMP,
+    Duration,
+    FixedWindows,
+    GlobalWindow,
+    IntervalWindow,
+    Sessions,
+    SlidingWindows,
+    Timestamp,
+    WindowFn,
+)
+
+
+def test_timestamps_are_microseconds_and_compare_with_seconds():
+    assert Timestamp(1.5).micros == 1_500_000
+    assert Timestamp(10) == 10
+    assert Timestamp(10) < 10.5
+    assert Timestamp(10) - Timestamp(4) == Duration(6)
+    assert Timestamp(10) + Duration(micros=1) == Timestamp(micros=10_000_001)
+    assert int(Timestamp(-1.5)) == -1
+    assert Timestamp.of(0.1).micros == 100_000
+    assert pickle.loads(pickle.dumps(Timestamp(3))) == Timestamp(3)
+    assert MIN_TIMESTAMP < Timestamp(0) < MAX_TIMESTAMP
+
+
+def test_rfc3339_round_trip_and_naive_datetimes_refused():
+    ts = Timestamp.from_rfc3339("2026-11-01T09:00:00Z")
+    assert ts.to_rfc3339() == "2026-11-01T09:00:00.000000Z"
+    import datetime
+
+    with pytest.raises(ValueError, match="no time zone"):
+        Timestamp.from_utc_datetime(datetime.datetime(2026, 1, 1))
+
+
+def assign(window_fn, t):
+    return sorted(window_fn.assign(WindowFn.AssignContext(t)))
+
+
+def test_fixed_windows_with_offset():
+    assert assign(FixedWindows(10, 3), 12) == [IntervalWindow(3, 13)]
+    assert assign(FixedWindows(10), -1) == [IntervalWindow(-10, 0)]
+
+
+def test_sliding_windows_cover_each_timestamp_size_over_period_times():
+    assert assign(SlidingWindows(30, 10), 25) == [IntervalWindow(0, 30), IntervalWindow(10, 40), IntervalWindow(20, 50)]
+
+
+def test_sessions_merge_overlapping_but_not_touching_windows():
+    merged = []
+
+    class Context(WindowFn.MergeContext):
+        def merge(self, to_be_merged, merge_result):
+            merged.append((sorted(to_be_merged), merge_result))
+
+    Sessions(10).merge(Context([IntervalWindow(0, 10), IntervalWindow(5, 15), IntervalWindow(15, 25)]))
+    assert merged == [([IntervalWindow(0, 10), IntervalWindow(5, 15)], IntervalWindow(0, 15))]
+
+
+def test_overlapping_window_rule_floor_is_the_previous_window_end():
+    sliding = SlidingWindows(60, 20)
+    assert sliding.overlap_output_floor(IntervalWindow(40, 100)) == Timestamp(80)
+    assert SlidingWindows(20, 20).overlap_output_floor(IntervalWindow(40, 60)) is None
+    assert FixedWindows(10).overlap_output_floor(IntervalWindow(0, 10)) is None
+
+
+def test_global_window_hash_is_stable_across_processes():
+    # Spark shuffles by hash in separate processes; an identity hash would scatter keys.
+    assert hash(GlobalWindow()) == 0x9E3779B9
+    assert hash(IntervalWindow(0, 10)) == hash(IntervalWindow(0, 10))
