@@ -74,6 +74,8 @@ def _dumps(value: Any) -> str:
 
 
 def add_transform_note(error: BaseException, label: str, location: str, element: str | None = None) -> BaseException:
+    if f"'{label}' (applied at {location})" in str(error):
+        return error  # the message already names the transform (the runner's own errors do)
     note = f"in transform '{label}' (applied at {location})"
     if element is not None:
         note += f" while processing {element}"

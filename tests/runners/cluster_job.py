@@ -1,0 +1,75 @@
+"""Runs on local-cluster[2,1,1024] (separate executor processes) and prints results as JSON.
+
+Started by test_local_cluster.py in its own interpreter, since a process holds one
+SparkContext and the test session already has a local one.
+"""
+
+from __future__ import annotations
+
+import collections
+import csv
+import json
+import sys
+
+import sparkbeam as beam
+from sparkbeam.examples import hourly_team_score
+from sparkbeam.options.pipeline_options import PipelineOptions
+from sparkbeam.runners.core.memory import run_in_memory
+from sparkbeam.testing.test_stream import TestStream
+from sparkbeam.transforms import trigger, window
+
+
+def batch_example(master: str) -> dict:
+    p = beam.Pipeline(options=PipelineOptions(spark_master=master))
+    totals = beam.capture(hourly_team_score.build(p, hourly_team_score.SAMPLE_DATA))
+    rows = sorted(p.run().emissions(totals).values())
+    expected: collections.Counter = collections.Counter()
+    with open(hourly_team_score.SAMPLE_DATA) as handle:
+        for _user, team, score, millis, _ in csv.reader(handle):
+            hour = int(millis) // 1000 // 3600 * 3600
+            expected[(hour, team)] += int(score)
+    return {"rows": len(rows), "expected_rows": len(expected), "total": sum(int(r.split()[-1]) for r in rows),
+            "expected_total": sum(expected.values())}
+
+
+def streaming_pipeline() -> tuple:
+    stream = TestStream()
+    for step in range(4):
+        stream.add_elements([window.TimestampedValue((f"k{i % 3}", i), step * 10 + i) for i in range(6)])
+        stream.advance_watermark_to(step * 10 + 9)
+    stream.advance_watermark_to_infinity()
+    p = beam.Pipeline(options=PipelineOptions(streaming=True, spark_master=sys.argv[1]))
+    out = (
+        p
+        | stream
+        | beam.WindowInto(window.FixedWindows(20), trigger=trigger.AfterWatermark(early=trigger.AfterCount(4)),
+                          accumulation_mode=trigger.AccumulationMode.ACCUMULATING)
+        | beam.CombinePerKey(sum)
+    )
+    return p, beam.capture(out)
+
+
+def rows_of(result, pcoll) -> list:
+    return sorted(
+        [e.value[0], e.value[1], float(e.timestamp), e.pane.timing.name, e.pane.index, e.step] for e in result.emissions(pcoll)
+    )
+
+
+def main() -> None:
+    master = sys.argv[1]
+    report = {"batch": batch_example(master)}
+    p, out = streaming_pipeline()
+    spark_result = p.run()
+    report["streaming_spark"] = rows_of(spark_result, out)
+    p, out = streaming_pipeline()
+    report["streaming_engine"] = rows_of(run_in_memory(p), out)
+    report["watermarks_monotonic"] = all(
+        earlier.output_watermark <= later.output_watermark
+        for stage in spark_result.watermarks().stage_names
+        for earlier, later in zip(spark_result.watermarks().for_stage(stage), spark_result.watermarks().for_stage(stage)[1:])
+    )
+    print("RESULT " + json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()
