@@ -50,7 +50,33 @@ from sparkbeam.pvalue import PCollection, TaggedOutput
 from sparkbeam.row import Row
 from sparkbeam.runner import PipelineResult, PipelineState
 from sparkbeam.schemas import GroupBy, Select
-from sparkbeam.transforms import trigger
+from sparkbeam.transforms import (  # Beam's transform library, as apache_beam exports it
+    BatchElements,
+    CoGroupByKey,
+    Distinct,
+    GcpHsmGeneratedSecret,
+    GcpSecret,
+    GroupByEncryptedKey,
+    GroupIntoBatches,
+    Keys,
+    KvSwap,
+    LogElements,
+    Partition,
+    PartitionFn,
+    Regex,
+    Reify,
+    RemoveDuplicates,
+    Reshuffle,
+    Secret,
+    SortAndBatchElements,
+    Tee,
+    ToString,
+    Values,
+    WaitOn,
+    WithKeys,
+    combiners,
+    trigger,
+)
 from sparkbeam.utils.timestamp import Duration, Timestamp
 from sparkbeam.window import TimestampedValue
 
@@ -93,4 +119,32 @@ __all__ = [
     "transforms",
     "trigger",
     "window",
+]
+
+# Beam's transform library (combiners and util), as apache_beam exports it.
+__all__ += [
+    "BatchElements",
+    "CoGroupByKey",
+    "Distinct",
+    "GcpHsmGeneratedSecret",
+    "GcpSecret",
+    "GroupByEncryptedKey",
+    "GroupIntoBatches",
+    "Keys",
+    "KvSwap",
+    "LogElements",
+    "Partition",
+    "PartitionFn",
+    "Regex",
+    "Reify",
+    "RemoveDuplicates",
+    "Reshuffle",
+    "Secret",
+    "SortAndBatchElements",
+    "Tee",
+    "ToString",
+    "Values",
+    "WaitOn",
+    "WithKeys",
+    "combiners",
 ]

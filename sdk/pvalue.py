@@ -6,6 +6,7 @@ applied transform produced it and under which output tag.
 
 from __future__ import annotations
 
+import collections
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -166,7 +167,24 @@ class AsSideInput:
         return f"{type(self).__name__}({self.pvalue!r})"
 
 
-_NO_DEFAULT = object()
+class _NoDefault:
+    """Marks "no default_value given"; one instance, which pickles back to itself on executors."""
+
+    _instance: _NoDefault | None = None
+
+    def __new__(cls) -> _NoDefault:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __reduce__(self):
+        return (_NoDefault, ())
+
+    def __repr__(self) -> str:
+        return "<no default>"
+
+
+_NO_DEFAULT = _NoDefault()
 
 
 class AsSingleton(AsSideInput):
@@ -179,7 +197,7 @@ class AsSingleton(AsSideInput):
     def view(self, values: list) -> Any:
         if len(values) == 1:
             return values[0]
-        if not values and self.default_value is not _NO_DEFAULT:
+        if not values and not isinstance(self.default_value, _NoDefault):
             return self.default_value
         shown = values[:3]
         msg = (
@@ -215,7 +233,8 @@ class AsMultiMap(AsSideInput):
     """A dict from each key to the list of its values."""
 
     def view(self, values: list) -> Any:
-        grouped: dict = {}
+        # A missing key reads as no values, as in Beam.
+        grouped: collections.defaultdict = collections.defaultdict(list)
         for key, value in values:
-            grouped.setdefault(key, []).append(value)
+            grouped[key].append(value)
         return grouped

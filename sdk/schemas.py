@@ -8,8 +8,8 @@ callable of the element. Both transforms are composites of ``Map``, ``GroupByKey
 
 Output shapes, as Beam produces them:
 
-- ``Select('a', b=fn)`` gives ``Row(a=..., b=...)``; an unnamed callable at position i
-  is named ``arg0i`` (``arg00``, ``arg01``, ...).
+- ``Select('a', b=fn)`` gives ``Row(a=..., b=...)``; an unnamed callable is named by its
+  position: ``arg00``, ``arg01``, ...
 - ``GroupBy('a')`` gives ``(value of a, [elements])``: one field, the key is its value.
 - ``GroupBy('a', 'b')``, ``GroupBy(k=fn)``, ``GroupBy()`` or ``.force_tuple_keys()`` give
   a NamedTuple key named ``Key`` (``Key(a=..., b=...)``, a tuple with field attributes);
@@ -90,13 +90,13 @@ def _field(expr: Any, default_name: str, where: str, position: int | str) -> Sch
 
 
 def _check_tuple_names(names: Iterable[str], where: str) -> None:
-    """NamedTuple field names: identifiers, no keywords, no leading underscore, no repeats."""
+    """Schema field names, as Beam checks them: identifiers, no keywords, no leading '_', no repeats."""
     seen: set[str] = set()
     for name in names:
         if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name) or name.startswith("_"):
             msg = (
-                f"{where}: {name!r} cannot name an output field (it becomes a NamedTuple field: "
-                "use an identifier that does not start with '_' and is not a keyword)"
+                f"{where}: {name!r} cannot name an output field; as in Beam's schemas, use an "
+                "identifier that does not start with '_' and is not a Python keyword"
             )
             raise ValueError(msg)
         if name in seen:
@@ -123,11 +123,12 @@ def schema_tuple_type(type_name: str, field_names: tuple[str, ...]) -> type:
     True
     """
     cache_key = (type_name, tuple(field_names))
-    made = _SCHEMA_TUPLE_TYPES.get(cache_key)
-    if made is None:
-        made = collections.namedtuple(type_name, cache_key[1], module=__name__)  # type: ignore[misc]
-        made.__reduce__ = _reduce_schema_tuple  # type: ignore[method-assign,assignment]
-        _SCHEMA_TUPLE_TYPES[cache_key] = made
+    known = _SCHEMA_TUPLE_TYPES.get(cache_key)
+    if known is not None:
+        return known
+    made = collections.namedtuple(type_name, cache_key[1], module=__name__)  # type: ignore[misc]
+    made.__reduce__ = _reduce_schema_tuple  # type: ignore[method-assign,assignment]
+    _SCHEMA_TUPLE_TYPES[cache_key] = made
     return made
 
 
@@ -188,9 +189,7 @@ class _ToRow:
     readers: tuple[tuple[str, Callable[[Any], Any]], ...]
 
     def __call__(self, element: Any) -> Row:
-        # A dict, as in Beam: a repeated name keeps its first place and its last value.
-        values = {name: read(element) for name, read in self.readers}
-        return Row(**values)
+        return Row(**{name: read(element) for name, read in self.readers})
 
 
 @attrs.frozen
@@ -293,6 +292,8 @@ class Select(PTransform):
         self.fields: tuple[SchemaField, ...] = tuple(
             _field(expr, f"arg{position:02d}", where, position) for position, expr in enumerate(fields)
         ) + tuple(attrs.evolve(_field(expr, name, where, name), name=name) for name, expr in named_fields.items())
+        # Beam's type inference makes a NamedTuple of these names, so it rejects the same.
+        _check_tuple_names((field.name for field in self.fields), where)
 
     def with_exception_handling(self, **kwargs: Any) -> Select:
         msg = (

@@ -20,7 +20,32 @@ from sparkbeam.core import (
     WindowInto,
 )
 from sparkbeam.ptransform import PTransform, ptransform_fn
-from sparkbeam.transforms import core, ptransform, trigger, window
+from sparkbeam.schemas import GroupBy, Select
+from sparkbeam.transforms import combiners, core, ptransform, trigger, util, window
+from sparkbeam.transforms._element_wise import Partition, PartitionFn
+from sparkbeam.transforms.util import (
+    BatchElements,
+    CoGroupByKey,
+    Distinct,
+    GcpHsmGeneratedSecret,
+    GcpSecret,
+    GroupByEncryptedKey,
+    GroupIntoBatches,
+    Keys,
+    KvSwap,
+    LogElements,
+    Regex,
+    Reify,
+    RemoveDuplicates,
+    Reshuffle,
+    Secret,
+    SortAndBatchElements,
+    Tee,
+    ToString,
+    Values,
+    WaitOn,
+    WithKeys,
+)
 
 __all__ = [
     "CombineFn",
@@ -33,16 +58,47 @@ __all__ = [
     "FlatMap",
     "FlatMapTuple",
     "Flatten",
+    "GroupBy",
     "GroupByKey",
     "Impulse",
     "Map",
     "MapTuple",
     "PTransform",
     "ParDo",
+    "Select",
     "WindowInto",
     "core",
     "ptransform",
     "ptransform_fn",
     "trigger",
     "window",
+]
+
+# Beam's transform library (combiners and util), as apache_beam.transforms exports it.
+__all__ += [
+    "BatchElements",
+    "CoGroupByKey",
+    "Distinct",
+    "GcpHsmGeneratedSecret",
+    "GcpSecret",
+    "GroupByEncryptedKey",
+    "GroupIntoBatches",
+    "Keys",
+    "KvSwap",
+    "LogElements",
+    "Partition",
+    "PartitionFn",
+    "Regex",
+    "Reify",
+    "RemoveDuplicates",
+    "Reshuffle",
+    "Secret",
+    "SortAndBatchElements",
+    "Tee",
+    "ToString",
+    "Values",
+    "WaitOn",
+    "WithKeys",
+    "combiners",
+    "util",
 ]

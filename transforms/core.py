@@ -15,6 +15,8 @@ from sparkbeam.core import (
     ParDo,
     WindowInto,
 )
+from sparkbeam.schemas import GroupBy, Select
+from sparkbeam.transforms._element_wise import Partition, PartitionFn
 from sparkbeam.windowing import Windowing
 
 __all__ = [
@@ -28,11 +30,15 @@ __all__ = [
     "FlatMap",
     "FlatMapTuple",
     "Flatten",
+    "GroupBy",
     "GroupByKey",
     "Impulse",
     "Map",
     "MapTuple",
     "ParDo",
+    "Partition",
+    "PartitionFn",
+    "Select",
     "WindowInto",
     "Windowing",
 ]

@@ -50,13 +50,20 @@ class SideInputs:
 
 
 def _side_window(windowfn: WindowFn, main_window: Any) -> Any:
+    """The side input's window that a main-input window reads (Beam's default mapping)."""
     if isinstance(windowfn, GlobalWindows):
         return GlobalWindow()
-    windows = list(windowfn.assign(WindowFn.AssignContext(main_window.max_timestamp())))
-    if len(windows) != 1:
-        msg = f"a side input windowed by {windowfn!r} maps a main-input window to {len(windows)} windows; it must map to one"
+    if windowfn.is_merging():
+        # A session only exists once merged, so no main window can name one (Beam refuses too).
+        msg = f"a side input windowed by {windowfn!r} is not supported: merging windows (Sessions) cannot be side inputs"
         raise ValueError(msg)
-    return windows[0]
+    windows = list(windowfn.assign(WindowFn.AssignContext(main_window.max_timestamp(), window=main_window)))
+    if not windows:
+        msg = f"a side input windowed by {windowfn!r} assigns no window to the end of main-input window {main_window!r}"
+        raise ValueError(msg)
+    # As Beam: the last window assigned to the main window's end, which for sliding windows
+    # is the earliest-starting one that contains it.
+    return windows[-1]
 
 
 def _param_names(fn: Callable) -> dict[str, DoFnParam]:

@@ -163,11 +163,24 @@ class StepLoop:
         while not self.finished():
             if self.max_steps is not None and self.step >= self.max_steps:
                 return
+            before = self._progress_marker()
             self.run_step()
+            if self._sources_done() and self._progress_marker() == before:
+                # The input is over and a whole step changed nothing: what is left is state
+                # that no watermark can release (its holds are at the end of time).
+                return
+
+    def _sources_done(self) -> bool:
+        return all(rt.source is None or rt.source.done for rt in self.runtimes)
+
+    def _progress_marker(self) -> tuple:
+        return tuple(
+            (rt.input_watermark, rt.output_watermark, rt.summary.elements_in, rt.summary.elements_out)
+            for rt in self.runtimes
+        )
 
     def finished(self) -> bool:
-        sources_done = all(rt.source is None or rt.source.done for rt in self.runtimes)
-        return sources_done and all(rt.output_watermark >= MAX for rt in self.runtimes)
+        return self._sources_done() and all(rt.output_watermark >= MAX for rt in self.runtimes)
 
     def run_step(self) -> None:
         step = self.step

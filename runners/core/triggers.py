@@ -93,8 +93,11 @@ class TriggerContext:
 
     __slots__ = ("cell", "now", "window", "window_end")
 
-    def __init__(self, cell: TriggerCell, window: BoundedWindow, now: int) -> None:
-        self.bind(cell, window, now)
+    def __init__(
+        self, cell: TriggerCell | None = None, window: BoundedWindow | None = None, now: int = 0
+    ) -> None:
+        if cell is not None and window is not None:
+            self.bind(cell, window, now)
 
     def bind(self, cell: TriggerCell, window: BoundedWindow, now: int) -> None:
         self.cell = cell
@@ -439,7 +442,7 @@ class _ParallelMachine(TriggerMachine):
 
     def should_fire(self, ctx: TriggerContext, domain: TimeDomain, watermark: int) -> bool:
         # Every subtrigger is asked (no short-circuit): asking clears stale timers.
-        return type(self).combine([sub.should_fire(ctx, domain, watermark) for sub in self.subtriggers])
+        return self.combine([sub.should_fire(ctx, domain, watermark) for sub in self.subtriggers])
 
     def on_fire(self, ctx: TriggerContext, domain: TimeDomain, watermark: int) -> bool:
         finished = [
@@ -447,7 +450,7 @@ class _ParallelMachine(TriggerMachine):
             for sub in self.subtriggers
             if sub.should_fire(ctx, domain, watermark)
         ]
-        return type(self).combine(finished)
+        return self.combine(finished)
 
     def reset(self, ctx: TriggerContext) -> None:
         for sub in self.subtriggers:

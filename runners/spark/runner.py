@@ -85,10 +85,11 @@ class SparkPipelineResult(PipelineResult):
         """What a captured PCollection emitted: value, timestamp, window, pane, step, time."""
         return emissions_of(self.plan, self._emitted, pcoll)
 
-    def plot_watermarks(self, **kwargs: Any) -> Any:
-        from sparkbeam.runners.spark.plots import plot_watermarks
+    def plot_watermarks(self, panes: Any = None, **kwargs: Any) -> Any:
+        """A matplotlib figure of the watermark timeline (see ``sparkbeam.plotting``)."""
+        from sparkbeam.plotting import plot_watermarks
 
-        return plot_watermarks(self, **kwargs)
+        return plot_watermarks(self, panes, **kwargs)
 
     def metrics(self) -> Any:
         return self._timeline

@@ -125,3 +125,10 @@ class WriteToText(PTransform):
             msg = f"{self.label} writes a PCollection, not {pcoll!r}"
             raise TypeError(msg)
         return pvalue.PDone(pcoll.pipeline)
+
+
+# Beam defines its CSV and JSON transforms in ``apache_beam.io.textio``; so do we, by name.
+from sparkbeam.io.csvio import ReadFromCsv, WriteToCsv  # noqa: E402
+from sparkbeam.io.jsonio import ReadFromJson, WriteToJson  # noqa: E402
+
+__all__ += ["ReadFromCsv", "ReadFromJson", "WriteToCsv", "WriteToJson"]

@@ -139,8 +139,8 @@ class Timestamp:
         return self.micros / 1_000_000
 
     def __int__(self) -> int:
-        # Truncates toward zero, as Beam's does.
-        return int(self.micros / 1_000_000)
+        # Rounds down (toward -inf), as Beam's does.
+        return self.micros // 1_000_000
 
     def __repr__(self) -> str:
         if self.micros <= _MIN_MICROS:

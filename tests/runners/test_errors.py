@@ -48,7 +48,7 @@ def test_exception_in_a_combine_fn_names_the_combine(spark):
 def test_group_by_key_on_non_pairs_names_the_transform_and_element(spark):
     p = beam.Pipeline()
     p | beam.Create([1, 2]) | "Group" >> beam.GroupByKey()
-    with pytest.raises(TransformError, match="'Group'.*groups \\(key, value\\) pairs, but got [12]"):
+    with pytest.raises(TransformError, match=r"'Group'.*groups \(key, value\) pairs, but got [12]"):
         p.run()
 
 
@@ -63,15 +63,14 @@ def test_unpicklable_dofn_fails_before_spark_runs_anything(spark):
     p = beam.Pipeline()
     p | beam.Create([1]) | "Hold" >> beam.ParDo(Holder())
     jobs_before = len(spark.sparkContext.statusTracker().getJobIdsForGroup())
-    with pytest.raises(TypeError, match="DoFn of 'Hold'.*cannot be pickled.*DoFn.setup"):
+    with pytest.raises(TypeError, match=r"DoFn of 'Hold'.*cannot be pickled.*DoFn\.setup"):
         p.run()
     assert len(spark.sparkContext.statusTracker().getJobIdsForGroup()) == jobs_before
 
 
 def test_failed_assert_that_raises_beam_assert_exception(spark):
-    with pytest.raises(BeamAssertException, match="unexpected elements \\[3\\]"):
-        with beam.Pipeline() as p:
-            assert_that(p | beam.Create([1, 2, 3]), equal_to([1, 2]))
+    with pytest.raises(BeamAssertException, match=r"unexpected elements \[3\]"), beam.Pipeline() as p:
+        assert_that(p | beam.Create([1, 2, 3]), equal_to([1, 2]))
 
 
 def test_undeclared_tag_is_an_error_naming_it(spark):

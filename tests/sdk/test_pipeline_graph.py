@@ -83,11 +83,11 @@ def test_bad_settings_are_rejected_at_construction(make, message):
 
 def test_unsupported_dofn_parameter_names_the_transform():
     class Stateful(beam.DoFn):
-        def process(self, element, state=beam.DoFn.StateParam("bag")):
+        def process(self, element, state=beam.DoFn.StateParam("bag")):  # noqa: B008 (Beam's idiom)
             yield element
 
     p = beam.Pipeline()
-    with pytest.raises(NotImplementedError, match="'ParDo\\(Stateful\\)'.*StateParam"):
+    with pytest.raises(NotImplementedError, match=r"'ParDo\(Stateful\)'.*StateParam"):
         p | beam.Create([1]) | beam.ParDo(Stateful())
 
 

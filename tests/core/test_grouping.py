@@ -1,0 +1,514 @@
+"""The grouping engine for one key, driven with explicit watermarks and a ManualClock."""
+
+from __future__ import annotations
+
+import pickle
+import random
+
+import pytest
+
+from sparkbeam.combine import CombineFn
+from sparkbeam.runners.core.clock import ManualClock
+from sparkbeam.runners.core.grouping import GroupingEngine, GroupingStats, KeyState
+from sparkbeam.trigger import (
+    AccumulationMode,
+    AfterAny,
+    AfterCount,
+    AfterProcessingTime,
+    AfterWatermark,
+    Always,
+    DefaultTrigger,
+    Never,
+    Repeatedly,
+)
+from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
+from sparkbeam.utils.windowed_value import PaneInfo, PaneInfoTiming, WindowedValue
+from sparkbeam.window import (
+    FixedWindows,
+    GlobalWindow,
+    GlobalWindows,
+    IntervalWindow,
+    Sessions,
+    SlidingWindows,
+    TimestampCombiner,
+    WindowFn,
+)
+from sparkbeam.windowing import Windowing
+
+S = 1_000_000
+MIN = MIN_TIMESTAMP.micros
+MAX = MAX_TIMESTAMP.micros
+EARLY, ON_TIME, LATE = PaneInfoTiming.EARLY, PaneInfoTiming.ON_TIME, PaneInfoTiming.LATE
+DISCARDING, ACCUMULATING = AccumulationMode.DISCARDING, AccumulationMode.ACCUMULATING
+
+
+class SumFn(CombineFn):
+    def create_accumulator(self):
+        return 0
+
+    def add_input(self, accumulator, element):
+        return accumulator + element
+
+    def merge_accumulators(self, accumulators):
+        return sum(accumulators)
+
+    def extract_output(self, accumulator):
+        return accumulator
+
+
+class Key:
+    """One key's state in an engine, with a watermark and a clock that tests move."""
+
+    def __init__(self, windowing: Windowing, **engine_options) -> None:
+        self.engine = GroupingEngine(windowing, **engine_options)
+        self.window_fn = windowing.windowfn
+        self.state = self.engine.new_key_state()
+        self.stats = GroupingStats()
+        self.clock = ManualClock()
+        self.input_watermark = MIN
+        self.output_watermark = MIN
+
+    def add(self, *seconds: float, values=None) -> list[WindowedValue]:
+        """Elements at these times (value = the time in seconds unless ``values``)."""
+        elements = []
+        for ix, second in enumerate(seconds):
+            micros = round(second * S)
+            windows = tuple(self.window_fn.assign(WindowFn.AssignContext(second)))
+            value = second if values is None else values[ix]
+            elements.append(WindowedValue(value, micros, windows))
+        return self.engine.add_elements(
+            self.state,
+            "k",
+            elements,
+            input_watermark=self.input_watermark,
+            output_watermark=self.output_watermark,
+            now=self.clock.now_micros(),
+            stats=self.stats,
+        )
+
+    def watermark(self, seconds: float, *, output: float | None = None) -> list[WindowedValue]:
+        """Move the input watermark (and the output watermark, to ``output`` or along)."""
+        self.input_watermark = round(seconds * S)
+        self.output_watermark = self.input_watermark if output is None else round(output * S)
+        return self.fire()
+
+    def fire(self) -> list[WindowedValue]:
+        return self.engine.fire_timers(
+            self.state, "k", input_watermark=self.input_watermark, now=self.clock.now_micros(), stats=self.stats
+        )
+
+    def hold(self) -> int | None:
+        hold = self.engine.earliest_hold(self.state)
+        return None if hold is None else hold[0]
+
+
+def fixed(size=10, trigger=None, **options) -> Windowing:
+    return Windowing(FixedWindows(size), trigger or DefaultTrigger(), **options)
+
+
+def summary(panes: list[WindowedValue]) -> list[tuple]:
+    """(window start s, values, timestamp µs, timing, index, nonspeculative, last) per pane."""
+    return [
+        (
+            int(p.windows[0].start),
+            p.value[1],
+            p.timestamp_micros,
+            p.pane_info.timing,
+            p.pane_info.index,
+            p.pane_info.nonspeculative_index,
+            p.pane_info.is_last,
+        )
+        for p in panes
+    ]
+
+
+# ---------------------------------------------------------------------------- firing
+
+
+def test_default_trigger_emits_the_on_time_pane_when_the_watermark_passes_the_window_end():
+    key = Key(fixed())
+    assert key.add(1, 2, 12) == []
+    assert key.watermark(9.9) == []
+    (pane,) = key.watermark(10)
+    assert pane == WindowedValue(
+        ("k", [1, 2]), 10 * S - 1, (IntervalWindow(0, 10),), PaneInfo(True, False, ON_TIME, 0, 0)
+    )
+    assert key.stats.panes_fired == 1
+
+
+def test_triggers_are_evaluated_once_per_bundle():
+    key = Key(fixed(trigger=Repeatedly(AfterCount(2))))
+    assert summary(key.add(1, 2, 3, 4, 5)) == [(0, [1, 2, 3, 4, 5], 10 * S - 1, EARLY, 0, -1, False)]
+
+
+def test_discarding_clears_and_accumulating_keeps_the_pane_contents():
+    trigger = Repeatedly(AfterCount(1))
+    discarding = Key(fixed(trigger=trigger, accumulation_mode=DISCARDING))
+    accumulating = Key(fixed(trigger=trigger, accumulation_mode=ACCUMULATING))
+    for key in (discarding, accumulating):
+        key.add(1)
+    assert discarding.add(2)[0].value == ("k", [2])
+    assert accumulating.add(2)[0].value == ("k", [1, 2])
+
+
+def test_a_combine_fn_keeps_an_accumulator_across_firings_when_accumulating():
+    trigger = Repeatedly(AfterCount(1))
+    accumulating = Key(fixed(trigger=trigger, accumulation_mode=ACCUMULATING), combine_fn=SumFn())
+    discarding = Key(fixed(trigger=trigger, accumulation_mode=DISCARDING), combine_fn=SumFn())
+    for key in (accumulating, discarding):
+        key.add(1, 2)
+    assert accumulating.add(3)[0].value == ("k", 6)
+    assert discarding.add(3)[0].value == ("k", 3)
+    assert accumulating.state.windows[IntervalWindow(0, 10)].contents == 6
+
+
+def test_an_empty_on_time_pane_is_emitted_after_early_panes():
+    key = Key(fixed(trigger=AfterWatermark(early=AfterCount(1)), accumulation_mode=DISCARDING))
+    assert summary(key.add(1)) == [(0, [1], 10 * S - 1, EARLY, 0, -1, False)]
+    assert summary(key.watermark(10)) == [(0, [], 10 * S - 1, ON_TIME, 1, 0, True)]
+
+
+def test_after_watermark_late_trigger_fires_late_panes():
+    key = Key(fixed(trigger=AfterWatermark(late=AfterCount(1)), allowed_lateness=20))
+    key.add(1)
+    key.watermark(15)
+    assert summary(key.add(2)) == [(0, [2], 10 * S - 1, LATE, 1, 1, False)]
+
+
+def test_processing_time_trigger_fires_when_the_clock_reaches_its_deadline():
+    key = Key(fixed(trigger=Repeatedly(AfterProcessingTime(5)), accumulation_mode=DISCARDING))
+    key.clock.set(100 * S)
+    key.add(1)
+    assert key.engine.next_timers(key.state) == (10 * S, 105 * S)  # GC at 10 s, deadline
+    key.clock.advance(4 * S)
+    assert key.fire() == []
+    key.clock.advance(1 * S)
+    assert summary(key.fire()) == [(0, [1], 10 * S - 1, EARLY, 0, -1, False)]
+
+
+def test_event_time_timers_fire_before_processing_time_timers_in_time_order():
+    trigger = AfterWatermark(early=AfterProcessingTime(1), late=AfterCount(1))
+    key = Key(Windowing(FixedWindows(10), trigger, allowed_lateness=100))
+    key.add(15)
+    key.add(3)
+    key.clock.advance(5 * S)
+    key.input_watermark = 30 * S
+    panes = key.fire()
+    # Both windows' ends passed: their on-time panes come first, earliest window first,
+    # and the early deadlines that are also due no longer fire (the panes are late now).
+    assert [(int(p.windows[0].start), p.pane_info.timing) for p in panes] == [(0, ON_TIME), (10, ON_TIME)]
+
+
+# ---------------------------------------------------------------------------- lateness and GC
+
+
+def test_late_element_after_gc_is_dropped_and_counted():
+    key = Key(fixed(allowed_lateness=5))
+    key.watermark(16)  # [0, 10) is collected once the watermark passes 14.999999
+    assert key.add(3, 12) == []
+    assert key.stats.late_dropped == 1
+    assert list(key.state.windows) == [IntervalWindow(10, 20)]
+
+
+def test_a_window_is_late_at_its_gc_time_plus_one_microsecond():
+    key = Key(fixed())
+    key.input_watermark = 10 * S - 1  # the window's max timestamp: not yet late
+    key.add(5)
+    assert key.stats.late_dropped == 0
+    key.input_watermark = 10 * S
+    key.add(5)
+    assert key.stats.late_dropped == 1
+
+
+def test_each_late_window_of_an_element_counts():
+    key = Key(Windowing(SlidingWindows(10, 5)))
+    key.watermark(16)  # [0, 10) and [5, 15) are collected; [10, 20) is not
+    key.add(9, 12)
+    assert key.stats.late_dropped == 3  # 9 in [0, 10) and [5, 15), 12 in [5, 15)
+    assert sorted(int(w.start) for w in key.state.windows) == [10]
+
+
+def test_element_for_a_closed_window_is_dropped_and_counted():
+    key = Key(fixed(trigger=AfterCount(1)))
+    assert len(key.add(1)) == 1
+    assert key.add(2, 3) == []
+    assert key.stats.closed_dropped == 2
+    assert key.state.windows[IntervalWindow(0, 10)].closed
+
+
+def test_gc_emits_a_final_pane_for_pending_data_then_forgets_the_window():
+    key = Key(fixed(trigger=Never()))
+    key.add(1, 2)
+    assert summary(key.watermark(10)) == [(0, [1, 2], 10 * S - 1, ON_TIME, 0, 0, True)]
+    assert key.engine.is_empty(key.state)
+
+
+def test_gc_after_early_panes_gives_a_final_on_time_pane_of_the_leftovers():
+    key = Key(fixed(trigger=Repeatedly(AfterCount(2)), accumulation_mode=DISCARDING))
+    key.add(1, 2)
+    key.add(3)
+    assert summary(key.watermark(100)) == [(0, [3], 10 * S - 1, ON_TIME, 1, 0, True)]
+
+
+def test_gc_without_pending_data_emits_nothing():
+    key = Key(fixed(trigger=Repeatedly(AfterCount(1))))
+    key.add(1)
+    assert key.watermark(100) == []
+    assert key.engine.is_empty(key.state)
+
+
+def test_gc_of_late_data_gives_a_late_final_pane():
+    key = Key(fixed(trigger=AfterWatermark(late=AfterCount(5)), allowed_lateness=10))
+    key.add(1)
+    key.watermark(12)
+    key.add(2)
+    assert summary(key.watermark(20)) == [(0, [2], 10 * S - 1, LATE, 1, 1, True)]
+
+
+def test_the_final_watermark_collects_the_global_window_whatever_the_lateness():
+    key = Key(Windowing(GlobalWindows(), Never(), allowed_lateness=10**9))
+    key.add(1)
+    assert key.engine.next_timers(key.state) == (MAX, None)
+    assert len(key.watermark(MAX / S)) == 1
+    assert key.engine.is_empty(key.state)
+
+
+# ---------------------------------------------------------------------------- holds
+
+
+def test_earliest_hold_is_the_element_hold_until_the_on_time_pane():
+    key = Key(fixed(timestamp_combiner=TimestampCombiner.OUTPUT_AT_EARLIEST))
+    key.add(7, 3)
+    assert key.engine.earliest_hold(key.state) == (3 * S, IntervalWindow(0, 10))
+    (pane,) = key.watermark(10)
+    assert pane.timestamp_micros == 3 * S
+    assert key.hold() is None
+
+
+def test_the_hold_outlives_an_early_pane_for_the_on_time_pane_to_come():
+    trigger = AfterWatermark(early=AfterCount(1))
+    key = Key(fixed(trigger=trigger, accumulation_mode=DISCARDING, timestamp_combiner=TimestampCombiner.OUTPUT_AT_EARLIEST))
+    assert key.add(4)[0].timestamp_micros == 4 * S
+    assert key.hold() == 4 * S
+    (on_time,) = key.watermark(10)
+    assert (on_time.value, on_time.timestamp_micros) == (("k", []), 4 * S)
+    assert key.hold() is None
+
+
+def test_elements_behind_the_output_watermark_stamp_the_pane_at_the_window_end():
+    key = Key(fixed(timestamp_combiner=TimestampCombiner.OUTPUT_AT_EARLIEST))
+    key.watermark(8)
+    key.add(2, 3, 7)
+    assert key.hold() == 10 * S - 1  # the GC hold (no lateness): the pane is still to come
+    (pane,) = key.watermark(11)
+    assert pane.timestamp_micros == 10 * S - 1
+
+
+def test_the_gc_hold_holds_the_watermark_without_changing_the_pane_timestamp():
+    key = Key(fixed(trigger=AfterWatermark(late=AfterCount(2)), allowed_lateness=10))
+    key.add(1)
+    key.watermark(12)
+    key.add(3)  # late, pending until the late trigger or GC fires
+    assert key.engine.earliest_hold(key.state) == (20 * S - 1, IntervalWindow(0, 10))
+    (pane,) = key.add(4)
+    assert pane.timestamp_micros == 10 * S - 1
+    assert key.hold() is None
+
+
+def test_the_hold_of_a_finished_window_is_released():
+    # Beam Python keeps the hold of a trigger with an on-time part that finished early,
+    # and so holds the watermark until the window is collected; a closed window cannot
+    # emit again, so the engine releases it.
+    trigger = AfterAny(AfterCount(1), AfterWatermark())
+    key = Key(fixed(trigger=trigger, timestamp_combiner=TimestampCombiner.OUTPUT_AT_EARLIEST))
+    (pane,) = key.add(4)
+    assert pane.pane_info.is_last
+    assert key.hold() is None
+
+
+def test_overlapping_window_rule_in_the_engine():
+    windowing = Windowing(SlidingWindows(10, 5), timestamp_combiner=TimestampCombiner.OUTPUT_AT_EARLIEST)
+    on, off = Key(windowing), Key(windowing, overlapping_window_rule=False)
+    for key in (on, off):
+        key.add(7)
+    assert sorted(p.timestamp_micros for p in on.watermark(100)) == [7 * S, 10 * S]
+    assert sorted(p.timestamp_micros for p in off.watermark(100)) == [7 * S, 7 * S]
+
+
+# ---------------------------------------------------------------------------- merging
+
+
+def sessions(trigger=None, **options) -> Windowing:
+    return Windowing(Sessions(10), trigger or DefaultTrigger(), **options)
+
+
+def test_sessions_merge_values_holds_and_timers():
+    key = Key(sessions(timestamp_combiner=TimestampCombiner.OUTPUT_AT_EARLIEST))
+    key.add(5)
+    key.add(20)
+    key.add(12)  # [12, 22) bridges [5, 15) and [20, 30)
+    assert list(key.state.windows) == [IntervalWindow(5, 30)]
+    assert key.hold() == 5 * S
+    assert key.engine.next_timers(key.state)[0] == 30 * S
+    assert summary(key.watermark(30)) == [(5, [5, 20, 12], 5 * S, ON_TIME, 0, 0, False)]
+
+
+def test_merging_resets_pane_indices_of_a_new_window():
+    key = Key(sessions(trigger=Repeatedly(AfterCount(1)), accumulation_mode=DISCARDING))
+    assert summary(key.add(1))[0][4] == 0
+    assert summary(key.add(5)) == [(1, [5], 15 * S - 1, EARLY, 0, -1, False)]  # [1, 15) is new
+
+
+def test_merging_keeps_pane_indices_when_the_merged_window_is_one_of_the_parts():
+    key = Key(sessions(trigger=Repeatedly(AfterCount(1)), accumulation_mode=DISCARDING))
+    key.add(1, 5)  # [1, 15)
+    assert summary(key.add(2)) == [(1, [2], 15 * S - 1, EARLY, 1, -1, False)]  # [2, 12) inside
+
+
+def test_merging_with_a_closed_window_closes_the_merged_window():
+    key = Key(sessions(trigger=AfterCount(1)))
+    key.add(1)  # [1, 11) fires and closes
+    assert key.add(5) == []
+    assert key.stats.closed_dropped == 1
+    assert key.state.windows[IntervalWindow(1, 15)].closed
+
+
+def test_sessions_merge_combine_accumulators():
+    key = Key(sessions(), combine_fn=SumFn())
+    key.add(1, values=[10])
+    key.add(5, values=[32])
+    assert [p.value for p in key.watermark(100)] == [("k", 42)]
+
+
+# ---------------------------------------------------------------------------- state
+
+
+def test_key_state_pickles_and_the_engine_continues_from_it():
+    key = Key(fixed(trigger=AfterWatermark(early=AfterCount(3)), timestamp_combiner=TimestampCombiner.OUTPUT_AT_LATEST))
+    key.add(1, 2)
+    restored = pickle.loads(pickle.dumps(key.state))
+    assert isinstance(restored, KeyState) and restored == key.state
+    key.state = restored
+    assert summary(key.add(3)) == [(0, [1, 2, 3], 3 * S, EARLY, 0, -1, False)]
+
+
+def test_next_timers_and_is_empty_track_the_windows():
+    key = Key(fixed(allowed_lateness=5))
+    assert key.engine.is_empty(key.state)
+    assert key.engine.next_timers(key.state) == (None, None)
+    key.add(1)
+    assert key.engine.next_timers(key.state) == (10 * S, None)
+    key.watermark(10)
+    assert key.engine.next_timers(key.state) == (15 * S, None)  # GC: 14.999999 s + 1 µs
+    key.watermark(15)
+    assert key.engine.is_empty(key.state)
+
+
+def test_the_default_trigger_fast_path_matches_the_trigger_machine():
+    rng = random.Random(7)
+    for _ in range(50):
+        windowing = fixed(
+            allowed_lateness=rng.choice([0, 5]),
+            timestamp_combiner=rng.choice(list(TimestampCombiner)[:3]),
+            accumulation_mode=rng.choice([DISCARDING, ACCUMULATING]),
+        )
+        fast, general = Key(windowing), Key(windowing)
+        general.engine._default_fast_path = False
+        assert fast.engine._default_fast_path
+        watermark = 0.0
+        for _step in range(6):
+            if rng.random() < 0.5:
+                stamps = [rng.randint(0, 40) for _ in range(3)]
+                assert summary(fast.add(*stamps)) == summary(general.add(*stamps))
+            else:
+                watermark += rng.randint(1, 15)
+                assert summary(fast.watermark(watermark)) == summary(general.watermark(watermark))
+            assert fast.engine.next_timers(fast.state) == general.engine.next_timers(general.state)
+            assert fast.hold() == general.hold()
+            assert fast.stats == general.stats
+
+
+# ---------------------------------------------------------------------------- batch
+
+
+def run_batch(windowing: Windowing, *seconds: float, **options) -> list[WindowedValue]:
+    key = Key(windowing, batch=True, **options)
+    panes = key.add(*seconds)
+    key.clock.set(MAX)
+    key.input_watermark = MAX
+    panes += key.fire()
+    assert key.engine.is_empty(key.state)
+    return panes
+
+
+def test_batch_default_windowing_gives_one_pane_per_key_at_the_end_of_the_global_window():
+    (pane,) = run_batch(Windowing(), 3, 1, 2)
+    assert pane == WindowedValue(
+        ("k", [3, 1, 2]),
+        GlobalWindow().max_timestamp().micros,
+        (GlobalWindow(),),
+        PaneInfo(True, True, ON_TIME, 0, 0),
+    )
+
+
+@pytest.mark.parametrize("trigger", [AfterCount(1), Always(), Never()])
+def test_batch_global_window_firing_per_element_gives_one_pane_at_the_start_of_time(trigger):
+    (pane,) = run_batch(Windowing(GlobalWindows(), trigger, ACCUMULATING), 3, 1)
+    assert (pane.value, pane.timestamp_micros, pane.pane_info) == (
+        ("k", [3, 1]),
+        MIN,
+        PaneInfo(True, True, ON_TIME, 0, 0),
+    )
+
+
+def test_batch_never_fires_once_as_always_in_fixed_windows():
+    panes = run_batch(fixed(trigger=Never(), accumulation_mode=ACCUMULATING), 1, 2, 15)
+    assert summary(panes) == [
+        (0, [1, 2], 10 * S - 1, EARLY, 0, -1, False),
+        (10, [15], 20 * S - 1, EARLY, 0, -1, False),
+    ]
+
+
+def test_batch_general_engine_keeps_count_based_early_panes():
+    trigger = AfterWatermark(early=AfterCount(2))
+    panes = run_batch(fixed(trigger=trigger, accumulation_mode=ACCUMULATING), 1, 2, 3)
+    assert summary(panes) == [
+        (0, [1, 2, 3], 10 * S - 1, EARLY, 0, -1, False),
+        (0, [1, 2, 3], 10 * S - 1, ON_TIME, 1, 0, True),
+    ]
+
+
+def test_batch_combines_with_a_combine_fn():
+    (pane,) = run_batch(Windowing(), 3, 1, 2, combine_fn=SumFn())
+    assert pane.value == ("k", 6)
+
+
+def test_batch_processing_time_triggers_fire_at_the_final_clock():
+    panes = run_batch(fixed(trigger=AfterProcessingTime(60), accumulation_mode=ACCUMULATING), 1)
+    assert summary(panes) == [(0, [1], 10 * S - 1, LATE, 0, 0, True)]
+
+
+# ---------------------------------------------------------------------------- clock
+
+
+def test_manual_clock_moves_only_forward_and_only_in_microseconds():
+    clock = ManualClock(start_micros=5)
+    clock.advance(10)
+    clock.set(20)
+    assert clock.now_micros() == 20
+    with pytest.raises(ValueError, match="backwards"):
+        clock.set(19)
+    with pytest.raises(ValueError, match="backwards"):
+        clock.advance(-1)
+    with pytest.raises(TypeError, match="integer microseconds"):
+        clock.advance(1.5)
+
+
+def test_wall_clock_reads_the_system_clock():
+    import time
+
+    from sparkbeam.runners.core.clock import Clock, WallClock
+
+    clock = WallClock()
+    assert isinstance(clock, Clock)
+    assert abs(clock.now_micros() - time.time_ns() // 1000) < 10 * S

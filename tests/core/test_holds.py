@@ -1,0 +1,131 @@
+"""Timestamp combiners: output times, holds, the overlapping-window rule, merging."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkbeam.runners.core.holds import HoldPolicy
+from sparkbeam.utils.timestamp import Timestamp
+from sparkbeam.window import (
+    FixedWindows,
+    IntervalWindow,
+    Sessions,
+    SlidingWindows,
+    TimestampCombiner,
+)
+from sparkbeam.windowing import Windowing
+
+S = 1_000_000
+EOW = TimestampCombiner.OUTPUT_AT_EOW
+EARLIEST = TimestampCombiner.OUTPUT_AT_EARLIEST
+LATEST = TimestampCombiner.OUTPUT_AT_LATEST
+TRANSFORMED = TimestampCombiner.OUTPUT_AT_EARLIEST_TRANSFORMED
+
+
+def policy(window_fn, combiner, *, rule: bool = True) -> HoldPolicy:
+    return HoldPolicy(Windowing(window_fn, timestamp_combiner=combiner), overlapping_window_rule=rule)
+
+
+def hold_of(p: HoldPolicy, window: IntervalWindow, seconds: list[int], output_watermark: int = -(10**18)):
+    return p.element_hold(window, window.max_timestamp().micros, [t * S for t in seconds], output_watermark)
+
+
+class PlusHundred(FixedWindows):
+    def get_transformed_output_time(self, window, input_timestamp):
+        return input_timestamp + 100
+
+
+def test_end_of_window_output_time_is_the_windows_last_microsecond():
+    window = IntervalWindow(0, 10)
+    assert policy(FixedWindows(10), EOW).output_time(window, 3 * S) == 10 * S - 1
+    assert hold_of(policy(FixedWindows(10), EOW), window, [1, 2]) == (10 * S - 1, False)
+
+
+def test_earliest_holds_at_the_earliest_element():
+    assert hold_of(policy(FixedWindows(10), EARLIEST), IntervalWindow(0, 10), [7, 2, 5]) == (2 * S, False)
+
+
+def test_latest_holds_at_the_latest_element():
+    assert hold_of(policy(FixedWindows(10), LATEST), IntervalWindow(0, 10), [7, 2, 5]) == (7 * S, False)
+
+
+def test_elements_behind_the_output_watermark_add_no_hold_and_say_so():
+    p = policy(FixedWindows(10), EARLIEST)
+    assert hold_of(p, IntervalWindow(0, 10), [2, 3, 7, 8], output_watermark=5 * S) == (7 * S, True)
+    assert hold_of(p, IntervalWindow(0, 10), [2, 3], output_watermark=5 * S) == (None, True)
+
+
+def test_end_of_window_behind_the_output_watermark_adds_no_hold():
+    p = policy(FixedWindows(10), EOW)
+    assert hold_of(p, IntervalWindow(0, 10), [2], output_watermark=10 * S) == (None, True)
+
+
+@pytest.mark.parametrize("combiner", [EARLIEST, TRANSFORMED])
+def test_overlap_rule_never_stamps_before_the_previous_window_ends(combiner):
+    p = policy(SlidingWindows(10, 5), combiner)
+    # [5, 15) overlaps [0, 10): its panes are never stamped before 10.
+    assert p.output_time(IntervalWindow(5, 15), 7 * S) == 10 * S
+    assert p.output_time(IntervalWindow(5, 15), 12 * S) == 12 * S
+    assert hold_of(p, IntervalWindow(5, 15), [7, 12]) == (10 * S, False)
+    assert p.output_time(IntervalWindow(0, 10), 7 * S) == 7 * S
+
+
+def test_overlap_rule_off_is_beams_current_behaviour():
+    p = policy(SlidingWindows(10, 5), EARLIEST, rule=False)
+    assert p.output_time(IntervalWindow(5, 15), 7 * S) == 7 * S
+
+
+def test_overlap_rule_does_not_touch_latest_or_end_of_window():
+    assert policy(SlidingWindows(10, 5), LATEST).output_time(IntervalWindow(5, 15), 7 * S) == 7 * S
+    assert policy(SlidingWindows(10, 5), EOW).output_time(IntervalWindow(5, 15), 7 * S) == 15 * S - 1
+
+
+def test_windows_that_do_not_overlap_have_no_floor():
+    p = policy(SlidingWindows(10, 10), EARLIEST)
+    assert p.output_time(IntervalWindow(10, 20), 11 * S) == 11 * S
+
+
+def test_floor_applies_before_the_output_watermark_test():
+    # 7 s alone would be behind a 9 s output watermark; floored to 10 s it holds.
+    p = policy(SlidingWindows(10, 5), EARLIEST)
+    assert hold_of(p, IntervalWindow(5, 15), [7], output_watermark=9 * S) == (10 * S, False)
+
+
+def test_earliest_transformed_uses_the_window_fns_hook():
+    p = policy(PlusHundred(10), TRANSFORMED)
+    assert p.output_time(IntervalWindow(0, 10), 1 * S) == 101 * S
+    assert hold_of(p, IntervalWindow(0, 10), [3, 1, 2]) == (101 * S, False)
+    # EARLIEST alone does not call the hook.
+    assert policy(PlusHundred(10), EARLIEST).output_time(IntervalWindow(0, 10), 1 * S) == 1 * S
+
+
+def test_merged_holds_take_min_max_or_the_merged_windows_end():
+    merged = IntervalWindow(1, 22)
+    assert policy(Sessions(10), EARLIEST).merge(merged, [5 * S, None, 3 * S]) == 3 * S
+    assert policy(Sessions(10), LATEST).merge(merged, [5 * S, 12 * S]) == 12 * S
+    assert policy(Sessions(10), EOW).merge(merged, [14 * S]) == 22 * S - 1
+    assert policy(Sessions(10), EOW).merge(merged, [None, None]) is None
+
+
+def test_combining_two_holds_of_one_window():
+    assert policy(FixedWindows(10), EARLIEST).combine(4, 2) == 2
+    assert policy(FixedWindows(10), LATEST).combine(4, 2) == 4
+    assert policy(FixedWindows(10), EARLIEST).combine(None, 2) == 2
+    assert policy(FixedWindows(10), EARLIEST).combine(4, None) == 4
+
+
+def test_a_pane_without_hold_is_stamped_at_the_windows_last_microsecond():
+    assert HoldPolicy.pane_timestamp(10 * S - 1, None) == 10 * S - 1
+    assert HoldPolicy.pane_timestamp(10 * S - 1, 3 * S) == 3 * S
+
+
+def test_hook_receives_a_timestamp():
+    seen = []
+
+    class Spy(FixedWindows):
+        def get_transformed_output_time(self, window, input_timestamp):
+            seen.append(input_timestamp)
+            return input_timestamp
+
+    policy(Spy(10), TRANSFORMED).output_time(IntervalWindow(0, 10), 3 * S)
+    assert seen == [Timestamp(3)]

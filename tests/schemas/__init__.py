@@ -1,0 +1,1 @@
+"""Schema transforms: Row, Select, GroupBy (oracle pairs against apache_beam)."""

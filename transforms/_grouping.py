@@ -1,0 +1,366 @@
+"""Utilities built on ``GroupByKey``: joins, de-duplication, reshuffles and keyed batches.
+
+``CoGroupByKey``, ``Distinct`` (and Beam's older name ``RemoveDuplicates``), ``Reshuffle``
+and ``ReshufflePerKey``, ``GroupIntoBatches`` and ``WaitOn``. Each is a composite of the
+primitives, so the runner needs nothing special for them. Public through
+``sparkbeam.transforms.util`` and ``sparkbeam``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from typing import Any
+
+from sparkbeam import pvalue
+from sparkbeam.combine import CombineFn, CombinePerKey
+from sparkbeam.core import Create, DoFn, FlatMap, Flatten, GroupByKey, Map, ParDo, WindowInto
+from sparkbeam.ptransform import PTransform, ptransform_fn
+from sparkbeam.transforms._element_wise import Keys
+from sparkbeam.trigger import AccumulationMode, Always
+from sparkbeam.utils.windowed_value import WindowedValue
+from sparkbeam.window import GlobalWindows, TimestampCombiner
+
+__all__ = [
+    "CoGroupByKey",
+    "Distinct",
+    "GroupIntoBatches",
+    "RemoveDuplicates",
+    "Reshuffle",
+    "ReshufflePerKey",
+    "WaitOn",
+]
+
+
+def _has_pvalues(value: Any) -> bool:
+    if isinstance(value, pvalue.PValue):
+        return True
+    if isinstance(value, dict):
+        return any(_has_pvalues(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_has_pvalues(v) for v in value)
+    return False
+
+
+class _TagValue(DoFn):
+    """``(k, v) -> (k, (index, v))``: marks which input a value came from."""
+
+    def __init__(self, index: int, tag: Any) -> None:
+        self.index = index
+        self.tag = tag
+
+    def process(self, element: Any) -> Iterable[Any]:
+        try:
+            key, value = element
+        except (TypeError, ValueError):
+            msg = f"CoGroupByKey expects (key, value) pairs, but input {self.tag!r} has {element!r}"
+            raise TypeError(msg) from None
+        yield (key, (self.index, value))
+
+
+class _CollectByTag(DoFn):
+    """``(k, [(index, v), ...]) -> (k, {tag: [v, ...]})`` (or a tuple of lists, by position)."""
+
+    def __init__(self, tags: list, as_dict: bool) -> None:
+        self.tags = tags
+        self.as_dict = as_dict
+
+    def process(self, element: Any) -> Iterable[Any]:
+        key, tagged_values = element
+        per_input: list[list] = [[] for _ in self.tags]
+        for index, value in tagged_values:
+            per_input[index].append(value)
+        if self.as_dict:
+            yield (key, dict(zip(self.tags, per_input)))
+        else:
+            yield (key, tuple(per_input))
+
+
+class CoGroupByKey(PTransform):
+    """Groups several PCollections of (key, value) pairs by key, per window.
+
+    From a dict ``{tag: pcoll}`` each output is ``(key, {tag: [values], ...})``, with every
+    tag present (an empty list where that input has no value for the key); from a tuple or
+    list of PCollections it is ``(key, ([values of the first], [values of the second], ...))``.
+
+    >>> {"emails": emails, "phones": phones} | beam.CoGroupByKey()   # doctest: +SKIP
+    ("amy", {"emails": ["amy@x.org"], "phones": []})
+
+    ``pipeline=`` is needed only when there may be no input PCollections at all.
+    """
+
+    def __init__(self, *, pipeline: Any = None) -> None:
+        super().__init__()
+        self.pipeline = pipeline
+
+    def __ror__(self, left: Any, label: str | None = None) -> Any:
+        # An empty dict or tuple names no pipeline; the one given here owns the transform.
+        if not _has_pvalues(left) and isinstance(left, (dict, list, tuple)):
+            if self.pipeline is None:
+                msg = f"{self.label} of no PCollections needs the pipeline: CoGroupByKey(pipeline=p)"
+                raise ValueError(msg)
+            return self.pipeline.apply(self, left, label)
+        return super().__ror__(left, label)
+
+    def expand(self, pcolls: Any) -> pvalue.PCollection:
+        if isinstance(pcolls, pvalue.PCollection):
+            msg = f"{self.label} takes a dict or a tuple of PCollections, not the single {pcolls!r}"
+            raise TypeError(msg)
+        as_dict = isinstance(pcolls, dict)
+        if as_dict:
+            tags, inputs = list(pcolls.keys()), list(pcolls.values())
+        else:
+            inputs = list(pcolls)
+            tags = list(range(len(inputs)))
+        for tag, pc in zip(tags, inputs):
+            if not isinstance(pc, pvalue.PCollection):
+                msg = f"{self.label}: input {tag!r} is {pc!r}, not a PCollection"
+                raise TypeError(msg)
+        if not inputs:
+            if self.pipeline is None:
+                msg = f"{self.label} of no PCollections needs the pipeline: CoGroupByKey(pipeline=p)"
+                raise ValueError(msg)
+            return self.pipeline | "Empty" >> Create([])
+        tagged = [pc | f"Tag[{tag!r}]" >> ParDo(_TagValue(index, tag)) for index, (tag, pc) in enumerate(zip(tags, inputs))]
+        return (
+            tagged
+            | "Flatten" >> Flatten()
+            | "GroupByKey" >> GroupByKey()
+            | "CollectByTag" >> ParDo(_CollectByTag(tags, as_dict))
+        )
+
+
+class _KeepNothing(CombineFn):
+    """Combines any values into ``None``: only the keys matter to ``Distinct``."""
+
+    def create_accumulator(self) -> None:
+        return None
+
+    def add_input(self, accumulator: None, element: Any) -> None:
+        return None
+
+    def merge_accumulators(self, accumulators: Iterable[None]) -> None:
+        return None
+
+    def extract_output(self, accumulator: None) -> None:
+        return None
+
+
+def _pair_with_none(element: Any) -> tuple:
+    return (element, None)
+
+
+@ptransform_fn
+def Distinct(pcoll: pvalue.PCollection) -> pvalue.PCollection:
+    """Each distinct element once per window (elements must be hashable).
+
+    >>> p | beam.Create([1, 2, 1]) | beam.Distinct()                # doctest: +SKIP
+    1, 2
+    """
+    return pcoll | "ToPairs" >> Map(_pair_with_none) | "Group" >> CombinePerKey(_KeepNothing()) | "Distinct" >> Keys()
+
+
+@ptransform_fn
+def RemoveDuplicates(pcoll: pvalue.PCollection) -> pvalue.PCollection:
+    """Beam's older name for ``Distinct``."""
+    return pcoll | "RemoveDuplicates" >> Distinct()
+
+
+# -- Reshuffle ------------------------------------------------------------------------------------
+
+
+class _ReifyMetadata(DoFn):
+    """``(k, v) -> (k, WindowedValue(v, ...))``: keeps timestamp, window and pane through a regrouping."""
+
+    def process(self, element: Any, timestamp: Any = DoFn.TimestampParam, window: Any = DoFn.WindowParam, pane: Any = DoFn.PaneInfoParam) -> Iterable[Any]:
+        key, value = element
+        yield (key, WindowedValue(value, timestamp.micros, (window,), pane))
+
+
+def _restore_metadata(element: tuple) -> Iterable[WindowedValue]:
+    key, reified = element
+    for wv in reified:
+        yield WindowedValue((key, wv.value), wv.timestamp_micros, wv.windows, wv.pane_info)
+
+
+class ReshufflePerKey(PTransform):
+    """The (key, value) input unchanged (values, timestamps, windows, panes), redistributed by key.
+
+    A ``GroupByKey`` in the global window with an ``Always`` trigger, so it never waits for
+    a watermark; each element's metadata rides along in its value and is restored after.
+
+    >>> pairs | beam.transforms.util.ReshufflePerKey() | beam.Map(work)   # doctest: +SKIP
+    """
+
+    def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
+        windowing = pcoll.windowing
+        regrouped = (
+            pcoll
+            | "ReifyMetadata" >> ParDo(_ReifyMetadata())
+            | "InGlobalWindow" >> WindowInto(
+                GlobalWindows(),
+                trigger=Always(),
+                accumulation_mode=AccumulationMode.DISCARDING,
+                timestamp_combiner=TimestampCombiner.OUTPUT_AT_EARLIEST,
+            )
+            | "GroupByKey" >> GroupByKey()
+            | "RestoreMetadata" >> FlatMap(_restore_metadata)
+        )
+        # The elements are back in their own windows, so the PCollection is windowed as
+        # the input was (Beam does the same).
+        regrouped.windowing = windowing
+        return regrouped
+
+
+class _RandomKey:
+    def __init__(self, num_buckets: int) -> None:
+        self.num_buckets = num_buckets
+
+    def __call__(self, element: Any) -> tuple:
+        return (random.randrange(self.num_buckets), element)
+
+
+def _drop_key(pair: tuple) -> Any:
+    return pair[1]
+
+
+class Reshuffle(PTransform):
+    """The input unchanged, redistributed at random across workers: a fusion break.
+
+    Use it after a step that multiplies elements (a fan-out ``FlatMap``) so that what
+    follows runs spread over the cluster. ``num_buckets`` caps the number of random keys.
+
+    >>> p | beam.Create(urls) | beam.Reshuffle() | beam.Map(fetch)   # doctest: +SKIP
+    """
+
+    _DEFAULT_NUM_BUCKETS = 1 << 32
+
+    def __init__(self, num_buckets: int | None = None) -> None:
+        super().__init__()
+        if num_buckets is not None and (isinstance(num_buckets, bool) or not isinstance(num_buckets, int) or num_buckets <= 0):
+            msg = f"Reshuffle: num_buckets must be an int greater than 0, got {num_buckets!r}"
+            raise ValueError(msg)
+        self.num_buckets = num_buckets or self._DEFAULT_NUM_BUCKETS
+
+    def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
+        return (
+            pcoll
+            | "AddRandomKeys" >> Map(_RandomKey(self.num_buckets))
+            | "ReshufflePerKey" >> ReshufflePerKey()
+            | "RemoveRandomKeys" >> Map(_drop_key)
+        )
+
+
+# -- GroupIntoBatches -------------------------------------------------------------------------------
+
+
+class _WithTimestamp(DoFn):
+    """``(k, v) -> (k, (v, timestamp))``: a batch is stamped with its last value's timestamp."""
+
+    def process(self, element: Any, timestamp: Any = DoFn.TimestampParam) -> Iterable[Any]:
+        key, value = element
+        yield (key, (value, timestamp.micros))
+
+
+class _Batches(DoFn):
+    """Cuts a key's grouped values into batches, stamped as Beam's stateful version stamps them:
+    a full batch at its last value's timestamp, the rest at the end of the window."""
+
+    def __init__(self, batch_size: int) -> None:
+        self.batch_size = batch_size
+
+    def process(self, element: Any, window: Any = DoFn.WindowParam) -> Iterable[WindowedValue]:
+        key, stamped_values = element
+        batch: list = []
+        for value, micros in stamped_values:
+            batch.append(value)
+            if len(batch) == self.batch_size:
+                yield WindowedValue((key, batch), micros, (window,))
+                batch = []
+        if batch:
+            yield WindowedValue((key, batch), window.end.micros, (window,))
+
+
+class GroupIntoBatches(PTransform):
+    """``(key, [up to batch_size values])`` batches of each key's values, per window.
+
+    Built on ``GroupByKey``: a key's values in a window are cut into batches of
+    ``batch_size`` (the last one may be smaller) when the window's pane fires. As in Beam,
+    a full batch is stamped with the timestamp of its last value and the last, partial
+    batch with the end of the window. On unbounded input a batch therefore waits for its
+    pane rather than leaving as soon as it is full.
+
+    >>> p | beam.Create([("k", i) for i in range(5)]) | beam.GroupIntoBatches(2)   # doctest: +SKIP
+    ("k", [0, 1]), ("k", [2, 3]), ("k", [4])
+    """
+
+    def __init__(self, batch_size: int, max_buffering_duration_secs: float | None = None, clock: Any = None) -> None:
+        super().__init__()
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
+            msg = f"GroupIntoBatches: batch_size must be a positive int, got {batch_size!r}"
+            raise ValueError(msg)
+        if max_buffering_duration_secs is not None and max_buffering_duration_secs < 0:
+            msg = f"GroupIntoBatches: max_buffering_duration_secs must not be negative, got {max_buffering_duration_secs!r}"
+            raise ValueError(msg)
+        self.batch_size = batch_size
+        self.max_buffering_duration_secs = max_buffering_duration_secs or 0
+
+    def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
+        if self.max_buffering_duration_secs and not pcoll.is_bounded:
+            node = pcoll.pipeline.current_transform()
+            msg = (
+                f"'{node.full_label}' (applied at {node.location}): GroupIntoBatches with "
+                "max_buffering_duration_secs on unbounded input needs timers, which sparkbeam "
+                "does not support yet; drop the argument (batches then leave when the window's "
+                "pane fires) or set a trigger on the input"
+            )
+            raise NotImplementedError(msg)
+        return (
+            pcoll
+            | "ReifyTimestamps" >> ParDo(_WithTimestamp())
+            | "GroupByKey" >> GroupByKey()
+            | "Batch" >> ParDo(_Batches(self.batch_size))
+        )
+
+    class WithShardedKey(PTransform):
+        """Beam's sharded-key variant: not supported by sparkbeam."""
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            msg = (
+                "GroupIntoBatches.WithShardedKey is not supported by sparkbeam (it needs "
+                "Beam's ShardedKey and stateful processing); use GroupIntoBatches"
+            )
+            raise NotImplementedError(msg)
+
+
+# -- WaitOn -------------------------------------------------------------------------------------------
+
+
+def _nothing(element: Any) -> list:
+    return []
+
+
+def _first(element: Any, *unused_signals: Any) -> Any:
+    return element
+
+
+class WaitOn(PTransform):
+    """The input unchanged, each window held back until the same window of every given
+    PCollection is complete (for example, until a write has finished).
+
+    >>> main | beam.WaitOn(written) | beam.Map(notify)            # doctest: +SKIP
+    """
+
+    def __init__(self, *to_be_waited_on: pvalue.PCollection) -> None:
+        super().__init__()
+        self._to_be_waited_on = to_be_waited_on
+
+    def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
+        # Only completeness matters: an empty grouping of each signal is a side input that
+        # is ready when the signal's window is done.
+        signals = [
+            pvalue.AsIter(signal | f"WaitOn{index}" >> (FlatMap(_nothing) | GroupByKey()))
+            for index, signal in enumerate(self._to_be_waited_on)
+        ]
+        return pcoll | "Wait" >> Map(_first, *signals)
+
