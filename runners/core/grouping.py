@@ -220,12 +220,22 @@ class GroupingEngine:
         return fired
 
     def fire_timers(
-        self, state: KeyState, key: Any, *, input_watermark: int, now: int, stats: GroupingStats
+        self,
+        state: KeyState,
+        key: Any,
+        *,
+        input_watermark: int,
+        now: int,
+        stats: GroupingStats,
+        output_watermark: int | None = None,
     ) -> list[WindowedValue]:
         """Fire the event-time timers ``input_watermark`` has reached and the
         processing-time timers ``now`` has reached (each set in time order, event time
         first), then garbage-collect the windows whose GC time is behind
-        ``input_watermark``: a final pane if data is pending, then all their state goes."""
+        ``input_watermark``: a final pane if data is pending, then all their state goes.
+
+        ``output_watermark`` is the stage's output watermark before this step: a final
+        pane at GC is ON_TIME only if downstream will not see it late (as Beam Java)."""
         if self._single_pane_stamp is not None:
             return self._flush_single_pane(state, key, input_watermark, stats)
         fired: list[WindowedValue] = []
@@ -233,7 +243,7 @@ class GroupingEngine:
             self._fire_end_of_window(state, key, input_watermark, fired, stats)
         else:
             self._fire_trigger_timers(state, key, input_watermark, now, fired, stats)
-        self._collect_garbage(state, key, input_watermark, fired, stats)
+        self._collect_garbage(state, key, input_watermark, output_watermark, fired, stats)
         return fired
 
     def earliest_hold(self, state: KeyState) -> tuple[int, BoundedWindow] | None:
@@ -513,6 +523,7 @@ class GroupingEngine:
         state: KeyState,
         key: Any,
         input_watermark: int,
+        output_watermark: int | None,
         fired: list[WindowedValue],
         stats: GroupingStats,
     ) -> None:
@@ -524,9 +535,13 @@ class GroupingEngine:
         for window in expired:
             window_state = windows.pop(window)
             if window_state.pending and not window_state.closed:
+                max_timestamp = window.max_timestamp().micros
+                stamp = max_timestamp if window_state.hold is None else window_state.hold
+                # Beam Java's rule: a pane the output watermark has already passed is LATE.
+                behind = output_watermark is not None and output_watermark > stamp
                 fired.append(
                     self._emit(
-                        key, window, window_state, window.max_timestamp().micros, True, input_watermark, True, stats
+                        key, window, window_state, max_timestamp, True, input_watermark, not behind, stats
                     )
                 )
 

@@ -77,7 +77,14 @@ def group_partition(engine: Any, records: Iterable[tuple[str, Any, Any]], params
         )
     for key, state in states.items():
         panes.extend(
-            engine.fire_timers(state, key, input_watermark=params.new_input_watermark, now=params.now, stats=stats)
+            engine.fire_timers(
+                state,
+                key,
+                input_watermark=params.new_input_watermark,
+                now=params.now,
+                stats=stats,
+                output_watermark=params.output_watermark,
+            )
         )
         if engine.is_empty(state):
             continue

@@ -104,6 +104,8 @@ class SparkBackend:
         # partitioners by function identity when it unites state with new elements.
         self.partition_fn = portable_hash
         self.states: dict[int, Any] = {}
+        self.steps_since_checkpoint: dict[int, int] = {}
+        self.checkpoint_every = 16
         self.state_results: dict[int, Any] = {}
         self.last_summaries: dict[int, StageSummary] = {}
         self.step_cache: list[Any] = []
@@ -210,10 +212,13 @@ class SparkBackend:
             kept = previous or StageSummary()
             summary = attrs.evolve(kept, elements_in=0, elements_out=0, late_dropped=0, closed_dropped=0)
             return StageResult({pcoll: Dataset(self.sc.emptyRDD(), True) for pcoll in stage.outputs}, summary)
-        keyed = new.rdd.mapPartitions(functools.partial(worker.keyed_elements, grouping))
-        shuffled = keyed.partitionBy(self.num_partitions, self.partition_fn)
         state = self.states.get(stage.id)
-        combined = shuffled if state is None else state.union(shuffled)
+        if new.known_empty and state is not None:
+            combined = state  # only timers to fire: no shuffle at all
+        else:
+            keyed = new.rdd.mapPartitions(functools.partial(worker.keyed_elements, grouping))
+            shuffled = keyed.partitionBy(self.num_partitions, self.partition_fn)
+            combined = shuffled if state is None else state.union(shuffled)
         if combined.getNumPartitions() != self.num_partitions:
             msg = (
                 f"'{grouping.label}': Spark did not unite the state with the new elements partition by "
@@ -225,8 +230,15 @@ class SparkBackend:
             functools.partial(worker.grouping_partition, stage, factory, params, side),
             preservesPartitioning=True,
         )
-        # Truncate the lineage every step: the state of step n must not depend on step 0.
-        result.localCheckpoint()
+        # The state of step n derives from step n-1's: truncate that lineage every few steps
+        # (a checkpoint costs a write of the state, so not every step).
+        steps_since = self.steps_since_checkpoint.get(stage.id, 0) + 1
+        if steps_since >= self.checkpoint_every:
+            result.localCheckpoint()
+            steps_since = 0
+        else:
+            result.persist()
+        self.steps_since_checkpoint[stage.id] = steps_since
         # One job per stage and step: the summaries, and the outputs the loop will collect.
         with user_errors():
             fetched = result.mapPartitions(functools.partial(_summaries_and, wanted)).collect()
