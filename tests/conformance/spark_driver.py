@@ -72,14 +72,19 @@ def run_streaming(case: Transcript, variants: Sequence[tuple[str, int]]) -> dict
     event = 0
     for step in case.steps:
         if step.action == "input":
+            bundles = {bundling: split_bundles(step.params, bundling, seed) for bundling, seed in variants}
             mine = []
-            for bundling, seed in variants:
-                for bundle in split_bundles(step.params, bundling, seed):
-                    stream.add_elements(
-                        [TimestampedValue((bundling, value), Timestamp.from_micros(ts)) for value, ts in bundle]
-                    )
-                    mine.append(event)
-                    event += 1
+            for position in range(max(len(b) for b in bundles.values())):
+                stream.add_elements(
+                    [
+                        TimestampedValue((bundling, value), Timestamp.from_micros(ts))
+                        for bundling, cut in bundles.items()
+                        if position < len(cut)
+                        for value, ts in cut[position]
+                    ]
+                )
+                mine.append(event)
+                event += 1
             steps_of_action.append(mine)
         elif step.action == "watermark":
             stream.advance_watermark_to(Timestamp.from_micros(step.params))

@@ -25,7 +25,13 @@ CASES = [(f"beam:{case.name}", case) for case in load_transcripts(BEAM_FILE)] + 
 ]
 
 
-@pytest.mark.parametrize("case", [pytest.param(case, id=name) for name, case in CASES])
+def _streaming_marks(case):
+    if case.error and "State" in case.error:
+        return [pytest.mark.skip(reason="a state claim: window state is not observable through Spark's outputs")]
+    return []
+
+
+@pytest.mark.parametrize("case", [pytest.param(case, id=name, marks=_streaming_marks(case)) for name, case in CASES])
 def test_transcript_streaming_on_spark(spark, case):
     variants = bundle_variants(case)
     run_case(case, lambda case: play_streaming(case, variants))
