@@ -134,3 +134,44 @@ def test_window_into_then_map_sees_windows(spark):
         )
 
     assert_same_as_beam(build)
+
+
+def test_impulse(spark):
+    def build(ns, p):
+        return p | ns.beam.Impulse() | ns.beam.Map(lambda b: (b, len(b)))
+
+    assert_same_as_beam(build)
+
+
+def test_read_from_text_with_glob_and_header(spark, tmp_path):
+    for index in range(3):
+        (tmp_path / f"part-{index}.txt").write_text("header\n" + "".join(f"line {index}.{n}\n" for n in range(4)))
+    (tmp_path / "other.csv").write_text("not matched\n")
+    pattern = str(tmp_path / "part-*.txt")
+
+    def build(ns, p):
+        return p | ns.beam.io.ReadFromText(pattern, skip_header_lines=1)
+
+    assert len(assert_same_as_beam(build)) == 12
+
+
+def test_write_to_text_matches_beam_shard_names_and_contents(spark, tmp_path):
+    import apache_beam
+
+    import sparkbeam
+
+    rows = [f"row {n}" for n in range(20)]
+    for name, beam in (("beam", apache_beam), ("ours", sparkbeam)):
+        runner = "FnApiRunner" if beam is apache_beam else None
+        with beam.Pipeline(runner=runner) as p:
+            p | beam.Create(rows) | beam.io.WriteToText(
+                str(tmp_path / name / "out"), file_name_suffix=".txt", num_shards=3, header="h", footer="f"
+            )
+    names = {name: sorted(path.name for path in (tmp_path / name).iterdir()) for name in ("beam", "ours")}
+    assert names["ours"] == names["beam"] == [f"out-0000{i}-of-00003.txt" for i in range(3)]
+
+    def lines(name):
+        return sorted(line for path in (tmp_path / name).iterdir() for line in path.read_text().splitlines())
+
+    assert lines("ours") == lines("beam")
+    assert not [p for p in (tmp_path / "ours").iterdir() if p.name.startswith(".")]  # no temp left
