@@ -18,13 +18,15 @@ from sparkbeam.dofn import DoFn, DoFnParam
 from sparkbeam.pvalue import TaggedOutput
 from sparkbeam.runners.core.errors import UserCodeError
 from sparkbeam.runners.core.ops import ParDoOp, SideInputSlot
-from sparkbeam.utils.timestamp import Timestamp
+from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp
 from sparkbeam.utils.windowed_value import WindowedValue
 from sparkbeam.window import GlobalWindow, GlobalWindows, TimestampedValue, WindowFn
 
 __all__ = ["DoFnRunner", "SideInputs"]
 
 Emit = Callable[[WindowedValue], None]
+_MIN_MICROS = MIN_TIMESTAMP.micros
+_MAX_MICROS = MAX_TIMESTAMP.micros
 
 
 class SideInputs:
@@ -184,7 +186,14 @@ class DoFnRunner:
         else:
             emit = self.main_emit
         if kind is TimestampedValue:
-            emit(WindowedValue(item.value, item.timestamp.micros, wv.windows, wv.pane_info))
+            micros = item.timestamp.micros
+            if not _MIN_MICROS <= micros < _MAX_MICROS:
+                msg = (
+                    f"'{self.label}' (applied at {self.location}) output {item.value!r} with timestamp "
+                    f"{item.timestamp!r}, outside [MIN_TIMESTAMP, MAX_TIMESTAMP)"
+                )
+                raise UserCodeError(self.label, self.location, ValueError(msg), wv.value)
+            emit(WindowedValue(item.value, micros, wv.windows, wv.pane_info))
         elif kind is WindowedValue:
             emit(item)
         else:
