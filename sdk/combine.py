@@ -112,13 +112,15 @@ class CallableWrapperCombineFn(CombineFn):
     def create_accumulator(self, *args: Any, **kwargs: Any) -> list:
         return []
 
-    def add_input(self, accumulator: list, element: Any, *args: Any, **kwargs: Any) -> list:
+    def add_input(self, mutable_accumulator: list, element: Any, *args: Any, **kwargs: Any) -> list:
+        accumulator = mutable_accumulator
         accumulator.append(element)
         if len(accumulator) > self._buffer_size:
             accumulator = [self._fn(accumulator, *args, **kwargs)]
         return accumulator
 
-    def add_inputs(self, accumulator: list, elements: Iterable[Any], *args: Any, **kwargs: Any) -> list:
+    def add_inputs(self, mutable_accumulator: list, elements: Iterable[Any], *args: Any, **kwargs: Any) -> list:
+        accumulator = mutable_accumulator
         accumulator.extend(elements)
         if len(accumulator) > self._buffer_size:
             accumulator = [self._fn(accumulator, *args, **kwargs)]
@@ -237,7 +239,7 @@ class CombineGlobally(PTransform):
         self.args = args
         self.kwargs = kwargs
         self.has_defaults = True
-        self.fanout = None
+        self.fanout: int | None = None
 
     def default_label(self) -> str:
         return f"CombineGlobally({self.combine_fn.default_label()})"

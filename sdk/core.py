@@ -207,7 +207,7 @@ class _CallableParDo(ParDo):
         return f"{self._shape}({label_from_callable(self.fn.fn)})"
 
     def process_callable(self) -> Callable:
-        return self.fn.fn  # type: ignore[attr-defined]
+        return self.fn.fn
 
 
 def Map(fn: Callable, *args: Any, **kwargs: Any) -> ParDo:

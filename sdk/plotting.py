@@ -24,7 +24,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
+from sparkbeam.utils.timestamp import MIN_TIMESTAMP
+from sparkbeam.window import GlobalWindow
 
 __all__ = ["TIMING_COLOURS", "compare_watermarks", "plot_watermarks"]
 
@@ -33,14 +34,17 @@ INPUT_COLOUR = "#1d3557"
 OUTPUT_COLOUR = "#f4845f"
 HOLD_COLOUR = "#6c757d"
 DROP_COLOUR = "#b5179e"
+# Panes of the global window carry its end, which would flatten every other time on the axis.
+_END_OF_GLOBAL_WINDOW = GlobalWindow().max_timestamp().micros
 # One marker shape per captured PCollection drawn in the same panel.
 _PANE_MARKERS = ("o", "s", "^", "D", "v", "P")
 
 
 def _seconds(micros: int | None) -> float:
+    """Seconds, with the ends of time (and the global window's end) as infinities."""
     if micros is None or micros <= MIN_TIMESTAMP.micros:
         return -math.inf
-    if micros >= MAX_TIMESTAMP.micros:
+    if micros >= _END_OF_GLOBAL_WINDOW:
         return math.inf
     return micros / 1_000_000
 
@@ -85,11 +89,11 @@ class _Run:
             if math.isfinite(value)
         ]
         times += [
-            float(e.timestamp)
+            _seconds(e.timestamp.micros)
             for rows, producer in self.emitted.values()
             if producer in self.stages
             for e in rows
-            if math.isfinite(float(e.timestamp))
+            if math.isfinite(_seconds(e.timestamp.micros))
         ]
         return times
 
@@ -109,13 +113,15 @@ def _draw_stage(
     """One panel: a stage's watermarks (±inf drawn at the panel's edges), holds, drops and panes."""
     bottom, top = limits
     records = run.timeline.for_stage(stage)
-    steps = [r.step for r in records]
+    # Each value holds until the next step: one more point draws the last step's too.
+    steps = [r.step for r in records] + [records[-1].step + 1]
+    lasting = [*records, records[-1]]
 
     def clipped(values: list[float]) -> list[float]:
         return [min(max(v, bottom), top) for v in values]
 
-    inputs = clipped([_seconds(r.input_watermark) for r in records])
-    outputs = clipped([_seconds(r.output_watermark) for r in records])
+    inputs = clipped([_seconds(r.input_watermark) for r in lasting])
+    outputs = clipped([_seconds(r.output_watermark) for r in lasting])
     ax.step(steps, outputs, "-", where="post", color=OUTPUT_COLOUR, linewidth=2.4, label="output watermark", zorder=2)
     ax.step(steps, inputs, "--", where="post", color=INPUT_COLOUR, linewidth=1.3, label="input watermark", zorder=2.5)
     if show_holds:
@@ -125,7 +131,7 @@ def _draw_stage(
                 steps, outputs, inputs, where=held, step="post", color=HOLD_COLOUR, alpha=0.18,
                 linewidth=0, label="held back by a hold",
             )
-        holds = [_seconds(r.earliest_hold) if r.earliest_hold is not None else math.nan for r in records]
+        holds = [_seconds(r.earliest_hold) if r.earliest_hold is not None else math.nan for r in lasting]
         if any(math.isfinite(h) for h in holds):
             ax.step(steps, holds, ":", where="post", color=HOLD_COLOUR, linewidth=1.4, label="earliest hold", zorder=1.5)
     dropped = [(r.step, r.late_dropped + r.closed_dropped) for r in records if r.late_dropped + r.closed_dropped]
@@ -150,16 +156,17 @@ def _draw_stage(
             if not points:
                 continue
             ax.scatter(
-                [e.step for e in points], [float(e.timestamp) for e in points], s=40, marker=marker,
+                [e.step for e in points], clipped([_seconds(e.timestamp.micros) for e in points]), s=40, marker=marker,
                 color=colour, edgecolor="black", linewidth=0.5, zorder=3, label=f"{prefix}{timing} pane",
             )
             if label_panes:
                 for e in points:
                     ax.annotate(
-                        _short(e.value), (e.step, float(e.timestamp)), xytext=(5, 4),
+                        _short(e.value), (e.step, clipped([_seconds(e.timestamp.micros)])[0]), xytext=(5, 4),
                         textcoords="offset points", fontsize=7, color="#333333",
                     )
     ax.set_ylim(bottom, top)
+    ax.set_xlim(steps[0] - 0.5, steps[-1] - 0.3)
     ax.grid(alpha=0.3)
 
 
@@ -191,9 +198,10 @@ def plot_watermarks(
     pane it emitted is drawn in the panel of the stage that produced it. ``stages`` picks
     and orders the panels by stage name (the transform label); by default every stage
     that groups, or all stages if none does. ``ylim`` fixes the event-time axis (seconds);
-    ``show_holds`` shades where a hold keeps the output watermark below the input, draws
-    the earliest hold and marks late drops; ``label_panes`` writes each pane's value by
-    its dot. Watermarks at -inf and +inf are drawn along the bottom and top edges.
+    ``show_holds`` shades where a hold keeps the output watermark below the input and draws
+    the earliest hold; ``label_panes`` writes each pane's value by its dot. Steps that
+    dropped late data are marked along the bottom edge, with the count. Watermarks at
+    -inf and +inf are drawn along the bottom and top edges.
     """
     run = _Run(result, panes, stages)
     plt = _pyplot()
@@ -269,7 +277,7 @@ def compare_watermarks(
     if title:
         fig.suptitle(title)
     # Leave room below the x labels for the figure legend (about a quarter inch per row).
-    legend_inches = 0.3 + 0.22 * math.ceil(len(legend) / 5)
+    legend_inches = 0.15 + 0.22 * math.ceil(len(legend) / 5)
     fig.tight_layout(rect=(0, legend_inches / fig.get_figheight(), 1, 1))
     return fig
 

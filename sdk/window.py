@@ -77,8 +77,8 @@ class BoundedWindow(abc.ABC):
 class IntervalWindow(BoundedWindow):
     """The window [start, end). ``IntervalWindow(0, 60)`` is the first minute."""
 
-    start: Timestamp = attrs.field(converter=Timestamp.of)  # type: ignore[assignment]
-    end: Timestamp = attrs.field(converter=Timestamp.of)  # type: ignore[assignment]
+    start: Timestamp = attrs.field(converter=Timestamp.of)  # type: ignore[misc]  # mypy's attrs plugin cannot read classmethod converters
+    end: Timestamp = attrs.field(converter=Timestamp.of)  # type: ignore[misc]  # mypy's attrs plugin cannot read classmethod converters
 
     def __attrs_post_init__(self) -> None:
         if self.end.micros <= self.start.micros:

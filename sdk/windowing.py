@@ -12,7 +12,7 @@ __all__ = ["Windowing"]
 
 
 def _lateness(value: object) -> Duration:
-    duration = Duration.of(value)  # type: ignore[arg-type]
+    duration = Duration.of(value)
     if duration.micros < 0:
         msg = f"allowed_lateness must not be negative, got {value!r}"
         raise ValueError(msg)

@@ -79,8 +79,13 @@ def add_transform_note(error: BaseException, label: str, location: str, element:
     note = f"in transform '{label}' (applied at {location})"
     if element is not None:
         note += f" while processing {element}"
-    if note not in getattr(error, "__notes__", ()):
-        error.add_note(note)
+    notes = getattr(error, "__notes__", None)
+    if notes is None or note not in notes:
+        if hasattr(error, "add_note"):
+            error.add_note(note)
+        else:  # Python 3.10: keep the note where 3.11's traceback would show it
+            error.__notes__ = [*(notes or []), note]  # type: ignore[attr-defined]
+            error.args = (f"{error.args[0] if error.args else ''} [{note}]", *error.args[1:])
     return error
 
 

@@ -237,17 +237,17 @@ def _lower_impulse(lowering: _Lowering, node: AppliedTransform) -> Op:
 
 @_registers(Create)
 def _lower_create(lowering: _Lowering, node: AppliedTransform) -> Op:
-    return CreateOp(**lowering.base(node), values=node.transform.values)  # type: ignore[union-attr]
+    return CreateOp(**lowering.base(node), values=node.transform.values)
 
 
 @_registers(ReadFromText)
 def _lower_read_text(lowering: _Lowering, node: AppliedTransform) -> Op:
-    return ReadTextOp(**lowering.base(node), source=node.transform)  # type: ignore[arg-type]
+    return ReadTextOp(**lowering.base(node), source=node.transform)
 
 
 @_registers(TestStream)
 def _lower_test_stream(lowering: _Lowering, node: AppliedTransform) -> Op:
-    transform: TestStream = node.transform  # type: ignore[assignment]
+    transform: TestStream = node.transform
     tags = tuple(pc.tag if pc.tag != "None" else None for pc in node.outputs.values())
     return TestStreamOp(**lowering.base(node), events=transform.events, output_tags=tags)
 
@@ -261,7 +261,7 @@ def _slot(lowering: _Lowering, arg: Any) -> Any:
 
 @_registers(ParDo)
 def _lower_pardo(lowering: _Lowering, node: AppliedTransform) -> Op:
-    transform: ParDo = node.transform  # type: ignore[assignment]
+    transform: ParDo = node.transform
     args = tuple(_slot(lowering, a) for a in transform.args)
     kwargs = {k: _slot(lowering, v) for k, v in transform.kwargs.items()}
     slots = tuple(a for a in (*args, *kwargs.values()) if isinstance(a, SideInputSlot))
@@ -279,7 +279,7 @@ def _lower_pardo(lowering: _Lowering, node: AppliedTransform) -> Op:
 
 @_registers(WindowInto)
 def _lower_window_into(lowering: _Lowering, node: AppliedTransform) -> Op:
-    return WindowIntoOp(**lowering.base(node), windowfn=node.transform.windowing.windowfn)  # type: ignore[union-attr]
+    return WindowIntoOp(**lowering.base(node), windowfn=node.transform.windowing.windowfn)
 
 
 @_registers(Flatten)
@@ -290,20 +290,20 @@ def _lower_flatten(lowering: _Lowering, node: AppliedTransform) -> Op:
 @_registers(GroupByKey)
 def _lower_group_by_key(lowering: _Lowering, node: AppliedTransform) -> Op:
     (source,) = node.inputs
-    return GroupOp(**lowering.base(node), windowing=source.windowing)  # type: ignore[union-attr]
+    return GroupOp(**lowering.base(node), windowing=source.windowing)
 
 
 @_registers(WriteToText)
 def _lower_write_text(lowering: _Lowering, node: AppliedTransform) -> Op:
-    return WriteTextOp(**lowering.base(node), sink=node.transform)  # type: ignore[arg-type]
+    return WriteTextOp(**lowering.base(node), sink=node.transform)
 
 
 def _lower_combine_per_key(lowering: _Lowering, node: AppliedTransform) -> Op:
-    transform: CombinePerKey = node.transform  # type: ignore[assignment]
+    transform: CombinePerKey = node.transform
     (source,) = node.inputs
     return GroupOp(
         **lowering.base(node),
-        windowing=source.windowing,  # type: ignore[union-attr]
+        windowing=source.windowing,
         combine_fn=transform.combine_fn,
     )
 

@@ -137,7 +137,7 @@ def plan_stages(lowered: LoweredPipeline) -> StagePlan:
             index = new_stage(op.label, None, op.inputs)
         drafts[index]["body"].append(op)
         if side_inputs:
-            drafts[index]["side"].update(producer_stage[slot.pcoll] for slot in op.side_inputs)  # type: ignore[union-attr]
+            drafts[index]["side"].update(producer_stage[slot.pcoll] for slot in op.side_inputs)
         for pcoll in op.outputs:
             producer_stage[pcoll] = index
 

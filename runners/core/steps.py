@@ -192,7 +192,7 @@ class StepLoop:
                 emissions[runtime.stage.id] = emission
                 advance = max(advance, emission.advance_clock_by)
         if advance:
-            self.clock.advance(advance)  # type: ignore[attr-defined]
+            self.clock.advance(advance)
         wall = self.clock.now_micros()
         # In batch every processing-time timer fires at the end, as the watermark does.
         now = MAX if self.batch else wall
@@ -202,7 +202,7 @@ class StepLoop:
             stage = runtime.stage
             if runtime.source is not None:
                 emission = emissions[stage.id]
-                (head_output,) = stage.head.outputs  # type: ignore[union-attr]
+                (head_output,) = stage.head.outputs
                 inputs = {head_output: self.backend.source_dataset(stage, emission)}
                 new_input = emission.watermark
             else:

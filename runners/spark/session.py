@@ -84,8 +84,10 @@ def _package_files() -> list[tuple[str, str]]:
 
     files = []
     for name in ("sparkbeam", "sparkbeam.transforms", "sparkbeam.runners"):
-        package = importlib.import_module(name)
-        root = os.path.dirname(os.path.abspath(package.__file__))  # type: ignore[arg-type]
+        package_file = importlib.import_module(name).__file__
+        if package_file is None:
+            continue
+        root = os.path.dirname(os.path.abspath(package_file))
         prefix = name.replace(".", "/")
         for folder, dirnames, filenames in os.walk(root):
             dirnames[:] = [d for d in dirnames if d != "__pycache__" and not (name == "sparkbeam" and folder == root and d in ("transforms", "runners"))]

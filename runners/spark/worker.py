@@ -91,7 +91,7 @@ def grouping_partition(
     """
     grouping = stage.grouping
     engine = engine_factory()
-    (head_output,) = grouping.outputs  # type: ignore[union-attr]
+    (head_output,) = grouping.outputs
     flat = ((record[0], key, record[1]) for key, record in records)
     panes: list[WindowedValue] = []
     summary = StageSummary()
@@ -106,7 +106,7 @@ def grouping_partition(
     except UserCodeError:
         raise
     except Exception as error:  # a CombineFn or WindowFn of the user's, run by the engine
-        raise UserCodeError(grouping.label, grouping.location, error) from error  # type: ignore[union-attr]
+        raise UserCodeError(grouping.label, grouping.location, error) from error
     body = FusedBody(stage, _side(side_broadcast))
     for pcoll, wv in body.run((head_output, wv) for wv in panes):
         yield None, (OUT, pcoll, wv)

@@ -38,7 +38,7 @@ class ElementEvent:
 class WatermarkEvent:
     """The watermark of output ``tag`` moves to ``new_watermark``."""
 
-    new_watermark: Timestamp = attrs.field(converter=Timestamp.of)
+    new_watermark: Timestamp = attrs.field(converter=Timestamp.of)  # type: ignore[misc]  # mypy's attrs plugin cannot read classmethod converters
     tag: str | None = None
 
 
@@ -46,7 +46,7 @@ class WatermarkEvent:
 class ProcessingTimeEvent:
     """The processing-time clock moves forward by ``advance_by``."""
 
-    advance_by: Duration = attrs.field(converter=Duration.of)
+    advance_by: Duration = attrs.field(converter=Duration.of)  # type: ignore[misc]  # mypy's attrs plugin cannot read classmethod converters
 
 
 class TestStream(PTransform):
