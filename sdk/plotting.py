@@ -73,11 +73,14 @@ class _Run:
         if stages is None:
             grouping = [s.name for s in result.plan.stages if s.grouping is not None]
             stages = grouping or list(self.timeline.stage_names)
-        unknown = [s for s in stages if s not in self.timeline.stage_names]
+        names = self.timeline.stage_names
+        # As Timeline.for_stage: a stage's name, or a prefix that names one stage.
+        resolved = {s: [n for n in names if n == s] or [n for n in names if n.startswith(s)] for s in stages}
+        unknown = [s for s, found in resolved.items() if len(found) != 1]
         if unknown:
-            msg = f"no stage named {unknown}; the stages are {self.timeline.stage_names}"
+            msg = f"no stage named {unknown}; the stages are {names}"
             raise ValueError(msg)
-        self.stages = list(stages)
+        self.stages = [resolved[s][0] for s in stages]
 
     def finite_times(self) -> list[float]:
         """Every finite event time drawn: watermarks and holds of the shown stages, pane timestamps."""
@@ -196,12 +199,13 @@ def plot_watermarks(
 
     ``panes`` maps a legend name to a captured PCollection (or is a list of them); each
     pane it emitted is drawn in the panel of the stage that produced it. ``stages`` picks
-    and orders the panels by stage name (the transform label); by default every stage
-    that groups, or all stages if none does. ``ylim`` fixes the event-time axis (seconds);
-    ``show_holds`` shades where a hold keeps the output watermark below the input and draws
-    the earliest hold; ``label_panes`` writes each pane's value by its dot. Steps that
-    dropped late data are marked along the bottom edge, with the count. Watermarks at
-    -inf and +inf are drawn along the bottom and top edges.
+    and orders the panels by stage name (the transform label, or a prefix naming one
+    stage); by default every stage that groups, or all stages if none does. ``ylim`` fixes
+    the event-time axis (seconds); ``show_holds`` shades where a hold keeps the output
+    watermark below the input and draws the earliest hold; ``label_panes`` writes each
+    pane's value by its dot. Steps that dropped late data are marked along the bottom
+    edge, with the count. Watermarks at -inf and +inf are drawn along the bottom and top
+    edges.
     """
     run = _Run(result, panes, stages)
     plt = _pyplot()

@@ -1,0 +1,86 @@
+"""The tutorials run: each notebook executes top to bottom on a fresh kernel (this interpreter,
+its own embedded Spark), and the outputs committed with it are the ones it produces now.
+
+When a notebook's code or sparkbeam's behaviour changes, regenerate the committed outputs:
+
+    python notebooks/regenerate.py
+
+Run these tests alone with ``pytest -m notebook tests/test_notebooks.py`` (a few minutes:
+every notebook starts Spark).
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+pytest.importorskip("nbclient")
+pytest.importorskip("ipykernel")
+
+REPO = Path(__file__).resolve().parents[1]
+REGENERATE = "python notebooks/regenerate.py"
+
+
+def _load_regenerate():
+    spec = importlib.util.spec_from_file_location("sparkbeam_notebooks_regenerate", REPO / "notebooks" / "regenerate.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+regenerate = _load_regenerate()
+NOTEBOOKS = regenerate.notebooks()
+
+
+def test_the_tutorials_are_there():
+    assert [path.name for path in NOTEBOOKS] == [
+        "01_quickstart.ipynb",
+        "02_watermarks_between_stages.ipynb",
+        "03_triggers_and_panes.ipynb",
+        "04_overlapping_windows.ipynb",
+    ]
+
+
+def _render(outputs: list[tuple[str, ...]]) -> list[str]:
+    lines = []
+    for output in outputs:
+        kind, *parts = output
+        lines.append(f"--- {kind} {' '.join(parts[:-1]) if kind == 'stream' else ''}".rstrip())
+        if kind == "image":
+            lines.append("<an image>")
+        else:
+            lines.extend(parts[-1].splitlines())
+    return lines
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
+def test_notebook_runs_and_its_committed_outputs_are_current(path):
+    from nbclient.exceptions import CellExecutionError
+
+    committed = nbformat.read(path, as_version=4)
+    try:
+        executed = regenerate.execute(path)
+    except CellExecutionError as error:
+        pytest.fail(f"{path.name} fails when run top to bottom on a fresh kernel:\n{error}", pytrace=False)
+
+    code_cells = [cell for cell in committed.cells if cell.cell_type == "code"]
+    stale = []
+    for cell, want, got in zip(code_cells, regenerate.comparable_outputs(committed), regenerate.comparable_outputs(executed)):
+        if want != got:
+            diff = "\n".join(
+                difflib.unified_diff(_render(want), _render(got), "committed", "executed now", lineterm="", n=2)
+            )
+            stale.append(f"cell starting {cell.source.splitlines()[0]!r}:\n{diff}")
+    if stale:
+        pytest.fail(
+            f"the committed outputs of {path.name} are not what it produces now; regenerate them with "
+            f"`{REGENERATE} {path.stem[:2]}` (or `{REGENERATE}` for all) and commit the notebook.\n\n"
+            + "\n\n".join(stale),
+            pytrace=False,
+        )
