@@ -14,7 +14,7 @@ import numbers
 
 import attrs
 
-from sparkbeam.utils.timestamp import Duration, DurationLike
+from sparkbeam.utils.timestamp import Duration, DurationLike, seconds_text
 
 __all__ = [
     "AccumulationMode",
@@ -160,7 +160,7 @@ class AfterProcessingTime(TriggerFn):
         return _AfterSynchronizedProcessingTime()
 
     def __repr__(self) -> str:
-        return f"AfterProcessingTime(delay={float(self.delay):g})"
+        return f"AfterProcessingTime(delay={seconds_text(self.delay.micros)})"
 
 
 @attrs.frozen(repr=False)

@@ -24,6 +24,7 @@ from sparkbeam.utils.timestamp import (
     DurationLike,
     Timestamp,
     TimestampLike,
+    seconds_text,
 )
 
 __all__ = [
@@ -105,7 +106,7 @@ class IntervalWindow(BoundedWindow):
         return f"IntervalWindow({self.start!r}, {self.end!r})"
 
     def __str__(self) -> str:
-        return f"[{float(self.start):g}, {float(self.end):g})"
+        return f"[{seconds_text(self.start.micros)}, {seconds_text(self.end.micros)})"
 
 
 class GlobalWindow(BoundedWindow):

@@ -143,6 +143,12 @@ class InMemoryResult:
     def emissions(self, pcoll: Any) -> Emissions:
         return emissions_of(self.plan, self.emitted, pcoll)
 
+    def plot_watermarks(self, panes: Any = None, **kwargs: Any) -> Any:
+        """A matplotlib figure of the watermark timeline (see ``sparkbeam.plotting``)."""
+        from sparkbeam.plotting import plot_watermarks
+
+        return plot_watermarks(self, panes, **kwargs)
+
 
 def run_in_memory(
     pipeline: Pipeline,

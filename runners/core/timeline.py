@@ -12,10 +12,20 @@ from typing import Any
 
 import attrs
 
-from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp
+from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp, seconds_text
 from sparkbeam.utils.windowed_value import PaneInfo
 
 __all__ = ["Emission", "Emissions", "Timeline", "WatermarkRecord", "emissions_of", "format_micros"]
+
+
+def _as_seconds(micros: int | None) -> float | None:
+    if micros is None:
+        return None
+    if micros <= MIN_TIMESTAMP.micros:
+        return float("-inf")
+    if micros >= MAX_TIMESTAMP.micros:
+        return float("inf")
+    return micros / 1_000_000
 
 
 def format_micros(micros: int | None) -> str:
@@ -25,7 +35,7 @@ def format_micros(micros: int | None) -> str:
         return "-inf"
     if micros >= MAX_TIMESTAMP.micros:
         return "+inf"
-    return f"{micros / 1_000_000:g}"
+    return seconds_text(micros)
 
 
 @attrs.frozen
@@ -82,13 +92,21 @@ class Timeline:
     def steps(self) -> int:
         return 1 + max((r.step for r in self.records), default=-1)
 
-    def to_pandas(self) -> Any:
+    def to_pandas(self, seconds: bool = True) -> Any:
+        """A DataFrame, one row per step and stage; times in seconds (±inf at the ends of
+        time) unless ``seconds=False`` asks for the raw microseconds."""
         try:
             import pandas as pd
         except ImportError:
             msg = "Timeline.to_pandas needs pandas: pip install 'sparkbeam[plot]'"
             raise ImportError(msg) from None
-        return pd.DataFrame([r.as_dict() for r in self.records])
+        rows = [r.as_dict() for r in self.records]
+        if seconds:
+            for row in rows:
+                for column in ("input_watermark", "output_watermark", "earliest_hold"):
+                    row[column] = _as_seconds(row[column])
+                row["processing_time"] = row["processing_time"] / 1_000_000
+        return pd.DataFrame(rows)
 
     def format(self) -> str:
         """A plain-text table (watermarks in seconds, -inf/+inf at the ends of time)."""

@@ -21,6 +21,7 @@ __all__ = [
     "TIME_GRANULARITY",
     "Duration",
     "Timestamp",
+    "seconds_text",
     "to_micros",
 ]
 
@@ -36,6 +37,13 @@ def _seconds_to_micros(seconds: int | float) -> int:
         return seconds * 1_000_000
     # round() rather than int(): 0.1 seconds must be exactly 100_000 µs.
     return round(seconds * 1_000_000)
+
+
+def seconds_text(micros: int) -> str:
+    """Exact seconds for a count of microseconds: ``90``, ``1.5``, ``-0.000001``, ``1793520000``."""
+    sign = "-" if micros < 0 else ""
+    whole, frac = divmod(abs(micros), 1_000_000)
+    return f"{sign}{whole}" if not frac else f"{sign}{whole}.{frac:06d}".rstrip("0")
 
 
 def to_micros(value: TimestampLike | DurationLike) -> int:
@@ -147,9 +155,7 @@ class Timestamp:
             return "Timestamp(MIN)"
         if self.micros >= _MAX_MICROS:
             return "Timestamp(MAX)"
-        whole, frac = divmod(abs(self.micros), 1_000_000)
-        sign = "-" if self.micros < 0 else ""
-        return f"Timestamp({sign}{whole}.{frac:06d})" if frac else f"Timestamp({sign}{whole})"
+        return f"Timestamp({seconds_text(self.micros)})"
 
     def __str__(self) -> str:
         return repr(self)
@@ -237,9 +243,7 @@ class Duration:
         return int(self.micros / 1_000_000)
 
     def __repr__(self) -> str:
-        whole, frac = divmod(abs(self.micros), 1_000_000)
-        sign = "-" if self.micros < 0 else ""
-        return f"Duration({sign}{whole}.{frac:06d})" if frac else f"Duration({sign}{whole})"
+        return f"Duration({seconds_text(self.micros)})"
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Timestamp):
