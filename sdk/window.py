@@ -74,7 +74,7 @@ class BoundedWindow(abc.ABC):
         return self.end.predecessor()
 
 
-@attrs.frozen(repr=False, order=False)
+@attrs.frozen(repr=False, order=False, cache_hash=True)
 class IntervalWindow(BoundedWindow):
     """The window [start, end). ``IntervalWindow(0, 60)`` is the first minute."""
 

@@ -168,7 +168,7 @@ class SparkBackend:
         source = self.union(entering)
         counters = (self.sc.accumulator(0), self.sc.accumulator(0))
         body = source.rdd.mapPartitions(functools.partial(worker.run_body, stage, side, counters))
-        outputs = self._split(stage, body, source.known_empty)
+        outputs = self._split(stage, body, source.known_empty, wanted)
         if not stage.outputs and not stage.sinks and not source.known_empty:
             with user_errors():
                 body.count()  # a leaf stage: nothing downstream will make Spark run it
@@ -178,10 +178,12 @@ class SparkBackend:
 
         return StageResult(outputs, summary)
 
-    def _split(self, stage: Stage, tagged_rdd: Any, known_empty: bool) -> dict[int, Dataset]:
+    def _split(self, stage: Stage, tagged_rdd: Any, known_empty: bool, wanted: frozenset[int]) -> dict[int, Dataset]:
         if not stage.outputs:
             return {}
-        if len(stage.outputs) > 1:
+        # Read more than once (several outputs, or collected and consumed downstream):
+        # persist, so that the stage's DoFns run once.
+        if len(stage.outputs) > 1 or wanted:
             tagged_rdd = tagged_rdd.persist()
             self.step_cache.append(tagged_rdd)
         return {
@@ -201,7 +203,7 @@ class SparkBackend:
         (source_pcoll,) = grouping.inputs
         new = inputs[source_pcoll]
         if params.batch and batch_grouping.applies(grouping):
-            return self._run_batch_grouping(stage, grouping, new, side)
+            return self._run_batch_grouping(stage, grouping, new, side, wanted)
         previous = self.last_summaries.get(stage.id)
         idle = (
             new.known_empty
@@ -265,7 +267,9 @@ class SparkBackend:
         }
         return StageResult(outputs, summary)
 
-    def _run_batch_grouping(self, stage: Stage, grouping: GroupOp, new: Dataset, side: Any) -> StageResult:
+    def _run_batch_grouping(
+        self, stage: Stage, grouping: GroupOp, new: Dataset, side: Any, wanted: frozenset[int]
+    ) -> StageResult:
         (head_output,) = grouping.outputs
         counters = (self.sc.accumulator(0), self.sc.accumulator(0))
         panes = batch_grouping.group(
@@ -274,7 +278,7 @@ class SparkBackend:
         entering = panes.mapPartitions(functools.partial(worker.tagged, head_output))
         body_counters = (self.sc.accumulator(0), self.sc.accumulator(0))
         body = entering.mapPartitions(functools.partial(worker.run_body, stage, side, body_counters))
-        outputs = self._split(stage, body, new.known_empty)
+        outputs = self._split(stage, body, new.known_empty, wanted)
         if not stage.outputs and not stage.sinks:
             with user_errors():
                 body.count()

@@ -58,7 +58,7 @@ def _output_time(op: GroupOp, overlapping_window_rule: bool, window: Any, micros
     windowing = op.windowing
     combiner = windowing.timestamp_combiner
     if combiner is _EOW:
-        return window.max_timestamp().micros
+        return window.end.micros - 1  # max_timestamp(), without building a Timestamp
     windowfn = windowing.windowfn
     if combiner is TimestampCombiner.OUTPUT_AT_EARLIEST_TRANSFORMED:
         micros = windowfn.get_transformed_output_time(window, Timestamp.from_micros(micros)).micros

@@ -162,6 +162,8 @@ class Timestamp:
 
     # Beam compares timestamps with numbers of seconds; we keep that surface.
     def __eq__(self, other: object) -> bool:
+        if type(other) is Timestamp:  # the common case, first
+            return self.micros == other.micros
         if isinstance(other, Duration):
             return NotImplemented
         try:
@@ -170,6 +172,8 @@ class Timestamp:
             return NotImplemented
 
     def __lt__(self, other: object) -> bool:
+        if type(other) is Timestamp:
+            return self.micros < other.micros
         if isinstance(other, Duration):
             return NotImplemented
         try:

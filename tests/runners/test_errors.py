@@ -78,3 +78,18 @@ def test_undeclared_tag_is_an_error_naming_it(spark):
     p | beam.Create([1]) | "Tagger" >> beam.FlatMap(lambda x: [beam.pvalue.TaggedOutput("side", x)])
     with pytest.raises(Exception, match="output to tag 'side', which was not declared"):
         p.run()
+
+
+def test_a_captured_pcollection_that_feeds_a_later_stage_runs_its_dofns_once(spark, tmp_path):
+    log = tmp_path / "calls.txt"
+
+    def record(x, path=str(log)):
+        with open(path, "a") as handle:  # executors are processes: count calls through a file
+            handle.write(f"{x}\n")
+        return ("k", x)
+
+    p = beam.Pipeline()
+    keyed = beam.capture(p | beam.Create(range(20)) | "Record" >> beam.Map(record))
+    keyed | beam.CombinePerKey(sum)
+    p.run()
+    assert sorted(int(line) for line in log.read_text().split()) == list(range(20))

@@ -1,0 +1,202 @@
+"""What a benchmark run did to the machine besides taking time: memory, CPU, profiles.
+
+Driver-side helpers for batch_windowed_scores.py (nothing here is shipped to executors).
+Memory and CPU come from /proc, so they are Linux-only and report None elsewhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import cProfile
+import glob
+import os
+import pstats
+import resource
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["MachineWatch", "PeerProfile", "driver_peak_rss_mb"]
+
+
+class MachineWatch:
+    """What the machine did during a peer's runs besides the timing.
+
+    ``peak_mb``: peak memory of this process and its descendants (Spark's JVM, PySpark's
+    Python workers), as PSS (shared pages split between the processes sharing them, so
+    forked Python workers are not counted twice), sampled every ``interval`` seconds from
+    /proc; a spike shorter than the interval can be missed.
+
+    ``others_cores``: CPU that processes outside that tree used meanwhile, in cores (busy
+    time of the machine from /proc/stat minus the tree's own). On a shared machine this is
+    what makes a timing untrustworthy, so the table shows it.
+
+    ``cpu_seconds``: CPU time of that tree meanwhile (driver, JVM with its JIT and GC
+    threads, Python workers). It measures work rather than waiting, so it moves much less
+    than wall-clock time when other processes compete for the cores.
+
+    All stay None where /proc is not available (not Linux).
+    """
+
+    def __init__(self, interval: float = 0.2) -> None:
+        self.interval = interval
+        self.peak_mb: float | None = None
+        self.others_cores: float | None = None
+        self.cpu_seconds: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample_until_stopped, daemon=True)
+        self._start: tuple[float, int, int] | None = None
+
+    def __enter__(self) -> MachineWatch:
+        if os.path.isdir("/proc/self"):
+            self._start = (
+                time.perf_counter(),
+                _machine_busy_ticks(),
+                _tree_cpu_ticks(_descendants(os.getpid())),
+            )
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._start is None:
+            return
+        self._stop.set()
+        self._thread.join()
+        started, busy_before, tree_before = self._start
+        elapsed = time.perf_counter() - started
+        busy = _machine_busy_ticks() - busy_before
+        tree = _tree_cpu_ticks(_descendants(os.getpid())) - tree_before
+        ticks_per_second = os.sysconf("SC_CLK_TCK")
+        self.cpu_seconds = tree / ticks_per_second
+        self.others_cores = max(0.0, (busy - tree) / ticks_per_second / max(elapsed, 1e-9))
+
+    def _sample_until_stopped(self) -> None:
+        while True:
+            total_kb = sum(_memory_kb(pid) for pid in _descendants(os.getpid()))
+            self.peak_mb = max(self.peak_mb or 0.0, total_kb / 1024)
+            if self._stop.wait(self.interval):
+                return
+
+
+def _stat_fields(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/stat", encoding="utf-8") as handle:
+        # The command name may hold spaces and parentheses; the fields after its last ')' do not.
+        # What is left starts at field 3 (state): ppid is [1], utime..cstime are [11:15].
+        return handle.read().rsplit(")", 1)[1].split()
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            parent = int(_stat_fields(int(entry))[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(parent, []).append(int(entry))
+    found, pending = [], [root]
+    while pending:
+        pid = pending.pop()
+        found.append(pid)
+        pending.extend(children.get(pid, ()))
+    return found
+
+
+def _tree_cpu_ticks(pids: list[int]) -> int:
+    # cutime/cstime count children that exited and were reaped (PySpark's finished workers).
+    total = 0
+    for pid in pids:
+        try:
+            total += sum(int(field) for field in _stat_fields(pid)[11:15])
+        except (OSError, IndexError, ValueError):
+            continue
+    return total
+
+
+def _machine_busy_ticks() -> int:
+    with open("/proc/stat", encoding="utf-8") as handle:
+        user, nice, system, _idle, _iowait, irq, softirq, steal = (
+            int(v) for v in handle.readline().split()[1:9]
+        )
+    return user + nice + system + irq + softirq + steal
+
+
+def _memory_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    try:
+        with open(f"/proc/{pid}/statm", encoding="utf-8") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+    except OSError:
+        return 0
+
+
+def driver_peak_rss_mb() -> float:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # Linux reports KiB, macOS bytes.
+    return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
+
+
+class PeerProfile:
+    """Profiles of one peer's timed runs, gathered run by run (the peers' runs interleave).
+
+    With a directory, each run is profiled on the driver with cProfile, into
+    DIRECTORY/NAME-driver.prof (Beam's FnApiRunner works in this process, so that is all of
+    Beam). When the session runs with ``spark.python.profile=true``, PySpark also profiles
+    every RDD's Python function on the executors; the run's go to
+    DIRECTORY/NAME-executors/rdd_<id>.pstats. Profiling slows everything down: the timings
+    of a profiled run are not benchmark figures. Without a directory it does nothing.
+    """
+
+    def __init__(self, directory: str | None, name: str, spark: Any) -> None:
+        self.directory = directory
+        self.name = name
+        self.runs = 0
+        self._driver = cProfile.Profile() if directory is not None else None
+        context = spark.sparkContext
+        on = context.getConf().get("spark.python.profile", "false").lower() == "true"
+        self._collector = context.profiler_collector if directory is not None and on else None
+
+    @contextlib.contextmanager
+    def run(self) -> Iterator[None]:
+        if self._driver is None:
+            yield
+            return
+        if self._collector is not None:
+            # PySpark keeps the profile of every RDD since the session started: keep this run's.
+            self._collector.profilers.clear()
+        self._driver.enable()
+        try:
+            yield
+        finally:
+            self._driver.disable()
+            self.runs += 1
+            if self._collector is not None:
+                self._collector.dump_profiles(self._executors_dir())
+                self._collector.profilers.clear()
+
+    def summary(self, events_per_run: int) -> str | None:
+        """Write the driver's profile; say where both are and how many Python calls per event."""
+        if self._driver is None or self.directory is None or not self.runs:
+            return None
+        events = events_per_run * self.runs
+        driver_path = os.path.join(self.directory, f"{self.name}-driver.prof")
+        self._driver.dump_stats(driver_path)
+        calls = pstats.Stats(driver_path).total_calls  # type: ignore[attr-defined]
+        notes = [f"driver {driver_path} ({calls / events:,.1f} Python calls per event)"]
+        executor_files = sorted(glob.glob(os.path.join(self._executors_dir(), "*.pstats")))
+        if executor_files:
+            calls = pstats.Stats(*executor_files).total_calls  # type: ignore[attr-defined]
+            notes.append(f"executors {self._executors_dir()} ({calls / events:,.1f} per event)")
+        return f"profiles of {self.name}: " + "; ".join(notes)
+
+    def _executors_dir(self) -> str:
+        return os.path.join(self.directory or "", f"{self.name}-executors")
