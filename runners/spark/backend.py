@@ -19,7 +19,7 @@ import attrs
 
 from sparkbeam.runners.core.grouping_step import STATE, SUMMARY
 from sparkbeam.runners.core.memory import bounded_source_elements
-from sparkbeam.runners.core.ops import CreateOp, GroupOp, ImpulseOp, ReadTextOp
+from sparkbeam.runners.core.ops import CreateOp, GroupOp, ImpulseOp, ReadTextOp, TestStreamOp
 from sparkbeam.runners.core.plan import Stage
 from sparkbeam.runners.core.sources import SourceEmission
 from sparkbeam.runners.core.steps import StageResult, StageSummary, StepParams
@@ -57,6 +57,17 @@ class EngineFactory:
             overlapping_window_rule=self.overlapping_window_rule,
             batch=self.batch,
         )
+
+
+def shippable(stage: Stage) -> Stage:
+    """The stage as executors need it: a source's content stays on the driver (a
+    TestStream's script, Create's values), since each step ships only its own elements."""
+    head = stage.head
+    if isinstance(head, TestStreamOp):
+        return attrs.evolve(stage, head=attrs.evolve(head, events=()))
+    if isinstance(head, CreateOp):
+        return attrs.evolve(stage, head=attrs.evolve(head, values=()))
+    return stage
 
 
 def _strip_state(records: Any) -> Any:
@@ -167,7 +178,7 @@ class SparkBackend:
         ]
         source = self.union(entering)
         counters = (self.sc.accumulator(0), self.sc.accumulator(0))
-        body = source.rdd.mapPartitions(functools.partial(worker.run_body, stage, side, counters))
+        body = source.rdd.mapPartitions(functools.partial(worker.run_body, shippable(stage), side, counters))
         outputs = self._split(stage, body, source.known_empty, wanted)
         if not stage.outputs and not stage.sinks and not source.known_empty:
             with user_errors():
@@ -229,17 +240,18 @@ class SparkBackend:
             raise RuntimeError(msg)
         factory = EngineFactory(grouping, self.overlapping_window_rule, params.batch)
         result = combined.mapPartitions(
-            functools.partial(worker.grouping_partition, stage, factory, params, side),
+            functools.partial(worker.grouping_partition, shippable(stage), factory, params, side),
             preservesPartitioning=True,
         )
         # The state of step n derives from step n-1's: truncate that lineage every few steps
         # (a checkpoint costs a write of the state, so not every step).
+        # Persisting first also stops PySpark from pipelining the next mapPartitions into
+        # this one, which would leave the checkpoint unwritten.
+        result.persist()
         steps_since = self.steps_since_checkpoint.get(stage.id, 0) + 1
         if steps_since >= self.checkpoint_every:
             result.localCheckpoint()
             steps_since = 0
-        else:
-            result.persist()
         self.steps_since_checkpoint[stage.id] = steps_since
         # One job per stage and step: the summaries, and the outputs the loop will collect.
         with user_errors():
@@ -277,7 +289,7 @@ class SparkBackend:
         )
         entering = panes.mapPartitions(functools.partial(worker.tagged, head_output))
         body_counters = (self.sc.accumulator(0), self.sc.accumulator(0))
-        body = entering.mapPartitions(functools.partial(worker.run_body, stage, side, body_counters))
+        body = entering.mapPartitions(functools.partial(worker.run_body, shippable(stage), side, body_counters))
         outputs = self._split(stage, body, new.known_empty, wanted)
         if not stage.outputs and not stage.sinks:
             with user_errors():
