@@ -73,6 +73,8 @@ class MemoryBackend:
 
         key = id(op)
         if key not in self.engines:
+            if op.combine_fn is not None:
+                op.combine_fn.setup()
             self.engines[key] = GroupingEngine(
                 op.windowing,
                 combine_fn=op.combine_fn,

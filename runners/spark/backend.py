@@ -51,6 +51,8 @@ class EngineFactory:
     def __call__(self) -> Any:
         from sparkbeam.runners.core.grouping import GroupingEngine
 
+        if self.op.combine_fn is not None:
+            self.op.combine_fn.setup()  # this copy was just unpickled on the executor
         return GroupingEngine(
             self.op.windowing,
             combine_fn=self.op.combine_fn,

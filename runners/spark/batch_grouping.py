@@ -54,6 +54,27 @@ class _ListCombineFn(CombineFn):
         return accumulator
 
 
+class _SetUpOnce:
+    """A CombineFn that has its ``setup`` called once in each process that unpickles it."""
+
+    def __init__(self, fn: CombineFn) -> None:
+        self.fn = fn
+        self.ready = False
+
+    def __getstate__(self) -> dict:
+        return {"fn": self.fn}
+
+    def __setstate__(self, state: dict) -> None:
+        self.fn = state["fn"]
+        self.ready = False
+
+    def get(self) -> CombineFn:
+        if not self.ready:
+            self.fn.setup()
+            self.ready = True
+        return self.fn
+
+
 def _output_time(op: GroupOp, overlapping_window_rule: bool, window: Any, micros: int) -> int:
     windowing = op.windowing
     combiner = windowing.timestamp_combiner
@@ -86,7 +107,8 @@ def _combine_hold(op: GroupOp, a: int, b: int) -> int:
     return max(a, b) if op.windowing.timestamp_combiner is _LATEST else min(a, b)
 
 
-def _create(op: GroupOp, fn: CombineFn, item: tuple) -> list:
+def _create(op: GroupOp, holder: _SetUpOnce, item: tuple) -> list:
+    fn = holder.get()
     value, hold = item
     try:
         return [fn.add_input(fn.create_accumulator(), value), hold]
@@ -94,7 +116,8 @@ def _create(op: GroupOp, fn: CombineFn, item: tuple) -> list:
         raise UserCodeError(op.label, op.location, error, value) from error
 
 
-def _merge_value(op: GroupOp, fn: CombineFn, combiner: list, item: tuple) -> list:
+def _merge_value(op: GroupOp, holder: _SetUpOnce, combiner: list, item: tuple) -> list:
+    fn = holder.get()
     value, hold = item
     try:
         combiner[0] = fn.add_input(combiner[0], value)
@@ -104,7 +127,8 @@ def _merge_value(op: GroupOp, fn: CombineFn, combiner: list, item: tuple) -> lis
     return combiner
 
 
-def _merge_combiners(op: GroupOp, fn: CombineFn, left: list, right: list) -> list:
+def _merge_combiners(op: GroupOp, holder: _SetUpOnce, left: list, right: list) -> list:
+    fn = holder.get()
     try:
         left[0] = fn.merge_accumulators([left[0], right[0]])
     except Exception as error:
@@ -113,7 +137,8 @@ def _merge_combiners(op: GroupOp, fn: CombineFn, left: list, right: list) -> lis
     return left
 
 
-def _panes(op: GroupOp, fn: CombineFn, pairs: Iterable[tuple]) -> Iterator[WindowedValue]:
+def _panes(op: GroupOp, holder: _SetUpOnce, pairs: Iterable[tuple]) -> Iterator[WindowedValue]:
+    fn = holder.get()
     if op.windowing.is_default():
         pane = PaneInfo(True, True, PaneInfoTiming.ON_TIME, 0, 0)
         stamp = GlobalWindow().max_timestamp().micros
@@ -133,7 +158,7 @@ def group(rdd: Any, op: GroupOp, num_partitions: int, overlapping_window_rule: b
     """An RDD of the panes of ``op`` over ``rdd`` (one per key and window)."""
     from pyspark.rdd import portable_hash
 
-    fn = op.combine_fn if op.combine_fn is not None else _ListCombineFn()
+    fn = _SetUpOnce(op.combine_fn if op.combine_fn is not None else _ListCombineFn())
     pairs = rdd.mapPartitions(functools.partial(_explode, op, overlapping_window_rule, counter))
     combined = pairs.combineByKey(
         functools.partial(_create, op, fn),

@@ -175,3 +175,26 @@ def test_write_to_text_matches_beam_shard_names_and_contents(spark, tmp_path):
 
     assert lines("ours") == lines("beam")
     assert not [p for p in (tmp_path / "ours").iterdir() if p.name.startswith(".")]  # no temp left
+
+
+def test_a_lifted_combine_fn_is_set_up_on_the_executors(spark):
+    def build(ns, p):
+        class NeedsSetup(ns.beam.CombineFn):
+            def setup(self):
+                self.offset = 100
+
+            def create_accumulator(self):
+                return 0
+
+            def add_input(self, accumulator, x):
+                return accumulator + x + self.offset
+
+            def merge_accumulators(self, accumulators):
+                return sum(accumulators)
+
+            def extract_output(self, accumulator):
+                return accumulator
+
+        return p | ns.beam.Create([("a", 1), ("a", 2), ("b", 5)]) | ns.beam.CombinePerKey(NeedsSetup())
+
+    assert_same_as_beam(build)
