@@ -200,3 +200,31 @@ class PeerProfile:
 
     def _executors_dir(self) -> str:
         return os.path.join(self.directory or "", f"{self.name}-executors")
+
+
+def start_spark(
+    master: str, extra_conf: list[str], app_name: str, settings: dict[str, str] | None = None
+) -> Any:
+    """The SparkSession every Spark peer of a benchmark shares (UI off, quiet logs).
+
+    ``settings`` are the benchmark's own defaults; ``extra_conf`` (``KEY=VALUE`` from
+    ``--spark-conf``) overrides them.
+    """
+    # Executors must run this interpreter, where sparkbeam is installed.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    merged = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", **(settings or {})}
+    for item in extra_conf:
+        key, sep, value = item.partition("=")
+        if not sep:
+            msg = f"--spark-conf takes KEY=VALUE, got {item!r}"
+            raise SystemExit(msg)
+        merged[key.strip()] = value.strip()
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in merged.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

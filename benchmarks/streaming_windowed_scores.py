@@ -34,7 +34,7 @@ from typing import Any
 import attrs
 
 # A sibling module: run as a file, this script has its own directory on sys.path.
-from measuring import MachineWatch, PeerProfile, driver_peak_rss_mb
+from measuring import MachineWatch, PeerProfile, driver_peak_rss_mb, start_spark
 
 KEY_COUNT = 1000
 WINDOW_SECONDS = 60
@@ -1047,32 +1047,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def start_spark(master: str, partitions: int | None, extra_conf: list[str]) -> Any:
-    # Executors must run this interpreter, where sparkbeam is installed.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    settings = {
-        "spark.ui.enabled": "false",
-        "spark.ui.showConsoleProgress": "false",
-        # Enough progress reports to cover every micro-batch of the longest run.
-        "spark.sql.streaming.numRecentProgressUpdates": "10000",
-    }
-    for item in extra_conf:
-        key, sep, value = item.partition("=")
-        if not sep:
-            msg = f"--spark-conf takes KEY=VALUE, got {item!r}"
-            raise SystemExit(msg)
-        settings[key.strip()] = value.strip()
-    builder = SparkSession.builder.master(master).appName("sparkbeam-streaming-benchmark")
-    for key, value in settings.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     workdir = args.workdir or tempfile.mkdtemp(prefix="sparkbeam-stream-bench-")
@@ -1084,7 +1058,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{' '.join(f'{load:.2f}' for load in os.getloadavg())}; peers: {', '.join(args.peers)}"
     )
     started = time.perf_counter()
-    spark = start_spark(args.master, args.partitions, args.spark_conf)
+    spark = start_spark(args.master, args.spark_conf, "sparkbeam-streaming-benchmark", {
+            # Enough progress reports to cover every micro-batch of the longest run.
+            "spark.sql.streaming.numRecentProgressUpdates": "10000",
+        })
     session_seconds = time.perf_counter() - started
     sc = spark.sparkContext
     partitions = args.partitions or max(2, sc.defaultParallelism)
