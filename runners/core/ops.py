@@ -18,6 +18,8 @@ from sparkbeam import pvalue
 from sparkbeam.combine import CombineFn, CombinePerKey
 from sparkbeam.core import Create, Flatten, GroupByKey, Impulse, ParDo, WindowInto
 from sparkbeam.dofn import DoFn
+from sparkbeam.io.stepfiles import StepFiles, WriteFilesPerStep
+from sparkbeam.io.streaming import StreamReadSpec, _StreamRead
 from sparkbeam.io.textio import ReadFromText, WriteToText
 from sparkbeam.pipeline import AppliedTransform, Pipeline
 from sparkbeam.runners.core.errors import UnsupportedError
@@ -36,8 +38,11 @@ __all__ = [
     "ParDoOp",
     "ReadTextOp",
     "SideInputSlot",
+    "SinkOp",
+    "StreamReadOp",
     "TestStreamOp",
     "WindowIntoOp",
+    "WriteFilesPerStepOp",
     "WriteTextOp",
     "lower",
     "supported_primitives",
@@ -73,6 +78,13 @@ class CreateOp(Op):
 @attrs.frozen
 class ReadTextOp(Op):
     source: ReadFromText
+
+
+@attrs.frozen
+class StreamReadOp(Op):
+    """An unbounded source read through Spark Structured Streaming."""
+
+    spec: StreamReadSpec
 
 
 @attrs.frozen
@@ -119,8 +131,20 @@ class GroupOp(Op):
 
 
 @attrs.frozen
-class WriteTextOp(Op):
+class SinkOp(Op):
+    """Writes its one input to files; the planner attaches it to the stage producing it."""
+
+
+@attrs.frozen
+class WriteTextOp(SinkOp):
     sink: WriteToText
+
+
+@attrs.frozen
+class WriteFilesPerStepOp(SinkOp):
+    """A streaming file sink: each step's elements to a committed directory of their own."""
+
+    files: StepFiles
 
 
 @attrs.frozen
@@ -245,6 +269,11 @@ def _lower_read_text(lowering: _Lowering, node: AppliedTransform) -> Op:
     return ReadTextOp(**lowering.base(node), source=node.transform)
 
 
+@_registers(_StreamRead)
+def _lower_stream_read(lowering: _Lowering, node: AppliedTransform) -> Op:
+    return StreamReadOp(**lowering.base(node), spec=node.transform.spec)
+
+
 @_registers(TestStream)
 def _lower_test_stream(lowering: _Lowering, node: AppliedTransform) -> Op:
     transform: TestStream = node.transform
@@ -296,6 +325,11 @@ def _lower_group_by_key(lowering: _Lowering, node: AppliedTransform) -> Op:
 @_registers(WriteToText)
 def _lower_write_text(lowering: _Lowering, node: AppliedTransform) -> Op:
     return WriteTextOp(**lowering.base(node), sink=node.transform)
+
+
+@_registers(WriteFilesPerStep)
+def _lower_write_files_per_step(lowering: _Lowering, node: AppliedTransform) -> Op:
+    return WriteFilesPerStepOp(**lowering.base(node), files=node.transform.files)
 
 
 def _lower_combine_per_key(lowering: _Lowering, node: AppliedTransform) -> Op:

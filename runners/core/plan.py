@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import attrs
 
+from sparkbeam.runners.core.errors import UnsupportedError
 from sparkbeam.runners.core.ops import (
     CreateOp,
     FlattenOp,
@@ -22,14 +23,15 @@ from sparkbeam.runners.core.ops import (
     Op,
     ParDoOp,
     ReadTextOp,
+    SinkOp,
+    StreamReadOp,
     TestStreamOp,
     WindowIntoOp,
-    WriteTextOp,
 )
 
 __all__ = ["Stage", "StagePlan", "plan_stages"]
 
-SOURCE_OPS = (CreateOp, ImpulseOp, ReadTextOp, TestStreamOp)
+SOURCE_OPS = (CreateOp, ImpulseOp, ReadTextOp, StreamReadOp, TestStreamOp)
 ELEMENTWISE_OPS = (ParDoOp, WindowIntoOp, FlattenOp)
 
 
@@ -46,7 +48,7 @@ class Stage:
     #: a sink, a side input, a capture)
     outputs: tuple[int, ...]
     upstream: tuple[int, ...]
-    sinks: tuple[WriteTextOp, ...] = ()
+    sinks: tuple[SinkOp, ...] = ()
     #: for a TestStream split per output tag: the tag this stage emits
     source_tag: str | None = None
 
@@ -100,6 +102,7 @@ class StagePlan:
 
 def plan_stages(lowered: LoweredPipeline) -> StagePlan:
     producer_stage: dict[int, int] = {}  # pcoll -> index in drafts
+    sink_outputs: dict[int, SinkOp] = {}  # a sink's output PCollection, which stays empty
     drafts: list[dict] = []
 
     def new_stage(name: str, head: Op | None, inputs: tuple[int, ...], source_tag: str | None = None) -> int:
@@ -111,6 +114,8 @@ def plan_stages(lowered: LoweredPipeline) -> StagePlan:
         return index
 
     for op in lowered.ops:
+        side_pcolls = tuple(slot.pcoll for slot in op.side_inputs) if isinstance(op, ParDoOp) else ()
+        _refuse_reading_sink_output(op, (*op.inputs, *side_pcolls), sink_outputs)
         if isinstance(op, TestStreamOp) and len(op.outputs) > 1:
             # each output tag has its own watermark, so each becomes its own source stage
             for pcoll, tag in zip(op.outputs, op.output_tags):
@@ -122,9 +127,10 @@ def plan_stages(lowered: LoweredPipeline) -> StagePlan:
         if isinstance(op, GroupOp):
             new_stage(op.label, op, op.inputs)
             continue
-        if isinstance(op, WriteTextOp):
+        if isinstance(op, SinkOp):
             (pcoll,) = op.inputs
             drafts[producer_stage[pcoll]]["sinks"].append(op)
+            sink_outputs.update((output, op) for output in op.outputs)
             continue
         if not isinstance(op, ELEMENTWISE_OPS):
             msg = f"'{op.label}' (applied at {op.location}): no stage planning for {type(op).__name__}"
@@ -142,6 +148,8 @@ def plan_stages(lowered: LoweredPipeline) -> StagePlan:
             producer_stage[pcoll] = index
 
     external: set[int] = set(lowered.captured)
+    for pcoll in lowered.captured & sink_outputs.keys():
+        _refuse_reading_sink_output(None, (pcoll,), sink_outputs)
     for draft in drafts:
         external.update(draft["inputs"])
         for op in draft["body"]:
@@ -171,3 +179,18 @@ def plan_stages(lowered: LoweredPipeline) -> StagePlan:
         )
     # Ops arrive producers-first, so stage ids are already a topological order.
     return StagePlan(tuple(stages), lowered)
+
+
+def _refuse_reading_sink_output(reader: Op | None, inputs: tuple[int, ...], sink_outputs: dict[int, SinkOp]) -> None:
+    """A streaming file sink's output PCollection is never filled: reading it is an error."""
+    for pcoll in inputs:
+        sink = sink_outputs.get(pcoll)
+        if sink is None:
+            continue
+        what = f"'{reader.label}' (applied at {reader.location}) reads" if reader is not None else "capturing"
+        msg = (
+            f"{what} the output of '{sink.label}' (applied at {sink.location}), which a streaming "
+            "file write leaves empty: its output is the directory each step commits "
+            "(prefix-step-NNNNNNNN/); read those files, or capture the PCollection before the write"
+        )
+        raise UnsupportedError(msg)

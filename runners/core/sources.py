@@ -11,32 +11,52 @@ from typing import Any
 
 import attrs
 
-from sparkbeam.runners.core.ops import CreateOp, ImpulseOp, Op, ReadTextOp, TestStreamOp
+from sparkbeam.runners.core.ops import (
+    CreateOp,
+    ImpulseOp,
+    Op,
+    ReadTextOp,
+    StreamReadOp,
+    TestStreamOp,
+)
 from sparkbeam.runners.core.plan import Stage
 from sparkbeam.testing.test_stream import ElementEvent, ProcessingTimeEvent, WatermarkEvent
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
 from sparkbeam.window import GlobalWindow
 
-__all__ = ["SourceEmission", "SourceState", "make_source_state"]
+__all__ = ["SourceEmission", "SourceReport", "SourceState", "make_source_state"]
 
 MIN = MIN_TIMESTAMP.micros
 MAX = MAX_TIMESTAMP.micros
 
 
 @attrs.frozen
+class SourceReport:
+    """What a real source did in a step besides delivering elements."""
+
+    dropped: int = 0  # behind the watermark by more than the allowed delay
+    dead_letters: int = 0  # unparsable, or without a readable timestamp
+    hold: int | None = None  # the watermark of the partition holding the source back
+    hold_partition: str | None = None
+
+
+@attrs.frozen
 class SourceEmission:
     """One step of one source: ``whole`` (deliver the source's entire bounded content),
-    or ``elements`` (explicit, already windowed), and the watermark after the step."""
+    ``elements`` (explicit, already windowed) or ``wal_paths`` (a real source's durable
+    micro-batches), and the watermark after the step."""
 
     watermark: int
     whole: Op | None = None
     elements: tuple[WindowedValue, ...] = ()
     advance_clock_by: int = 0
+    wal_paths: tuple[str, ...] = ()
+    report: SourceReport | None = None
 
     @property
     def is_empty(self) -> bool:
-        return self.whole is None and not self.elements
+        return self.whole is None and not self.elements and not self.wal_paths
 
 
 class SourceState:
@@ -45,6 +65,14 @@ class SourceState:
 
     def next_step(self) -> SourceEmission:
         raise NotImplementedError
+
+    def snapshot(self) -> dict[str, Any]:
+        """What a checkpoint keeps of the source (its position and watermark)."""
+        return {"watermark": self.watermark, "done": self.done}
+
+    def restore(self, data: dict[str, Any]) -> None:
+        self.watermark = data["watermark"]
+        self.done = data["done"]
 
 
 class BoundedSourceState(SourceState):
@@ -68,6 +96,13 @@ class TestStreamState(SourceState):
         self.events = list(op.events)
         self.tag = tag
         self.position = 0
+
+    def snapshot(self) -> dict[str, Any]:
+        return {**super().snapshot(), "position": self.position}
+
+    def restore(self, data: dict[str, Any]) -> None:
+        super().restore(data)
+        self.position = data["position"]
 
     @property
     def remaining(self) -> int:
@@ -110,5 +145,9 @@ def make_source_state(stage: Stage) -> SourceState:
         return BoundedSourceState(head)
     if isinstance(head, TestStreamOp):
         return TestStreamState(head, head.output_tags[0])
+    if isinstance(head, StreamReadOp):
+        from sparkbeam.runners.core.stream_sources import StreamSourceState
+
+        return StreamSourceState(head)
     msg = f"'{stage.name}': {type(head).__name__} is not a source"
     raise TypeError(msg)

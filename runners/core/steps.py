@@ -21,12 +21,17 @@ import attrs
 
 from sparkbeam.runners.core.clock import Clock
 from sparkbeam.runners.core.plan import Stage, StagePlan
-from sparkbeam.runners.core.sources import SourceEmission, SourceState, make_source_state
+from sparkbeam.runners.core.sources import (
+    SourceEmission,
+    SourceReport,
+    SourceState,
+    make_source_state,
+)
 from sparkbeam.runners.core.timeline import Emission, WatermarkRecord
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp
 from sparkbeam.utils.windowed_value import WindowedValue
 
-__all__ = ["Backend", "StageResult", "StageSummary", "StepLoop", "StepParams"]
+__all__ = ["Backend", "StageResult", "StageSummary", "StepHooks", "StepLoop", "StepParams"]
 
 MIN = MIN_TIMESTAMP.micros
 MAX = MAX_TIMESTAMP.micros
@@ -59,6 +64,7 @@ class StageSummary:
     next_processing_timer: int | None = None
     state_keys: int = 0
     state_windows: int = 0
+    dead_letters: int = 0
 
     def merge(self, other: StageSummary) -> StageSummary:
         hold_from_other = other.earliest_hold is not None and (
@@ -76,6 +82,7 @@ class StageSummary:
             next_processing_timer=_min_optional(self.next_processing_timer, other.next_processing_timer),
             state_keys=self.state_keys + other.state_keys,
             state_windows=self.state_windows + other.state_windows,
+            dead_letters=self.dead_letters + other.dead_letters,
         )
 
 
@@ -92,6 +99,15 @@ class StageResult:
     outputs: dict[int, Any]  # PCollection id -> backend dataset
     #: the stage's report; a callable when it is only known after the step's jobs ran
     summary: StageSummary | Callable[[], StageSummary]
+
+
+class StepHooks(Protocol):
+    """What a run with real sources does around each step: choose and journal the step's
+    input and time before it (or replay them after a restart); checkpoint after it."""
+
+    def before_step(self, step: int) -> None: ...
+
+    def after_step(self, step: int) -> None: ...
 
 
 class Backend(Protocol):
@@ -139,6 +155,7 @@ class StepLoop:
         batch: bool,
         max_steps: int | None = None,
         on_record: Callable[[WatermarkRecord], None] | None = None,
+        hooks: StepHooks | None = None,
     ) -> None:
         self.plan = plan
         self.backend = backend
@@ -153,6 +170,7 @@ class StepLoop:
         self.emissions: dict[int, list[Emission]] = {p: [] for p in plan.lowered.captured}
         self.side_contents: dict[int, list[WindowedValue]] = {p: [] for p in plan.side_input_pcolls()}
         self.on_record = on_record
+        self.hooks = hooks
         self.step = 0
 
     # -- the loop ----------------------------------------------------------------------
@@ -184,6 +202,8 @@ class StepLoop:
 
     def run_step(self) -> None:
         step = self.step
+        if self.hooks is not None:
+            self.hooks.before_step(step)
         emissions = {}
         advance = 0
         for runtime in self.runtimes:
@@ -198,6 +218,7 @@ class StepLoop:
         now = MAX if self.batch else wall
         produced: dict[int, list[Any]] = {}
         pending_summaries: list[tuple[_StageRuntime, Callable[[], StageSummary]]] = []
+        reports: dict[int, SourceReport] = {}
         for runtime in self.runtimes:
             stage = runtime.stage
             if runtime.source is not None:
@@ -205,6 +226,8 @@ class StepLoop:
                 (head_output,) = stage.head.outputs
                 inputs = {head_output: self.backend.source_dataset(stage, emission)}
                 new_input = emission.watermark
+                if emission.report is not None:
+                    reports[stage.id] = emission.report
             else:
                 inputs = {p: self.backend.union(produced.get(p, [])) for p in stage.inputs}
                 new_input = min(self.runtimes[u].output_watermark for u in stage.upstream)
@@ -246,10 +269,47 @@ class StepLoop:
             runtime.summary = summary
         for runtime, late_summary in pending_summaries:
             runtime.summary = late_summary()
+        for stage_id, report in reports.items():
+            runtime = self.runtimes[stage_id]
+            runtime.summary = attrs.evolve(
+                runtime.summary,
+                late_dropped=runtime.summary.late_dropped + report.dropped,
+                dead_letters=runtime.summary.dead_letters + report.dead_letters,
+                earliest_hold=report.hold,
+                hold_key=report.hold_partition,
+            )
         for runtime in self.runtimes:
             self._record(runtime, step, wall)
         self.backend.end_step(step)
         self.step += 1
+        if self.hooks is not None:
+            self.hooks.after_step(step)
+
+    # -- checkpoints -------------------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        """The loop's state between steps (the backend keeps the keyed state)."""
+        return {
+            "step": self.step,
+            "runtimes": [
+                (rt.input_watermark, rt.output_watermark, rt.summary, rt.source.snapshot() if rt.source else None)
+                for rt in self.runtimes
+            ],
+            "records": self.records,
+            "emissions": self.emissions,
+            "side_contents": self.side_contents,
+        }
+
+    def restore(self, data: dict[str, Any]) -> None:
+        self.step = data["step"]
+        for runtime, (input_wm, output_wm, summary, source) in zip(self.runtimes, data["runtimes"]):
+            runtime.input_watermark = input_wm
+            runtime.output_watermark = output_wm
+            runtime.summary = summary
+            if runtime.source is not None and source is not None:
+                runtime.source.restore(source)
+        self.records = list(data["records"])
+        self.emissions = {p: list(data["emissions"].get(p, [])) for p in self.emissions}
+        self.side_contents = {p: list(data["side_contents"].get(p, [])) for p in self.side_contents}
 
     def _side_slots(self, stage: Stage) -> set[int]:
         from sparkbeam.runners.core.ops import ParDoOp
@@ -283,6 +343,7 @@ class StepLoop:
             closed_dropped=summary.closed_dropped,
             state_keys=summary.state_keys,
             state_windows=summary.state_windows,
+            dead_letters=summary.dead_letters,
         )
         self.records.append(record)
         if self.on_record is not None:

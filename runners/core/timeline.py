@@ -57,6 +57,8 @@ class WatermarkRecord:
     closed_dropped: int
     state_keys: int
     state_windows: int
+    #: records a source could not parse or stamp, sent to its dead-letter output
+    dead_letters: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)

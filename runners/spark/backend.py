@@ -13,6 +13,7 @@ Per step and stage:
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any
 
 import attrs
@@ -140,6 +141,8 @@ class SparkBackend:
             raise TypeError(msg)
         if emission.elements:
             return Dataset(self.sc.parallelize(list(emission.elements), 1))
+        if emission.wal_paths:
+            return Dataset(self.sc.union([self.sc.pickleFile(path) for path in emission.wal_paths]))
         return Dataset(self.sc.emptyRDD(), known_empty=True)
 
     def union(self, datasets: list[Dataset]) -> Dataset:
@@ -304,10 +307,18 @@ class SparkBackend:
 
     # -- sinks and bookkeeping ----------------------------------------------------------
     def write(self, stage: Stage, datasets: dict[int, Dataset], params: StepParams) -> None:
+        """Batch text keeps Beam's flat shards; streaming commits a directory per step."""
+        from sparkbeam.runners.core.ops import WriteTextOp
+        from sparkbeam.runners.spark import sinks
+
         for sink in stage.sinks:
             (pcoll,) = sink.inputs
+            dataset = datasets[pcoll]
             with user_errors():
-                textio.write_text(self.sc, sink, datasets[pcoll].rdd, params)
+                if params.batch and isinstance(sink, WriteTextOp):
+                    textio.write_text(self.sc, sink, dataset.rdd, params)
+                else:
+                    sinks.write_step(self.sc, sink, dataset.rdd, dataset.known_empty, params.step)
 
     def end_step(self, step: int) -> None:
         for rdd in self.step_cache:
@@ -316,6 +327,28 @@ class SparkBackend:
         for broadcast in self.broadcasts:
             broadcast.unpersist()
         self.broadcasts.clear()
+
+    # -- checkpoints ----------------------------------------------------------------------
+    def save_state(self, directory: str) -> dict[int, str]:
+        """Write each grouping stage's keyed state under ``directory``; {stage id: file name}."""
+        written = {}
+        for stage_id, state in self.states.items():
+            name = f"state-{stage_id}"
+            with user_errors():
+                state.saveAsPickleFile(os.path.join(directory, name))
+            written[stage_id] = name
+        return written
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"last_summaries": dict(self.last_summaries), "num_partitions": self.num_partitions}
+
+    def restore(self, snapshot: dict[str, Any], state_paths: dict[int, str]) -> None:
+        """Load keyed state saved by ``save_state`` (re-partitioned with this run's partitioner)."""
+        self.last_summaries = dict(snapshot["last_summaries"])
+        for stage_id, path in state_paths.items():
+            state = self.sc.pickleFile(path).partitionBy(self.num_partitions, self.partition_fn).persist()
+            self.states[stage_id] = state
+            self.state_results[stage_id] = state
 
     def close(self) -> None:
         self.end_step(-1)

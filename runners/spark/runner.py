@@ -15,8 +15,7 @@ from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.pipeline import Pipeline
 from sparkbeam.runner import PipelineResult, PipelineRunner, PipelineState
 from sparkbeam.runners.core.clock import Clock, ManualClock, WallClock
-from sparkbeam.runners.core.errors import UnsupportedError
-from sparkbeam.runners.core.ops import GroupOp, ParDoOp, TestStreamOp, lower
+from sparkbeam.runners.core.ops import GroupOp, ParDoOp, StreamReadOp, TestStreamOp, lower
 from sparkbeam.runners.core.plan import StagePlan, plan_stages
 from sparkbeam.runners.core.steps import StepLoop
 from sparkbeam.runners.core.timeline import Emission, Emissions, Timeline, emissions_of
@@ -35,6 +34,8 @@ def check_picklable(plan: StagePlan) -> None:
                 parts: tuple[tuple[str, Any], ...] = (("DoFn", op.dofn), ("arguments", (op.args, op.kwargs)))
             elif isinstance(op, GroupOp) and op.combine_fn is not None:
                 parts = (("CombineFn", op.combine_fn),)
+            elif isinstance(op, StreamReadOp):
+                parts = (("timestamp, partition_by and watermark settings", op.spec),)
             else:
                 continue
             for what, value in parts:
@@ -50,14 +51,27 @@ def check_picklable(plan: StagePlan) -> None:
 
 
 def _check_supported(plan: StagePlan, streaming: bool) -> None:
+    """Refuse, before Spark starts, a text sink off the local and shared file systems, in
+    batch and streaming alike (a stream would otherwise fail at its first step with output;
+    the other file sinks refuse such paths when they are constructed)."""
+    from sparkbeam.runners.core.ops import WriteTextOp
+    from sparkbeam.runners.spark.textio import local_prefix
+
     for stage in plan.stages:
-        if streaming and stage.sinks:
-            sink = stage.sinks[0]
-            msg = (
-                f"'{sink.label}' (applied at {sink.location}): file sinks in streaming runs are not "
-                "supported yet; capture the PCollection (sparkbeam.capture) or run in batch"
-            )
-            raise UnsupportedError(msg)
+        for sink in stage.sinks:
+            if isinstance(sink, WriteTextOp):
+                local_prefix(sink)
+
+
+def _timeline_logger(path: str) -> Any:
+    """Appends each WatermarkRecord to ``path`` as a JSON line, flushed as the step ends."""
+    import json
+
+    def log(record: Any) -> None:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(record.as_dict()) + "\n")
+
+    return log
 
 
 class SparkPipelineResult(PipelineResult):
@@ -118,12 +132,26 @@ class SparkRunner(PipelineRunner):
             overlapping_window_rule=settings["overlapping_window_rule"],
         )
         has_test_stream = any(isinstance(op, TestStreamOp) for op in lowered.ops)
+        real_sources = any(isinstance(op, StreamReadOp) for op in lowered.ops)
         clock = self.clock or (ManualClock() if has_test_stream else WallClock())
-        loop = StepLoop(plan, backend, clock, batch=not streaming, max_steps=settings["max_steps"])
+        stream_run = None
+        if real_sources:
+            from sparkbeam.runners.spark.streaming import StreamRun
+
+            stream_run = StreamRun(spark, plan, backend, settings)
+            clock = stream_run.clock
+        on_record = _timeline_logger(settings["timeline_log"]) if settings["timeline_log"] else None
+        loop = StepLoop(
+            plan, backend, clock, batch=not streaming, max_steps=settings["max_steps"], hooks=stream_run, on_record=on_record
+        )
         started = time.perf_counter()
         try:
+            if stream_run is not None:
+                stream_run.attach(loop)
             loop.run()
         finally:
+            if stream_run is not None:
+                stream_run.close()
             backend.close()
         timeline = Timeline(loop.records, [stage.name for stage in plan.stages])
         return SparkPipelineResult(PipelineState.DONE, plan, timeline, loop.emissions, time.perf_counter() - started)

@@ -18,6 +18,8 @@ import uuid
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from sparkbeam.io.filebased import FileSink
+from sparkbeam.io.textio import WriteToText
 from sparkbeam.runners.core.errors import TransformError
 from sparkbeam.runners.core.ops import ReadTextOp, WriteTextOp
 from sparkbeam.runners.core.steps import StepParams
@@ -25,7 +27,7 @@ from sparkbeam.utils.timestamp import MIN_TIMESTAMP
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
 from sparkbeam.window import GlobalWindow
 
-__all__ = ["expand_glob", "read_text", "write_text"]
+__all__ = ["TextFileSink", "expand_glob", "local_prefix", "read_text", "write_text"]
 
 
 def expand_glob(sc: Any, pattern: str) -> list[str]:
@@ -87,9 +89,7 @@ def read_text(sc: Any, op: ReadTextOp) -> Any:
     return lines.mapPartitions(_to_windowed)
 
 
-def _opener(path: str, compression: str, final_name: str) -> Any:
-    if compression == "auto":  # by the final file name's extension, as Beam does
-        compression = "gzip" if final_name.endswith(".gz") else "bzip2" if final_name.endswith(".bz2") else "uncompressed"
+def _opener(path: str, compression: str) -> Any:
     if compression == "gzip":
         return gzip.open(path, "wb")
     if compression == "bzip2":
@@ -105,30 +105,64 @@ def _encode(value: Any) -> bytes:
     return value if isinstance(value, bytes) else str(value).encode("utf-8")
 
 
-def _write_shard(op: WriteTextOp, temp_dir: str, num_shards: int, index: int, elements: Iterator[WindowedValue]) -> Iterator[str]:
-    sink = op.sink
-    final_name = sink.shard_name(index, num_shards)
-    temp_path = os.path.join(temp_dir, f"shard-{index:05d}")
-    newline = b"\n" if sink.append_trailing_newlines else b""
-    with _opener(temp_path, sink.compression_type, final_name) as handle:
+class _TextShardWriter:
+    def __init__(self, handle: Any, sink: WriteToText) -> None:
+        self.handle = handle
+        self.footer = sink.footer
+        self.newline = b"\n" if sink.append_trailing_newlines else b""
         if sink.header is not None:
             handle.write(_encode(sink.header) + b"\n")
+
+    def write(self, value: Any) -> None:
+        self.handle.write(_encode(value) + self.newline)
+
+    def close(self) -> None:
+        try:
+            if self.footer is not None:
+                self.handle.write(_encode(self.footer) + b"\n")
+        finally:
+            self.handle.close()
+
+
+class TextFileSink(FileSink):
+    """One file of ``WriteToText``: the header, each value's ``str()`` as a line, the footer."""
+
+    def __init__(self, sink: WriteToText) -> None:
+        self.sink = sink
+        self.compression = sink.compression_type
+        if self.compression == "auto":  # by the final file name's extension, as Beam does
+            final_name = sink.shard_name(0, 1)
+            self.compression = "gzip" if final_name.endswith(".gz") else "bzip2" if final_name.endswith(".bz2") else "uncompressed"
+
+    def open(self, path: str) -> _TextShardWriter:
+        return _TextShardWriter(_opener(path, self.compression), self.sink)
+
+
+def local_prefix(op: WriteTextOp) -> str:
+    """The sink's prefix as an absolute local path; other file systems are refused."""
+    prefix = op.sink.file_path_prefix
+    if "://" in prefix and not prefix.startswith("file://"):
+        msg = f"'{op.label}' (applied at {op.location}): WriteToText on Spark writes to local or shared file systems, not {prefix!r}"
+        raise TransformError(msg)
+    return os.path.abspath(prefix.removeprefix("file://"))
+
+
+def _write_shard(op: WriteTextOp, sink: TextFileSink, temp_dir: str, num_shards: int, index: int, elements: Iterator[WindowedValue]) -> Iterator[str]:
+    final_name = op.sink.shard_name(index, num_shards)
+    temp_path = os.path.join(temp_dir, f"shard-{index:05d}")
+    writer = sink.open(temp_path)
+    try:
         for wv in elements:
-            handle.write(_encode(wv.value) + newline)
-        if sink.footer is not None:
-            handle.write(_encode(sink.footer) + b"\n")
+            writer.write(wv.value)
+    finally:
+        writer.close()
     yield f"{temp_path}\t{final_name}"
 
 
 def write_text(sc: Any, op: WriteTextOp, rdd: Any, params: StepParams) -> list[str]:
     """Write ``rdd`` as Beam-named shards, atomically; returns the final file names."""
     sink = op.sink
-    prefix = sink.file_path_prefix
-    if "://" in prefix and not prefix.startswith("file://"):
-        msg = f"'{op.label}': WriteToText on Spark writes to local or shared file systems, not {prefix!r}"
-        raise TransformError(msg)
-    prefix = prefix.removeprefix("file://")
-    directory = os.path.dirname(os.path.abspath(prefix))
+    directory = os.path.dirname(local_prefix(op))
     os.makedirs(directory, exist_ok=True)
     num_shards = sink.num_shards or max(1, rdd.getNumPartitions())
     if sink.num_shards:
@@ -138,7 +172,8 @@ def write_text(sc: Any, op: WriteTextOp, rdd: Any, params: StepParams) -> list[s
     temp_dir = os.path.join(directory, f".sparkbeam-tmp-{uuid.uuid4().hex}")
     os.makedirs(temp_dir)
     try:
-        written = rdd.mapPartitionsWithIndex(functools.partial(_write_shard, op, temp_dir, num_shards)).collect()
+        write = functools.partial(_write_shard, op, TextFileSink(sink), temp_dir, num_shards)
+        written = rdd.mapPartitionsWithIndex(write).collect()
         finals = []
         for entry in sorted(written):
             temp_path, final_name = entry.split("\t")

@@ -17,19 +17,45 @@ from sparkbeam.io.parquetio import (
     WriteToParquet,
     WriteToParquetBatched,
 )
+from sparkbeam.io.streaming import (
+    ReadFromCsvStream,
+    ReadFromJsonStream,
+    ReadFromKafka,
+    ReadFromParquetStream,
+    ReadFromRate,
+    ReadFromSocket,
+    ReadFromTextStream,
+)
 from sparkbeam.io.textio import ReadFromText, WriteToText
+from sparkbeam.io.watermarks import (
+    BoundedOutOfOrdernessWatermarkEstimator,
+    MonotonicWatermarkEstimator,
+    WalltimeWatermarkEstimator,
+    WatermarkEstimator,
+)
 
 __all__ = [
     "BadRecord",
     "BadRecordError",
+    "BoundedOutOfOrdernessWatermarkEstimator",
     "CompressionTypes",
+    "MonotonicWatermarkEstimator",
     "ReadAllFromParquet",
     "ReadAllFromParquetBatched",
     "ReadFromCsv",
+    "ReadFromCsvStream",
     "ReadFromJson",
+    "ReadFromJsonStream",
+    "ReadFromKafka",
     "ReadFromParquet",
     "ReadFromParquetBatched",
+    "ReadFromParquetStream",
+    "ReadFromRate",
+    "ReadFromSocket",
     "ReadFromText",
+    "ReadFromTextStream",
+    "WalltimeWatermarkEstimator",
+    "WatermarkEstimator",
     "WriteToCsv",
     "WriteToJson",
     "WriteToParquet",

@@ -14,6 +14,8 @@ file system that every executor mounts at the same path. Writes are atomic: shar
 hidden ``.sparkbeam-temp-*`` directory beside the output and are renamed to their final
 names only once every shard is written, so a failed run leaves nothing under the final
 names (the hidden directory may remain after a failure, as Beam's temp directories do).
+Unbounded input is written once per step instead, a committed directory per step
+(``sparkbeam.io.stepfiles``); bounded input is written as above, in any run.
 
 A reader yields records, or ``BadRecord`` for input it cannot parse. By default the first
 bad record fails the run with ``BadRecordError``, naming the transform, the file and the
@@ -529,6 +531,12 @@ class WriteShardedFiles(PTransform):
     empty template ('') writes exactly one file named ``prefix + suffix``. ``min_shards``
     shards are written even for empty input (Beam's file sinks write one empty shard; its
     ``fileio`` writes none). The output is the PCollection of the final file names.
+
+    Unbounded input (a streaming run) is written step by step instead, each step with
+    elements to a directory of its own, committed atomically and replaced if the step is
+    run again: ``prefix-step-00000042/basename(prefix)-00000-of-00002 suffix`` (see
+    ``sparkbeam.io.stepfiles``). Steps with no elements write nothing (``min_shards`` does
+    not apply) and the output PCollection stays empty. Bounded input is written as above.
     """
 
     def __init__(
@@ -562,8 +570,11 @@ class WriteShardedFiles(PTransform):
             msg = f"{self.owner} writes a PCollection, not {pcoll!r}"
             raise TypeError(msg)
         if not pcoll.is_bounded:
-            msg = f"{self.owner}: writing an unbounded PCollection to files is not supported by sparkbeam yet"
-            raise NotImplementedError(msg)
+            # stepfiles builds on this module, so it is imported only when needed.
+            from sparkbeam.io.stepfiles import StepFiles, WriteFilesPerStep
+
+            files = StepFiles(self.sink, self.prefix, self.template, self.suffix, self.num_shards)
+            return pcoll | "WriteEachStep" >> WriteFilesPerStep(files)
         temp_dir = os.path.join(os.path.dirname(self.prefix), f".sparkbeam-temp-{uuid.uuid4().hex}")
         in_global = pcoll | "InGlobalWindow" >> WindowInto(GlobalWindows())
         if self.num_shards:

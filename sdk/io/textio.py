@@ -4,7 +4,8 @@
 >>> counts | WriteToText("out/counts", file_name_suffix=".txt")         # doctest: +SKIP
 
 Both are primitives the runner executes with Spark's own file reading and writing; writes
-are atomic (a failed run leaves nothing under the final names).
+are atomic (a failed run leaves nothing under the final names). Streaming runs write one
+committed directory per step (``out/counts-step-00000042/counts-00000-of-00001.txt``).
 """
 
 from __future__ import annotations
@@ -67,7 +68,18 @@ class ReadFromText(PTransform):
 
 
 class WriteToText(PTransform):
-    """Write each element's ``str()`` as a line into shards ``prefix-00000-of-0000N suffix``."""
+    """Write each element's ``str()`` as a line into shards ``prefix-00000-of-0000N suffix``.
+
+    >>> counts | WriteToText("out/counts", file_name_suffix=".txt")     # doctest: +SKIP
+
+    In batch the shards are ``out/counts-00000-of-00002.txt``, ..., written atomically. In
+    a streaming run (unbounded input, or ``--streaming``) each step with elements writes
+    its own directory of shards, named as in batch and each with the header and footer:
+    ``out/counts-step-00000042/counts-00000-of-00002.txt``. A step's directory appears
+    whole, in one rename, and a step run again after a failure replaces it, so each
+    element is written exactly once; steps with no elements write nothing (see
+    ``sparkbeam.io.stepfiles``).
+    """
 
     is_primitive = True
 

@@ -198,6 +198,12 @@ class SparkRunnerOptions(PipelineOptions):
         _Option("step_interval", _non_negative_float, 1.0,
                 "seconds between micro-batches of a real (unbounded) stream"),
         _Option("max_steps", _positive_int, None, "stop a streaming run after N steps"),
+        _Option("timeline_log", str, None,
+                "append every stage's watermarks to this file as JSON lines, step by step, "
+                "to follow a running stream"),
+        _Option("available_now", _to_bool, False,
+                "read what real sources hold when the run starts, as a stream of steps with "
+                "checkpoints, then finish (Spark's Trigger.AvailableNow)", is_flag=True),
     )
 
 

@@ -18,7 +18,6 @@ from sparkbeam.io.filebased import (
     shard_file_name,
 )
 from sparkbeam.io.filesystem import CompressionTypes, compression_name, iter_lines, open_compressed
-from sparkbeam.testing.test_stream import TestStream
 from tests.io.conftest import listing
 
 
@@ -71,13 +70,6 @@ def test_every_file_transform_is_a_composite_of_primitives(tmp_path):
     labels = {n.full_label for n in primitives}
     assert "ReadFromCsv/ReadFiles/Spread/Group" in labels
     assert "WriteToJson/WriteFiles/GatherWritten" in labels
-
-
-def test_unbounded_writes_are_refused_with_the_transform_named():
-    p = beam.Pipeline()
-    stream = p | TestStream().add_elements([{"a": 1}])
-    with pytest.raises(NotImplementedError, match=r"'WriteToJson'.*unbounded"):
-        stream | beam.io.WriteToJson("/tmp/never")
 
 
 def test_shard_names_follow_beams_template():

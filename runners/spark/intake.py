@@ -1,0 +1,425 @@
+"""A real source's Structured Streaming query, written micro-batch by micro-batch to a write-ahead log.
+
+Each source runs one Spark streaming query whose ``foreachBatch`` function, for batch *b*:
+
+1. turns each row into the pipeline's element and its event time on the executors, with
+   records the source cannot parse or stamp kept as ``BadRecord`` dead letters, and
+   records behind the source's watermark by more than its allowed delay dropped;
+2. writes what it kept under ``wal/<b>`` (pickled, through Hadoop's output committer),
+   then a small ``<b>.json`` beside it with the batch's per-partition statistics — the
+   batch is complete only once that file exists;
+3. returns, and only then does Spark mark batch *b* committed in its own checkpoint.
+
+So every batch Spark considers done is durable here; a batch replayed by Spark after a
+crash finds its log entry complete and is not written twice. The step loop takes complete
+batches from ``ready`` and journals which ones each step took, so a step replayed after a
+restart reads exactly what it read before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import functools
+import json
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import attrs
+
+from sparkbeam.io.filebased import BadRecord, schema_row_type
+from sparkbeam.io.streaming import StreamReadSpec
+from sparkbeam.runners.core.errors import TransformError
+from sparkbeam.runners.core.ops import StreamReadOp
+from sparkbeam.runners.core.stream_sources import PartitionStats, WalBatch
+from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp, to_micros
+from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
+from sparkbeam.window import GlobalWindow
+
+__all__ = ["StreamIntake", "wal_records"]
+
+_LOG = logging.getLogger(__name__)
+
+PARTITION = "__sparkbeam_partition"
+EVENT_MICROS = "__sparkbeam_event_micros"
+ORIGIN = "__sparkbeam_origin"
+HIDDEN = (PARTITION, EVENT_MICROS, ORIGIN)
+
+_GLOBAL = (GlobalWindow(),)
+
+
+# -- on the executors ------------------------------------------------------------------
+
+
+def event_micros(value: Any) -> int:
+    """An event time read from a record: a Timestamp, seconds, a datetime or RFC 3339 text."""
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            return Timestamp.from_rfc3339(text).micros
+        except ValueError:
+            parsed = datetime.datetime.fromisoformat(text)
+            return Timestamp.from_utc_datetime(parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)).micros
+    if isinstance(value, datetime.datetime) and value.tzinfo is None:
+        value = value.replace(tzinfo=datetime.timezone.utc)
+    if value is None:
+        msg = "the timestamp is missing (null)"
+        raise ValueError(msg)
+    return to_micros(value)
+
+
+def _element(spec: StreamReadSpec, fields: tuple[str, ...], values: list) -> Any:
+    kind = spec.element
+    if kind == "line":
+        return values[0]
+    if kind == "value":
+        return values[fields.index("value")]
+    if kind == "dict":
+        return dict(zip(fields, values))
+    if kind == "row":
+        return schema_row_type(fields)(*values)
+    if kind == "kafka":
+        key, value = values[fields.index("key")], values[fields.index("value")]
+        return (bytes(key) if key is not None else None, bytes(value) if value is not None else None)
+    if kind == "kafka_metadata":
+        record = dict(zip(fields, values))
+        for name in ("key", "value"):
+            if record.get(name) is not None:
+                record[name] = bytes(record[name])
+        return schema_row_type(tuple(record))(*record.values())
+    msg = f"unknown element kind {kind!r}"
+    raise ValueError(msg)
+
+
+def _raw(spec: StreamReadSpec, element: Any, corrupt: str | None) -> str:
+    if corrupt is not None:
+        return corrupt
+    if isinstance(element, str):
+        return element
+    return repr(element)
+
+
+def wal_records(
+    spec: StreamReadSpec,
+    ingest_micros: int,
+    drop_before: int | None,
+    stats: Any,
+    rows: Iterable[Any],
+) -> Iterator[WindowedValue]:
+    """The write-ahead log's records of one partition of a micro-batch (see module docs)."""
+    per_partition: dict[str, list[int]] = {}
+    dropped = bad = 0
+    names: tuple[str, ...] | None = None
+    fields: tuple[str, ...] = ()
+    low, high = MIN_TIMESTAMP.micros, MAX_TIMESTAMP.micros
+    for row in rows:
+        if names is None:
+            names = tuple(row.__fields__)
+            fields = tuple(n for n in names if n not in HIDDEN and n != spec.corrupt_column)
+        record = dict(zip(names, row))
+        partition = record.get(PARTITION)
+        origin = record.get(ORIGIN) or spec.describe()
+        corrupt = record.get(spec.corrupt_column) if spec.corrupt_column else None
+        element = _element(spec, fields, [record[n] for n in fields])
+        try:
+            if corrupt is not None:
+                msg = "the record does not parse with the source's schema"
+                raise ValueError(msg)
+            if EVENT_MICROS in record and record[EVENT_MICROS] is not None:
+                timestamp = record[EVENT_MICROS]
+            elif spec.timestamp is None:
+                timestamp = ingest_micros
+            elif callable(spec.timestamp):
+                timestamp = event_micros(spec.timestamp(element))
+            else:
+                timestamp = event_micros(record[spec.timestamp])
+            if not low <= timestamp < high:
+                msg = f"timestamp {timestamp} µs is outside [MIN_TIMESTAMP, MAX_TIMESTAMP)"
+                raise ValueError(msg)
+            if callable(spec.partition_by):
+                partition = spec.partition_by(element)
+            elif isinstance(spec.partition_by, str):
+                partition = record[spec.partition_by]
+        except Exception as error:  # the user's parse or timestamp code, or bad data
+            bad += 1
+            failure = BadRecord(str(origin), None, _raw(spec, element, corrupt), f"{type(error).__name__}: {error}")
+            yield WindowedValue(failure, ingest_micros, _GLOBAL, PANE_INFO_UNKNOWN)
+            continue
+        if drop_before is not None and timestamp < drop_before:
+            dropped += 1
+            continue
+        key = "0" if partition is None else str(partition)
+        entry = per_partition.get(key)
+        if entry is None:
+            per_partition[key] = [1, timestamp, timestamp]
+        else:
+            entry[0] += 1
+            entry[1] = min(entry[1], timestamp)
+            entry[2] = max(entry[2], timestamp)
+        yield WindowedValue(element, timestamp, _GLOBAL, PANE_INFO_UNKNOWN)
+    stats.add({"partitions": per_partition, "dropped": dropped, "bad": bad})
+
+
+def _merge_stats(total: dict, part: dict) -> dict:
+    for key, (count, low, high) in part.get("partitions", {}).items():
+        entry = total["partitions"].get(key)
+        if entry is None:
+            total["partitions"][key] = [count, low, high]
+        else:
+            total["partitions"][key] = [entry[0] + count, min(entry[1], low), max(entry[2], high)]
+    total["dropped"] += part.get("dropped", 0)
+    total["bad"] += part.get("bad", 0)
+    return total
+
+
+def _stats_param() -> Any:
+    from pyspark.accumulators import AccumulatorParam
+
+    class _Stats(AccumulatorParam):
+        def zero(self, value: dict) -> dict:
+            return {"partitions": {}, "dropped": 0, "bad": 0}
+
+        def addInPlace(self, total: dict, part: dict) -> dict:
+            return _merge_stats(total, part)
+
+    return _Stats()
+
+
+# -- on the driver ---------------------------------------------------------------------
+
+
+def _write_json_atomically(path: str, content: Any) -> None:
+    temp = f"{path}.tmp-{uuid.uuid4().hex}"
+    with open(temp, "w", encoding="utf-8") as handle:
+        json.dump(content, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temp, path)
+
+
+class StreamIntake:
+    """One real source: its Structured Streaming query and its write-ahead log."""
+
+    def __init__(
+        self,
+        spark: Any,
+        op: StreamReadOp,
+        directory: str,
+        *,
+        trigger_seconds: float,
+        available_now: bool,
+        drop_before: Any,
+    ) -> None:
+        self.spark = spark
+        self.op = op
+        self.spec = op.spec
+        self.wal_dir = os.path.join(directory, "wal")
+        self.spark_checkpoint = os.path.join(directory, "spark")
+        self.trigger_seconds = trigger_seconds
+        self.available_now = available_now
+        self.drop_before = drop_before
+        self.query: Any = None
+        self._ready: dict[int, WalBatch] = {}
+        self._lock = threading.Lock()
+        os.makedirs(self.wal_dir, exist_ok=True)
+        self._recover()
+
+    @property
+    def where(self) -> str:
+        return f"'{self.op.label}' (applied at {self.op.location})"
+
+    def _recover(self) -> None:
+        """Batches made durable before a restart. A batch without its ``.json`` was cut short:
+        Spark did not commit it and will run it again, so its partial log is removed."""
+        names = set(os.listdir(self.wal_dir))
+        for name in names:
+            if name.endswith(".json") and ".tmp-" not in name:
+                with open(os.path.join(self.wal_dir, name), encoding="utf-8") as handle:
+                    batch = WalBatch.from_plain(json.load(handle))
+                if batch.path is not None:  # the directory may have moved since
+                    batch = attrs.evolve(batch, path=os.path.join(self.wal_dir, f"{batch.batch_id:010d}"))
+                self._ready[batch.batch_id] = batch
+        for name in names:
+            path = os.path.join(self.wal_dir, name)
+            cut_short = not name.endswith(".json") and f"{name}.json" not in names
+            if ".tmp-" in name or cut_short:
+                shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.remove(path)
+
+    # -- the query -----------------------------------------------------------------------
+    def start(self) -> None:
+        frame = self._frame()
+        writer = (
+            frame.writeStream.foreachBatch(self._on_batch)
+            .option("checkpointLocation", self.spark_checkpoint)
+            .queryName(f"sparkbeam-{self.op.label}-{uuid.uuid4().hex[:8]}".replace("/", "_").replace(" ", "_"))
+        )
+        if self.available_now:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=f"{max(1, round(self.trigger_seconds * 1000))} milliseconds")
+        self.query = writer.start()
+
+    def _frame(self) -> Any:
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import StringType, StructField, StructType, TimestampType
+
+        spec = self.spec
+        reader = self.spark.readStream.format(spec.format)
+        for key, value in spec.options:
+            reader = reader.option(key, value)
+        if spec.format in ("csv", "json", "parquet"):
+            schema: Any = StructType.fromDDL(spec.schema) if spec.schema else self._infer_schema()
+            if spec.corrupt_column:
+                if spec.corrupt_column not in schema.fieldNames():
+                    schema = schema.add(StructField(spec.corrupt_column, StringType(), True))
+                reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", spec.corrupt_column)
+            reader = reader.schema(schema)
+        try:
+            frame = reader.load(spec.path) if spec.path is not None else reader.load()
+        except Exception as error:
+            text = str(error)
+            if spec.format == "kafka" and "kafka" in text.lower():
+                msg = (
+                    f"{self.where}: Spark's Kafka connector is not on the classpath; start with "
+                    "--spark_conf spark.jars.packages=org.apache.spark:spark-sql-kafka-0-10_2.13:"
+                    f"{self.spark.version} ({text.splitlines()[0]})"
+                )
+            else:
+                msg = f"{self.where}: cannot open the {spec.describe()}: {text.splitlines()[0]}"
+            raise TransformError(msg) from None
+        columns = frame.columns
+        for setting in ("timestamp", "partition_by"):
+            value = getattr(spec, setting)
+            if isinstance(value, str) and value not in columns:
+                msg = f"{self.where}: the {setting} field {value!r} is not in the source's records (fields: {', '.join(columns)})"
+                raise TransformError(msg)
+        extra = []
+        time_column = spec.timestamp if isinstance(spec.timestamp, str) else spec.source_time_column
+        if time_column is not None and isinstance(frame.schema[time_column].dataType, TimestampType):
+            extra.append(F.unix_micros(F.col(time_column)).alias(EVENT_MICROS))
+        if spec.partition_by is None:
+            if spec.format == "kafka":
+                extra.append(F.concat_ws("-", F.col("topic"), F.col("partition").cast("string")).alias(PARTITION))
+            elif spec.format == "rate":
+                extra.append(F.spark_partition_id().cast("string").alias(PARTITION))
+        if spec.format in ("text", "csv", "json", "parquet"):
+            extra.append(F.input_file_name().alias(ORIGIN))
+        elif spec.format == "kafka":
+            extra.append(
+                F.format_string("kafka %s-%s offset %s", F.col("topic"), F.col("partition"), F.col("offset")).alias(ORIGIN)
+            )
+        return frame.select("*", *extra)
+
+    def _infer_schema(self) -> Any:
+        spec = self.spec
+        try:
+            reader = self.spark.read.format(spec.format)
+            for key, value in spec.options:
+                if key != "maxFilesPerTrigger":
+                    reader = reader.option(key, value)
+            return reader.load(spec.path).schema
+        except Exception as error:
+            msg = (
+                f"{self.where}: cannot infer the schema of {spec.path!r} ({str(error).splitlines()[0]}); "
+                "pass schema='field TYPE, ...' to read a directory that may start empty"
+            )
+            raise TransformError(msg) from None
+
+    def _on_batch(self, frame: Any, batch_id: int) -> None:
+        with self._lock:
+            if batch_id in self._ready:
+                return  # made durable before a restart; Spark is replaying it
+        started = time.perf_counter()
+        sc = self.spark.sparkContext
+        stats = sc.accumulator({"partitions": {}, "dropped": 0, "bad": 0}, _stats_param())
+        ingest = Timestamp.now().micros
+        records = frame.rdd.mapPartitions(functools.partial(wal_records, self.spec, ingest, self.drop_before(), stats))
+        final = os.path.join(self.wal_dir, f"{batch_id:010d}")
+        temp = os.path.join(self.wal_dir, f".tmp-{batch_id:010d}-{uuid.uuid4().hex}")
+        records.saveAsPickleFile(temp)
+        total = stats.value
+        kept = sum(entry[0] for entry in total["partitions"].values())
+        if kept or total["bad"]:
+            shutil.rmtree(final, ignore_errors=True)
+            os.replace(temp, final)
+            path: str | None = final
+        else:
+            shutil.rmtree(temp, ignore_errors=True)
+            path = None
+        batch = WalBatch(
+            batch_id=batch_id,
+            path=path,
+            partitions=tuple(
+                PartitionStats(key, count, low, high) for key, (count, low, high) in sorted(total["partitions"].items())
+            ),
+            records=kept,
+            dropped=total["dropped"],
+            bad=total["bad"],
+            offsets=self._spark_offsets(batch_id),
+        )
+        _write_json_atomically(final + ".json", batch.to_plain())
+        with self._lock:
+            self._ready[batch_id] = batch
+        _LOG.debug("%s: batch %d durable (%d records) in %.3fs", self.op.label, batch_id, kept, time.perf_counter() - started)
+
+    def _spark_offsets(self, batch_id: int) -> str | None:
+        path = os.path.join(self.spark_checkpoint, "offsets", str(batch_id))
+        try:
+            with open(path, encoding="utf-8") as handle:
+                return handle.read().splitlines()[-1]
+        except OSError:
+            return None
+
+    # -- for the step loop ----------------------------------------------------------------
+    def take(self, after: int) -> list[WalBatch]:
+        """The complete batches after batch ``after``, in order."""
+        with self._lock:
+            return [self._ready[b] for b in sorted(self._ready) if b > after]
+
+    def batches(self, ids: list[int]) -> list[WalBatch]:
+        """The batches a journaled step took (replaying it after a restart)."""
+        with self._lock:
+            missing = [b for b in ids if b not in self._ready]
+            if missing:
+                msg = (
+                    f"{self.where}: the step journal names write-ahead-log batches {missing} that are "
+                    f"not in {self.wal_dir}; the checkpoint directory is damaged"
+                )
+                raise RuntimeError(msg)
+            return [self._ready[b] for b in ids]
+
+    def finished(self) -> bool:
+        """The query ended by itself (an available-now run caught up); raises if it failed."""
+        self.check()
+        return self.query is not None and not self.query.isActive
+
+    def check(self) -> None:
+        if self.query is None:
+            return
+        failure = self.query.exception()
+        if failure is not None:
+            msg = f"{self.where}: the source's Structured Streaming query failed: {failure.desc.splitlines()[0] if hasattr(failure, 'desc') else failure}"
+            raise RuntimeError(msg)
+
+    def forget_through(self, batch_id: int) -> None:
+        """Delete the log of batches up to ``batch_id`` (a checkpoint no longer needs them)."""
+        with self._lock:
+            for b in [b for b in self._ready if b <= batch_id]:
+                batch = self._ready.pop(b)
+                if batch.path is not None:
+                    shutil.rmtree(batch.path, ignore_errors=True)
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(os.path.join(self.wal_dir, f"{b:010d}.json"))
+
+    def stop(self) -> None:
+        if self.query is not None and self.query.isActive:
+            try:
+                self.query.stop()
+            except Exception:  # stopping after a failure: the failure is what matters
+                _LOG.debug("stopping %s failed", self.op.label, exc_info=True)

@@ -1,0 +1,130 @@
+"""File sinks of streaming runs on Spark: each step's shards committed as one directory.
+
+For each step with elements (layout in ``sparkbeam.io.stepfiles``):
+
+1. executors write one shard per partition (``num_shards=0``: only partitions with
+   elements; otherwise the input is repartitioned to ``num_shards`` and every shard is
+   written) into a hidden temporary directory beside the output, through the sink's
+   ``FileSink.open(path)``;
+2. the driver gives the shards Beam's names inside that directory and drops any file a
+   failed task attempt left there;
+3. the driver renames the directory to ``prefix-step-NNNNNNNN`` in one rename (atomic on
+   POSIX and HDFS). If the step already has a directory (the step is being replayed), it is
+   first renamed aside to a hidden name and deleted after the new one is in place.
+
+A step whose input is empty writes nothing (and removes what an earlier attempt of the
+same step wrote, so a step's files are always those of its last attempt).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+from sparkbeam.io.filebased import FileSink
+from sparkbeam.io.stepfiles import StepFiles
+from sparkbeam.runners.core.errors import UserCodeError
+from sparkbeam.runners.core.ops import SinkOp, WriteFilesPerStepOp, WriteTextOp
+from sparkbeam.runners.spark import textio
+from sparkbeam.utils.windowed_value import WindowedValue
+
+__all__ = ["commit_directory", "step_files", "write_step"]
+
+_TEMP = ".sparkbeam-temp-"
+_REPLACED = ".sparkbeam-replaced-"
+
+
+def step_files(op: SinkOp) -> StepFiles:
+    """What ``op`` writes each step; refuses paths that are not local or on a shared mount."""
+    if isinstance(op, WriteFilesPerStepOp):
+        return op.files
+    if isinstance(op, WriteTextOp):
+        sink = op.sink
+        template = sink.shard_name_template
+        num_shards = 1 if template == "" else sink.num_shards  # '' names exactly one file
+        return StepFiles(textio.TextFileSink(sink), textio.local_prefix(op), template, sink.file_name_suffix, num_shards)
+    msg = f"'{op.label}' (applied at {op.location}): no streaming file writing for {type(op).__name__}"
+    raise TypeError(msg)
+
+
+def _write_partition(
+    op: SinkOp, sink: FileSink, temp_dir: str, every_shard: bool, index: int, values: Iterator[WindowedValue]
+) -> Iterator[tuple[int, str, int]]:
+    """Writes one partition's values to a new file in ``temp_dir``: (index, path, count)."""
+    path = os.path.join(temp_dir, f".part-{index:05d}-{uuid.uuid4().hex}")  # one per task attempt
+    writer = None
+    records = 0
+    value = None
+    try:
+        for wv in values:
+            value = wv.value
+            if writer is None:
+                writer = sink.open(path)
+            writer.write(value)
+            records += 1
+        if writer is None and every_shard:
+            writer = sink.open(path)
+            value = None
+        if writer is not None:
+            writer.close()
+    except Exception as error:
+        if writer is not None:
+            # The write already failed: its own error is the one to report.
+            with contextlib.suppress(Exception):
+                writer.close()
+        raise UserCodeError(op.label, op.location, error, value) from error
+    if writer is not None:
+        yield index, path, records
+
+
+def write_step(sc: Any, op: SinkOp, rdd: Any, known_empty: bool, step: int) -> list[str]:
+    """Writes ``rdd`` as step ``step``'s committed directory; returns its files (none if empty)."""
+    files = step_files(op)
+    final_dir = files.directory(step)
+    if known_empty:
+        commit_directory(None, final_dir)
+        return []
+    parent = os.path.dirname(final_dir)
+    os.makedirs(parent, exist_ok=True)
+    temp_dir = os.path.join(parent, f"{_TEMP}{os.path.basename(final_dir)}-{uuid.uuid4().hex}")
+    os.makedirs(temp_dir)
+    try:
+        if files.num_shards and rdd.getNumPartitions() != files.num_shards:
+            rdd = rdd.repartition(files.num_shards)
+        write = functools.partial(_write_partition, op, files.sink, temp_dir, files.num_shards > 0)
+        written = sorted(rdd.mapPartitionsWithIndex(write).collect())
+        if not any(records for _, _, records in written):
+            commit_directory(None, final_dir)
+            return []
+        names = []
+        for shard, (_, path, _) in enumerate(written):
+            final = files.shard_path(step, shard, len(written))
+            os.replace(path, os.path.join(temp_dir, os.path.basename(final)))
+            names.append(os.path.basename(final))
+        for stray in set(os.listdir(temp_dir)) - set(names):  # from task attempts that failed
+            os.remove(os.path.join(temp_dir, stray))
+        commit_directory(temp_dir, final_dir)
+        return [os.path.join(final_dir, name) for name in names]
+    finally:
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
+def commit_directory(new_dir: str | None, final_dir: str) -> None:
+    """Puts ``new_dir`` (or nothing) at ``final_dir`` so that readers never see a mix.
+
+    An existing ``final_dir`` is renamed aside to a hidden name before the new one is
+    renamed in, then deleted: a reader sees the old files, then none, then the new ones.
+    """
+    aside = os.path.join(os.path.dirname(final_dir), _REPLACED + os.path.basename(final_dir))
+    if os.path.lexists(aside):  # left by a run that failed between the two renames
+        shutil.rmtree(aside)
+    if os.path.lexists(final_dir):
+        os.replace(final_dir, aside)
+    if new_dir is not None:
+        os.replace(new_dir, final_dir)
+    shutil.rmtree(aside, ignore_errors=True)

@@ -1,0 +1,228 @@
+"""Real sources on Spark Structured Streaming: a watched directory, rate, socket, Kafka's options.
+
+Each run shares the test session's Spark; runs end by ``max_steps`` or, for directories,
+``available_now``. Per-partition watermarks, idleness, drops at the source and dead
+letters are read back from the run's watermark timeline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+
+import pytest
+
+import sparkbeam as beam
+from sparkbeam.io.watermarks import BoundedOutOfOrdernessWatermarkEstimator
+from sparkbeam.options.pipeline_options import PipelineOptions
+from sparkbeam.runners.core.errors import TransformError
+from sparkbeam.runners.spark.checkpoints import CheckpointError
+from sparkbeam.transforms import window
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(300)]
+
+
+def options(**settings):
+    return PipelineOptions(step_interval=0.2, state_partitions=2, **settings)
+
+
+def write_lines(path: str, lines: list[str], mtime: int | None = None) -> None:
+    temp = os.path.join(os.path.dirname(path), "." + os.path.basename(path))
+    with open(temp, "w") as handle:
+        handle.write("\n".join(lines) + "\n")
+    if mtime is not None:
+        os.utime(temp, (mtime, mtime))
+    os.replace(temp, path)  # the source must never see a half-written file
+
+
+def source_records(result, stage: str = "Read/Read"):
+    return result.watermarks().for_stage(stage)
+
+
+def test_directory_stream_sums_windows_and_counts_dead_letters(spark, tmp_path):
+    directory = tmp_path / "in"
+    directory.mkdir()
+    for index in range(3):
+        lines = [json.dumps({"team": f"t{i % 2}", "score": i, "ts": index * 60 + i}) for i in range(5)]
+        write_lines(str(directory / f"f{index}.json"), [*lines, "{oops"], mtime=1_700_000_000 + index)
+    p = beam.Pipeline(options=options(available_now=True, checkpoint_dir=str(tmp_path / "ck")))
+    good, bad = p | "Read" >> beam.io.ReadFromJsonStream(
+        str(directory), schema="team STRING, score INT, ts LONG", timestamp="ts", max_files_per_trigger=1
+    ).with_exception_handling()
+    sums = beam.capture(
+        good | beam.Map(lambda r: (r.team, r.score)) | beam.WindowInto(window.FixedWindows(60)) | beam.CombinePerKey(sum)
+    )
+    dead = beam.capture(bad)
+    result = p.run()
+    found = sorted((e.value, int(e.windows[0].start)) for e in result.emissions(sums))
+    assert found == sorted(
+        [(("t0", 6), start) for start in (0, 60, 120)] + [(("t1", 4), start) for start in (0, 60, 120)]
+    )
+    assert len(result.emissions(dead)) == 3
+    assert all(e.value.record == "{oops" for e in result.emissions(dead))
+    assert sum(r.dead_letters for r in source_records(result)) == 3
+    # the source's watermark follows the data file by file (monotonic estimator), then +inf
+    marks = [r.output_watermark for r in source_records(result)]
+    assert marks == sorted(marks)
+    assert {4_000_000, 64_000_000} <= set(marks)
+
+
+def test_missing_timestamp_field_is_refused_before_any_data(spark, tmp_path):
+    directory = tmp_path / "in"
+    directory.mkdir()
+    write_lines(str(directory / "f.json"), [json.dumps({"team": "a", "score": 1})])
+    p = beam.Pipeline(options=options(available_now=True, checkpoint_dir=str(tmp_path / "ck")))
+    p | "Read" >> beam.io.ReadFromJsonStream(str(directory), timestamp="event_time")  # schema inferred
+    with pytest.raises(TransformError, match=r"'Read/Read'.*timestamp field 'event_time' is not in the source's records"):
+        p.run()
+    assert not os.listdir(tmp_path / "ck" / "sources" / "0" / "wal")
+
+
+def test_checkpoint_dir_of_another_pipeline_is_refused(spark, tmp_path):
+    directory = tmp_path / "in"
+    directory.mkdir()
+    write_lines(str(directory / "f.txt"), ["a,1", "b,2"])
+    checkpoint = str(tmp_path / "ck")
+
+    def build(extra_step: bool):
+        p = beam.Pipeline(options=options(available_now=True, checkpoint_dir=checkpoint))
+        lines = p | "Read" >> beam.io.ReadFromTextStream(str(directory), timestamp=lambda line: int(line.split(",")[1]))
+        if extra_step:
+            lines = lines | "Upper" >> beam.Map(str.upper)
+        beam.capture(lines | "Split" >> beam.Map(lambda line: line.split(",")))
+        return p
+
+    build(False).run()
+    with pytest.raises(CheckpointError, match=r"another shape(.|\n)*Upper"):
+        build(True).run()
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "data.csv").write_text("x\n")
+    p = beam.Pipeline(options=options(available_now=True, checkpoint_dir=str(foreign)))
+    p | "Read" >> beam.io.ReadFromTextStream(str(directory))
+    with pytest.raises(CheckpointError, match=r"is not a sparkbeam checkpoint directory \(it holds data.csv"):
+        p.run()
+
+
+def test_idle_partition_stops_holding_the_watermark(spark, tmp_path):
+    """Device b sends once and goes quiet; device a keeps sending. With an idle timeout the
+    source's watermark follows a; without one it stays at b's last event time."""
+
+    def run(idle_timeout):
+        directory = tmp_path / f"in-{idle_timeout}"
+        directory.mkdir()
+        write_lines(str(directory / "first.txt"), ["a,10", "b,20"])
+        p = beam.Pipeline(options=options(max_steps=40, checkpoint_dir=str(tmp_path / f"ck-{idle_timeout}")))
+        p | "Read" >> beam.io.ReadFromTextStream(
+            str(directory),
+            timestamp=lambda line: int(line.split(",")[1]),
+            partition_by=lambda line: line.split(",")[0],
+            idle_timeout=idle_timeout,
+        )
+        stop = threading.Event()
+
+        def feed():
+            for second in range(30, 400, 10):
+                if stop.wait(0.15):
+                    return
+                write_lines(str(directory / f"a{second}.txt"), [f"a,{second}"])
+
+        feeder = threading.Thread(target=feed, daemon=True)
+        feeder.start()
+        try:
+            result = p.run()
+        finally:
+            stop.set()
+            feeder.join()
+        return source_records(result)
+
+    held = run(None)
+    assert max(r.output_watermark for r in held) == 20_000_000  # b's last event holds it
+    assert held[-1].hold_key == "partition 'b'"
+    freed = run(1.0)
+    assert max(r.output_watermark for r in freed) > 40_000_000
+    # while a sends, a holds the watermark and b is reported idle
+    assert any(r.hold_key == "partition 'a' (1 idle)" for r in freed)
+
+
+def test_records_too_far_behind_the_watermark_are_dropped_at_the_source(spark, tmp_path):
+    directory = tmp_path / "in"
+    directory.mkdir()
+    log = tmp_path / "timeline.jsonl"
+    write_lines(str(directory / "f0.txt"), ["k,100", "k,110"])
+    p = beam.Pipeline(options=options(max_steps=30, timeline_log=str(log), checkpoint_dir=str(tmp_path / "ck")))
+    kept = beam.capture(
+        p | "Read" >> beam.io.ReadFromTextStream(
+            str(directory), timestamp=lambda line: int(line.split(",")[1]), allowed_delay=5
+        )
+    )
+
+    def feed_late_once_watermark_moved():
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if log.exists() and any(json.loads(line)["output_watermark"] >= 110_000_000 for line in log.read_text().splitlines() if line):
+                write_lines(str(directory / "f1.txt"), ["k,90", "k,106", "k,120"])
+                return
+            time.sleep(0.05)
+
+    feeder = threading.Thread(target=feed_late_once_watermark_moved, daemon=True)
+    feeder.start()
+    result = p.run()
+    feeder.join()
+    values = sorted(e.value for e in result.emissions(kept))
+    assert values == ["k,100", "k,106", "k,110", "k,120"]  # 90 < 110 - 5: dropped; 106 kept, late
+    assert sum(r.late_dropped for r in source_records(result)) == 1
+
+
+def test_rate_source_delivers_every_value_once_with_per_partition_watermarks(spark, tmp_path):
+    p = beam.Pipeline(options=options(max_steps=25, checkpoint_dir=str(tmp_path / "ck")))
+    values = beam.capture(p | "Read" >> beam.io.ReadFromRate(rows_per_second=40, num_partitions=2))
+    result = p.run()
+    got = sorted(e.value for e in result.emissions(values))
+    assert got, "the rate source delivered nothing"
+    assert got == list(range(len(got)))  # every value once, none missing in between
+    holds = {r.hold_key for r in source_records(result) if r.hold_key}
+    assert holds <= {"partition '0'", "partition '1'"} and holds
+    stamps = [e.timestamp.micros for e in result.emissions(values)]
+    assert all(abs(s - time.time() * 1e6) < 120e6 for s in stamps)  # the rate source's own time
+
+
+def test_socket_source_reads_lines(spark, tmp_path):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    port = server.getsockname()[1]
+
+    def serve():
+        connection, _ = server.accept()
+        with connection:
+            for second in range(12):
+                connection.sendall(f"event,{second}\n".encode())
+                time.sleep(0.1)
+            time.sleep(3)
+
+    threading.Thread(target=serve, daemon=True).start()
+    p = beam.Pipeline(options=options(max_steps=40, checkpoint_dir=str(tmp_path / "ck")))
+    lines = beam.capture(
+        p | "Read" >> beam.io.ReadFromSocket("127.0.0.1", port, timestamp=lambda line: int(line.split(",")[1]))
+    )
+    result = p.run()
+    server.close()
+    got = sorted(((e.value, e.timestamp.micros) for e in result.emissions(lines)), key=lambda item: item[1])
+    assert got == [(f"event,{s}", s * 1_000_000) for s in range(12)]
+
+
+def test_kafka_without_its_connector_names_the_missing_package(spark, tmp_path):
+    p = beam.Pipeline(options=options(max_steps=3, checkpoint_dir=str(tmp_path / "ck")))
+    p | "Read" >> beam.io.ReadFromKafka({"bootstrap.servers": "localhost:9"}, ["scores"])
+    with pytest.raises(TransformError, match=r"'Read/Read'.*Kafka connector is not on the classpath.*spark-sql-kafka-0-10"):
+        p.run()
+
+
+def test_bounded_out_of_orderness_estimator_is_accepted_by_every_read():
+    estimator = BoundedOutOfOrdernessWatermarkEstimator(max_delay=10)
+    read = beam.io.ReadFromTextStream("/in", timestamp=float, watermark=estimator)
+    assert read.spec().watermark is estimator
