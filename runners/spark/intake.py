@@ -227,6 +227,8 @@ class StreamIntake:
         self.query: Any = None
         self._ready: dict[int, WalBatch] = {}
         self._lock = threading.Lock()
+        self._idle = threading.Event()  # set while no batch is being written
+        self._idle.set()
         os.makedirs(self.wal_dir, exist_ok=True)
         self._recover()
 
@@ -264,6 +266,17 @@ class StreamIntake:
         else:
             writer = writer.trigger(processingTime=f"{max(1, round(self.trigger_seconds * 1000))} milliseconds")
         self.query = writer.start()
+
+    def wait_until_running(self, timeout: float = 120.0) -> None:
+        """Block until the query has initialised its source (steps before that see nothing)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            self.check()
+            status = self.query.status if self.query is not None else {}
+            if not self.query.isActive or not str(status.get("message", "")).startswith("Initializing"):
+                return
+            time.sleep(0.05)
+        _LOG.warning("%s: the source's query is still initialising after %.0fs", self.op.label, timeout)
 
     def _frame(self) -> Any:
         from pyspark.sql import functions as F
@@ -335,6 +348,13 @@ class StreamIntake:
         with self._lock:
             if batch_id in self._ready:
                 return  # made durable before a restart; Spark is replaying it
+        self._idle.clear()
+        try:
+            self._write_batch(frame, batch_id)
+        finally:
+            self._idle.set()
+
+    def _write_batch(self, frame: Any, batch_id: int) -> None:
         started = time.perf_counter()
         sc = self.spark.sparkContext
         stats = sc.accumulator({"partitions": {}, "dropped": 0, "bad": 0}, _stats_param())
@@ -418,6 +438,9 @@ class StreamIntake:
                     os.remove(os.path.join(self.wal_dir, f"{b:010d}.json"))
 
     def stop(self) -> None:
+        # Let a batch being written finish (it is durable either way, but interrupting its
+        # Spark job fills the log with the interruption's stack traces).
+        self._idle.wait(timeout=30)
         if self.query is not None and self.query.isActive:
             try:
                 self.query.stop()

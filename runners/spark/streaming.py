@@ -87,6 +87,8 @@ class StreamRun:
             self.intakes[stage_id] = intake
         for intake in self.intakes.values():
             intake.start()
+        for intake in self.intakes.values():
+            intake.wait_until_running()
 
     def close(self) -> None:
         for intake in self.intakes.values():

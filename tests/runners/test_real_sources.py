@@ -114,8 +114,10 @@ def test_idle_partition_stops_holding_the_watermark(spark, tmp_path):
     def run(idle_timeout):
         directory = tmp_path / f"in-{idle_timeout}"
         directory.mkdir()
+        log = tmp_path / f"timeline-{idle_timeout}.jsonl"
         write_lines(str(directory / "first.txt"), ["a,10", "b,20"])
-        p = beam.Pipeline(options=options(max_steps=40, checkpoint_dir=str(tmp_path / f"ck-{idle_timeout}")))
+        settings = {"max_steps": 45, "timeline_log": str(log), "checkpoint_dir": str(tmp_path / f"ck-{idle_timeout}")}
+        p = beam.Pipeline(options=options(**settings))
         p | "Read" >> beam.io.ReadFromTextStream(
             str(directory),
             timestamp=lambda line: int(line.split(",")[1]),
@@ -125,6 +127,10 @@ def test_idle_partition_stops_holding_the_watermark(spark, tmp_path):
         stop = threading.Event()
 
         def feed():
+            # once the first file has been read, a sends a file every 0.15 s; b never again
+            while not stop.wait(0.05):
+                if log.exists() and any(json.loads(line)["elements_in"] for line in log.read_text().splitlines()):
+                    break
             for second in range(30, 400, 10):
                 if stop.wait(0.15):
                     return
@@ -178,7 +184,7 @@ def test_records_too_far_behind_the_watermark_are_dropped_at_the_source(spark, t
 
 
 def test_rate_source_delivers_every_value_once_with_per_partition_watermarks(spark, tmp_path):
-    p = beam.Pipeline(options=options(max_steps=25, checkpoint_dir=str(tmp_path / "ck")))
+    p = beam.Pipeline(options=options(max_steps=40, checkpoint_dir=str(tmp_path / "ck")))
     values = beam.capture(p | "Read" >> beam.io.ReadFromRate(rows_per_second=40, num_partitions=2))
     result = p.run()
     got = sorted(e.value for e in result.emissions(values))
@@ -226,3 +232,55 @@ def test_bounded_out_of_orderness_estimator_is_accepted_by_every_read():
     estimator = BoundedOutOfOrdernessWatermarkEstimator(max_delay=10)
     read = beam.io.ReadFromTextStream("/in", timestamp=float, watermark=estimator)
     assert read.spec().watermark is estimator
+
+
+class EveryOtherSecond(beam.io.WatermarkEstimator):
+    """A user's estimator: the latest event time seen, rounded down to an even second."""
+
+    def __init__(self):
+        self.latest = None
+
+    def observe(self, batch):
+        if batch.count:
+            self.latest = batch.max_timestamp if self.latest is None else max(self.latest, batch.max_timestamp)
+
+    def current_watermark(self, now):
+        return None if self.latest is None else self.latest - self.latest % 2_000_000
+
+
+def test_csv_stream_with_a_user_estimator(spark, tmp_path):
+    directory = tmp_path / "in"
+    directory.mkdir()
+    write_lines(str(directory / "a.csv"), ["user,score,ts", "ann,3,1.5", "bob,4,7.0", "cy,x,8.0"], mtime=1_700_000_000)
+    p = beam.Pipeline(options=options(available_now=True, checkpoint_dir=str(tmp_path / "ck")))
+    good, bad = p | "Read" >> beam.io.ReadFromCsvStream(
+        str(directory), schema="user STRING, score INT, ts DOUBLE", timestamp="ts", watermark=EveryOtherSecond()
+    ).with_exception_handling()
+    rows = beam.capture(good)
+    dead = beam.capture(bad)
+    result = p.run()
+    assert sorted((e.value.user, e.value.score, e.timestamp.micros) for e in result.emissions(rows)) == [
+        ("ann", 3, 1_500_000),
+        ("bob", 4, 7_000_000),
+    ]
+    assert [e.value.record for e in result.emissions(dead)] == ["cy,x,8.0"]  # score is not an INT
+    marks = {r.output_watermark for r in source_records(result)}
+    assert 6_000_000 in marks  # 7 s rounded down to even, before the end of the input moves it to +inf
+
+
+def test_parquet_stream_reads_records_as_dicts(spark, tmp_path):
+    pyarrow = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    directory = tmp_path / "in"
+    directory.mkdir()
+    table = pyarrow.table({"device": ["d1", "d2", "d1"], "reading": [1.5, 2.5, 3.5], "ts": [10, 20, 30]})
+    pq.write_table(table, str(directory / "part-0.parquet"))
+    p = beam.Pipeline(options=options(available_now=True, checkpoint_dir=str(tmp_path / "ck")))
+    records = beam.capture(p | "Read" >> beam.io.ReadFromParquetStream(str(directory), timestamp="ts", partition_by="device"))
+    result = p.run()
+    assert sorted((e.value["device"], e.value["reading"], e.timestamp.micros) for e in result.emissions(records)) == [
+        ("d1", 1.5, 10_000_000),
+        ("d1", 3.5, 30_000_000),
+        ("d2", 2.5, 20_000_000),
+    ]
