@@ -51,6 +51,8 @@ class Stage:
     sinks: tuple[SinkOp, ...] = ()
     #: for a TestStream split per output tag: the tag this stage emits
     source_tag: str | None = None
+    #: outputs read by more than one consumer (stages, sinks, side inputs, captures)
+    shared_outputs: tuple[int, ...] = ()
 
     @property
     def is_source(self) -> bool:
@@ -148,15 +150,22 @@ def plan_stages(lowered: LoweredPipeline) -> StagePlan:
             producer_stage[pcoll] = index
 
     external: set[int] = set(lowered.captured)
+    readers: dict[int, int] = {p: 1 for p in lowered.captured}  # pcoll -> how many read it
     for pcoll in lowered.captured & sink_outputs.keys():
         _refuse_reading_sink_output(None, (pcoll,), sink_outputs)
     for draft in drafts:
         external.update(draft["inputs"])
+        for pcoll in draft["inputs"]:
+            readers[pcoll] = readers.get(pcoll, 0) + 1
         for op in draft["body"]:
             if isinstance(op, ParDoOp):
                 external.update(slot.pcoll for slot in op.side_inputs)
+                for slot in op.side_inputs:
+                    readers[slot.pcoll] = readers.get(slot.pcoll, 0) + 1
         for sink in draft["sinks"]:
             external.update(sink.inputs)
+            for pcoll in sink.inputs:
+                readers[pcoll] = readers.get(pcoll, 0) + 1
 
     stages = []
     for index, draft in enumerate(drafts):
@@ -172,6 +181,7 @@ def plan_stages(lowered: LoweredPipeline) -> StagePlan:
                 body=tuple(draft["body"]),
                 inputs=tuple(draft["inputs"]),
                 outputs=tuple(sorted(p for p in produced if p in external)),
+                shared_outputs=tuple(sorted(p for p in produced if readers.get(p, 0) > 1)),
                 upstream=tuple(sorted(upstream)),
                 sinks=tuple(draft["sinks"]),
                 source_tag=draft["source_tag"],

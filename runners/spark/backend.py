@@ -197,9 +197,9 @@ class SparkBackend:
     def _split(self, stage: Stage, tagged_rdd: Any, known_empty: bool, wanted: frozenset[int]) -> dict[int, Dataset]:
         if not stage.outputs:
             return {}
-        # Read more than once (several outputs, or collected and consumed downstream):
-        # persist, so that the stage's DoFns run once.
-        if len(stage.outputs) > 1 or wanted:
+        # Read more than once (several outputs, one output read by several consumers, or
+        # collected and consumed downstream): persist, so that the stage's DoFns run once.
+        if len(stage.outputs) > 1 or wanted or stage.shared_outputs:
             tagged_rdd = tagged_rdd.persist()
             self.step_cache.append(tagged_rdd)
         return {
