@@ -20,11 +20,18 @@ import attrs
 
 from sparkbeam.runners.core.grouping_step import STATE, SUMMARY
 from sparkbeam.runners.core.memory import bounded_source_elements
-from sparkbeam.runners.core.ops import CreateOp, GroupOp, ImpulseOp, ReadTextOp, TestStreamOp
+from sparkbeam.runners.core.ops import (
+    CreateOp,
+    GroupOp,
+    ImpulseOp,
+    ReadTextOp,
+    TestStreamOp,
+    WriteTextOp,
+)
 from sparkbeam.runners.core.plan import Stage
 from sparkbeam.runners.core.sources import SourceEmission
 from sparkbeam.runners.core.steps import StageResult, StageSummary, StepParams
-from sparkbeam.runners.spark import batch_grouping, textio, worker
+from sparkbeam.runners.spark import batch_grouping, sinks, textio, worker
 from sparkbeam.runners.spark.errors import user_errors
 from sparkbeam.utils.windowed_value import WindowedValue
 
@@ -308,9 +315,6 @@ class SparkBackend:
     # -- sinks and bookkeeping ----------------------------------------------------------
     def write(self, stage: Stage, datasets: dict[int, Dataset], params: StepParams) -> None:
         """Batch text keeps Beam's flat shards; streaming commits a directory per step."""
-        from sparkbeam.runners.core.ops import WriteTextOp
-        from sparkbeam.runners.spark import sinks
-
         for sink in stage.sinks:
             (pcoll,) = sink.inputs
             dataset = datasets[pcoll]

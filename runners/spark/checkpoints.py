@@ -30,7 +30,7 @@ from typing import Any
 from sparkbeam.runners.core.ops import GroupOp, StreamReadOp
 from sparkbeam.runners.core.plan import StagePlan
 
-__all__ = ["CheckpointError", "CheckpointStore", "pipeline_shape"]
+__all__ = ["CheckpointError", "CheckpointStore", "pipeline_shape", "write_atomically"]
 
 IDENTITY = "sparkbeam-checkpoint.json"
 FORMAT = "sparkbeam-checkpoint/1"
@@ -59,7 +59,7 @@ def pipeline_shape(plan: StagePlan) -> list[str]:
     return lines
 
 
-def _write_atomically(path: str, data: bytes) -> None:
+def write_atomically(path: str, data: bytes) -> None:
     temp = f"{path}.tmp-{uuid.uuid4().hex}"
     with open(temp, "wb") as handle:
         handle.write(data)
@@ -112,7 +112,7 @@ class CheckpointStore:
                 )
                 raise CheckpointError(msg)
             os.makedirs(self.root, exist_ok=True)
-            _write_atomically(identity_path, _json_bytes({"format": FORMAT, "shape": self.shape}))
+            write_atomically(identity_path, _json_bytes({"format": FORMAT, "shape": self.shape}))
         os.makedirs(self.journal_dir, exist_ok=True)
         os.makedirs(self.checkpoints_dir, exist_ok=True)
 
@@ -134,7 +134,7 @@ class CheckpointStore:
 
     # -- the step journal ----------------------------------------------------------------
     def write_journal(self, entry: dict[str, Any]) -> None:
-        _write_atomically(os.path.join(self.journal_dir, f"{entry['step']:010d}.json"), _json_bytes(entry))
+        write_atomically(os.path.join(self.journal_dir, f"{entry['step']:010d}.json"), _json_bytes(entry))
 
     def journal_from(self, step: int) -> dict[int, dict[str, Any]]:
         """The journal's entries for steps >= ``step`` (steps to replay after a restore)."""
@@ -159,7 +159,7 @@ class CheckpointStore:
     def commit(self, step: int, manifest: dict[str, Any]) -> None:
         """Write the manifest: from now on the checkpoint exists. Then drop the old ones."""
         manifest = {**manifest, "step": step, "format": FORMAT}
-        _write_atomically(self.checkpoint_path(step) + ".json", _json_bytes(manifest))
+        write_atomically(self.checkpoint_path(step) + ".json", _json_bytes(manifest))
 
     def manifests(self) -> list[dict[str, Any]]:
         """Complete checkpoints, newest first."""

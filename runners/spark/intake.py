@@ -38,6 +38,7 @@ from sparkbeam.io.streaming import StreamReadSpec
 from sparkbeam.runners.core.errors import TransformError
 from sparkbeam.runners.core.ops import StreamReadOp
 from sparkbeam.runners.core.stream_sources import PartitionStats, WalBatch
+from sparkbeam.runners.spark.checkpoints import write_atomically
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp, to_micros
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
 from sparkbeam.window import GlobalWindow
@@ -192,15 +193,6 @@ def _stats_param() -> Any:
 
 
 # -- on the driver ---------------------------------------------------------------------
-
-
-def _write_json_atomically(path: str, content: Any) -> None:
-    temp = f"{path}.tmp-{uuid.uuid4().hex}"
-    with open(temp, "w", encoding="utf-8") as handle:
-        json.dump(content, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temp, path)
 
 
 class StreamIntake:
@@ -383,7 +375,7 @@ class StreamIntake:
             bad=total["bad"],
             offsets=self._spark_offsets(batch_id),
         )
-        _write_json_atomically(final + ".json", batch.to_plain())
+        write_atomically(final + ".json", json.dumps(batch.to_plain()).encode("utf-8"))
         with self._lock:
             self._ready[batch_id] = batch
         _LOG.debug("%s: batch %d durable (%d records) in %.3fs", self.op.label, batch_id, kept, time.perf_counter() - started)
@@ -401,6 +393,10 @@ class StreamIntake:
         """The complete batches after batch ``after``, in order."""
         with self._lock:
             return [self._ready[b] for b in sorted(self._ready) if b > after]
+
+    def batch(self, batch_id: int) -> WalBatch | None:
+        with self._lock:
+            return self._ready.get(batch_id)
 
     def batches(self, ids: list[int]) -> list[WalBatch]:
         """The batches a journaled step took (replaying it after a restart)."""

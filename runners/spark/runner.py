@@ -15,7 +15,14 @@ from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.pipeline import Pipeline
 from sparkbeam.runner import PipelineResult, PipelineRunner, PipelineState
 from sparkbeam.runners.core.clock import Clock, ManualClock, WallClock
-from sparkbeam.runners.core.ops import GroupOp, ParDoOp, StreamReadOp, TestStreamOp, lower
+from sparkbeam.runners.core.ops import (
+    GroupOp,
+    ParDoOp,
+    StreamReadOp,
+    TestStreamOp,
+    WriteTextOp,
+    lower,
+)
 from sparkbeam.runners.core.plan import StagePlan, plan_stages
 from sparkbeam.runners.core.steps import StepLoop
 from sparkbeam.runners.core.timeline import Emission, Emissions, Timeline, emissions_of
@@ -50,11 +57,10 @@ def check_picklable(plan: StagePlan) -> None:
                     raise TypeError(msg) from None
 
 
-def _check_supported(plan: StagePlan, streaming: bool) -> None:
+def _check_supported(plan: StagePlan) -> None:
     """Refuse, before Spark starts, a text sink off the local and shared file systems, in
     batch and streaming alike (a stream would otherwise fail at its first step with output;
     the other file sinks refuse such paths when they are constructed)."""
-    from sparkbeam.runners.core.ops import WriteTextOp
     from sparkbeam.runners.spark.textio import local_prefix
 
     for stage in plan.stages:
@@ -120,7 +126,7 @@ class SparkRunner(PipelineRunner):
         lowered = lower(pipeline)
         plan = plan_stages(lowered)
         streaming = bool(settings["streaming"]) or any(not pc.is_bounded for pc in lowered.pcollections)
-        _check_supported(plan, streaming)
+        _check_supported(plan)
         check_picklable(plan)
         from sparkbeam.runners.spark.backend import SparkBackend
         from sparkbeam.runners.spark.session import get_session

@@ -145,10 +145,10 @@ class StreamRun:
         watermarks = {rt.stage.name: [rt.input_watermark, rt.output_watermark] for rt in loop.runtimes}
         sources = {}
         for stage_id, source in self.sources.items():
-            batch = self.intakes[stage_id].take(source.consumed_through - 1)
+            last = self.intakes[stage_id].batch(source.consumed_through)
             sources[str(stage_id)] = {
                 "consumed_through": source.consumed_through,
-                "offsets": batch[0].offsets if batch and batch[0].batch_id == source.consumed_through else None,
+                "offsets": last.offsets if last is not None else None,
             }
         self.store.commit(
             resume_at,
