@@ -132,7 +132,9 @@ class Timestamp:
         return dt if has_tz else dt.replace(tzinfo=None)
 
     def to_rfc3339(self) -> str:
-        return self.to_utc_datetime(has_tz=True).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        """RFC 3339 text in UTC, as Beam writes it: no fraction on whole seconds, else six
+        digits (``2026-01-01T00:00:00Z``, ``2026-01-01T00:00:00.500000Z``)."""
+        return self.to_utc_datetime().isoformat() + "Z"
 
     def seconds(self) -> float:
         return self.micros / 1_000_000
