@@ -18,9 +18,11 @@ pipeline runs.
 """
 
 from sparkbeam import (
+    coders,
     io,
     pvalue,
     transforms,
+    typehints,
     window,
 )
 from sparkbeam.combine import (
@@ -113,11 +115,13 @@ __all__ = [
     "TimestampedValue",
     "WindowInto",
     "capture",
+    "coders",
     "io",
     "ptransform_fn",
     "pvalue",
     "transforms",
     "trigger",
+    "typehints",
     "window",
 ]
 

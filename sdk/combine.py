@@ -23,6 +23,13 @@ from sparkbeam import pvalue
 from sparkbeam.core import Create, DoFn, Map, ParDo
 from sparkbeam.errors import PipelineConstructionError
 from sparkbeam.ptransform import PTransform, label_from_callable
+from sparkbeam.typehints import typehints
+from sparkbeam.typehints.decorators import (
+    IOTypeHints,
+    TypeCheckError,
+    WithTypeHints,
+    get_type_hints,
+)
 from sparkbeam.window import GlobalWindows
 
 __all__ = [
@@ -34,7 +41,7 @@ __all__ = [
 ]
 
 
-class CombineFn:
+class CombineFn(WithTypeHints):
     """An associative, commutative aggregation in four steps: create, add, merge, extract."""
 
     def setup(self, *args: Any, **kwargs: Any) -> None:
@@ -108,6 +115,20 @@ class CallableWrapperCombineFn(CombineFn):
 
     def default_label(self) -> str:
         return label_from_callable(self._fn)
+
+    def default_type_hints(self) -> IOTypeHints | None:
+        """``fn(Iterable[V]) -> V`` declares a CombineFn from V to V, as in Beam."""
+        hints = get_type_hints(self._fn).with_defaults(IOTypeHints.from_callable(self._fn))
+        element = hints.element_input_type()
+        if element is None:
+            return hints
+        if not typehints.is_consistent_with(element, typehints.Iterable[typehints.Any]):
+            msg = (
+                f"{self.default_label()}: a function combining values must take one argument "
+                f"compatible with Iterable[Any]; it takes {element!r}"
+            )
+            raise TypeCheckError(msg)
+        return hints.with_input_types(typehints.get_yielded_type(element))
 
     def create_accumulator(self, *args: Any, **kwargs: Any) -> list:
         return []
@@ -194,6 +215,17 @@ class CombinePerKey(PTransform):
     def default_label(self) -> str:
         return f"CombinePerKey({self.combine_fn.default_label()})"
 
+    def default_type_hints(self) -> IOTypeHints | None:
+        """(K, input) pairs to (K, output) pairs, from the CombineFn's hints (as Beam)."""
+        hints = self.combine_fn.get_type_hints()
+        key = typehints.TypeVariable("K")
+        element = hints.element_input_type()
+        output = hints.simple_output_type(self.label) if hints.has_simple_output_type() else None
+        return IOTypeHints(
+            ((typehints.Tuple[key, typehints.Any if element is None else element],), {}),
+            ((typehints.Tuple[key, typehints.Any if output is None else output],), {}),
+        )
+
     def with_hot_key_fanout(self, fanout: Any) -> CombinePerKey:
         """Accepted for Beam compatibility; Spark's partial combining already spreads hot keys."""
         return self
@@ -243,6 +275,10 @@ class CombineGlobally(PTransform):
 
     def default_label(self) -> str:
         return f"CombineGlobally({self.combine_fn.default_label()})"
+
+    def default_type_hints(self) -> IOTypeHints | None:
+        # The input as the CombineFn declares it; the output stays undeclared (Beam's is Any).
+        return IOTypeHints(self.combine_fn.get_type_hints().input_types, None)
 
     def without_defaults(self) -> CombineGlobally:
         self.has_defaults = False

@@ -11,6 +11,7 @@ Primitives (translated by a runner): ``Impulse``, ``Create``, ``ParDo``, ``Group
 from __future__ import annotations
 
 import inspect
+import types
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -19,6 +20,13 @@ from sparkbeam.dofn import SUPPORTED_PARAMS, DoFn, DoFnParam
 from sparkbeam.errors import PipelineConstructionError
 from sparkbeam.ptransform import PTransform, label_from_callable
 from sparkbeam.trigger import AccumulationMode, DefaultTrigger, TriggerFn, check_can_fire
+from sparkbeam.typehints import typehints
+from sparkbeam.typehints.decorators import (
+    IOTypeHints,
+    get_type_hints,
+    with_input_types,
+    with_output_types,
+)
 from sparkbeam.window import GlobalWindows, TimestampCombiner, WindowFn
 from sparkbeam.windowing import Windowing
 
@@ -49,6 +57,9 @@ class Impulse(PTransform):
 
     is_primitive = True
 
+    def infer_output_type(self, unused_input_type: Any) -> Any:
+        return bytes
+
     def expand(self, pbegin: pvalue.PBegin) -> pvalue.PCollection:
         return pvalue.PCollection(pbegin.pipeline)
 
@@ -73,6 +84,13 @@ class Create(PTransform):
 
     def default_label(self) -> str:
         return "Create"
+
+    def infer_output_type(self, unused_input_type: Any) -> Any:
+        # As Beam: the union of the values' types, so that Create([1, 2]) | GroupByKey()
+        # fails at construction.
+        if not self.values:
+            return typehints.Any
+        return typehints.Union[tuple(typehints.instance_to_type(v) for v in self.values)]
 
     def expand(self, pbegin: pvalue.PBegin) -> pvalue.PCollection:
         if not isinstance(pbegin, pvalue.PBegin):
@@ -112,6 +130,9 @@ class ParDo(PTransform):
 
     def default_label(self) -> str:
         return f"ParDo({self.fn.default_label()})"
+
+    def default_type_hints(self) -> IOTypeHints | None:
+        return self.fn.get_type_hints()
 
     def with_outputs(self, *tags: str, main: str | None = None, allow_unknown_tags: bool | None = None) -> ParDo:
         for tag in tags:
@@ -185,6 +206,23 @@ class _CallableDoFn(DoFn):
     def default_label(self) -> str:
         return label_from_callable(self.fn)
 
+    def default_type_hints(self) -> IOTypeHints | None:
+        """The function's declared or annotated types, read as the shape reads its results."""
+        hints = get_type_hints(self.fn).with_defaults(IOTypeHints.from_callable(self.fn))
+        if not hints:
+            return None
+        if self.shape in ("MapTuple", "FlatMapTuple"):
+            # Its hints are for the unpacked parts of the element, not the element.
+            hints = IOTypeHints(None, hints.output_types)
+        if self.shape in ("FlatMap", "FlatMapTuple"):
+            hints = hints.strip_iterable()
+        if self.shape == "Filter":
+            # A filter outputs what it is given: its input type, not its predicate's result.
+            element = hints.element_input_type()
+            known = element is not None and element != typehints.Any
+            hints = IOTypeHints(hints.input_types, ((element,), {}) if known else None)
+        return hints
+
     def process(self, element: Any, *args: Any, **kwargs: Any) -> Any:
         fn = self.fn
         if self.shape == "Map":
@@ -208,6 +246,18 @@ class _CallableParDo(ParDo):
 
     def process_callable(self) -> Callable:
         return self.fn.fn
+
+    def infer_output_type(self, input_type: Any) -> Any:
+        if self._shape == "Filter":
+            # Beam infers a filter's output from a Python function's code (its input),
+            # and nothing from a builtin such as bool.
+            return input_type if isinstance(self.fn.fn, types.FunctionType) else typehints.Any
+        if self._shape == "Map" and self.fn.fn in _BUILTIN_CONVERSIONS:
+            return typehints.normalize(self.fn.fn)  # Map(str) outputs str, as Beam infers
+        return typehints.Any
+
+
+_BUILTIN_CONVERSIONS = (str, int, float, bool, bytes, complex, tuple, list, dict, set, frozenset)
 
 
 def Map(fn: Callable, *args: Any, **kwargs: Any) -> ParDo:
@@ -239,10 +289,20 @@ def FlatMapTuple(fn: Callable, *args: Any, **kwargs: Any) -> ParDo:
     return _CallableParDo("FlatMapTuple", fn, *args, **kwargs)
 
 
+_K = typehints.TypeVariable("K")
+_V = typehints.TypeVariable("V")
+
+
+@with_input_types(typehints.Tuple[_K, _V])
+@with_output_types(typehints.Tuple[_K, typehints.Iterable[_V]])
 class GroupByKey(PTransform):
     """Group (key, value) pairs into (key, [values]) per window, emitting panes as triggered."""
 
     is_primitive = True
+
+    def infer_output_type(self, input_type: Any) -> Any:
+        key_type, value_type = typehints.coerce_to_kv_type(input_type, self.label).tuple_types
+        return typehints.KV[key_type, typehints.Iterable[value_type]]
 
     def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
         if not isinstance(pcoll, pvalue.PCollection):
@@ -270,6 +330,9 @@ class Flatten(PTransform):
             msg = f"Flatten got unexpected arguments {sorted(kwargs)}"
             raise TypeError(msg)
         self.pipeline = pipeline
+
+    def infer_output_type(self, input_type: Any) -> Any:
+        return input_type if input_type is not None else typehints.Any  # the union of the inputs'
 
     def expand(self, pcolls: Any) -> pvalue.PCollection:
         if isinstance(pcolls, pvalue.PBegin):
@@ -357,6 +420,9 @@ class WindowInto(PTransform):
 
     def get_windowing(self, unused_inputs: Any = None) -> Windowing:
         return self.windowing
+
+    def infer_output_type(self, input_type: Any) -> Any:
+        return input_type if input_type is not None else typehints.Any
 
     def default_label(self) -> str:
         return f"WindowInto({type(self.windowing.windowfn).__name__})"

@@ -12,6 +12,8 @@ from typing import Any
 
 import attrs
 
+from sparkbeam.typehints.decorators import IOTypeHints, WithTypeHints, get_type_hints
+
 __all__ = ["DoFn", "DoFnParam"]
 
 
@@ -25,7 +27,7 @@ class DoFnParam:
         return self.name
 
 
-class DoFn:
+class DoFn(WithTypeHints):
     """Processes elements one at a time.
 
     Lifecycle, as in Beam: ``setup`` once per instance, ``start_bundle`` and
@@ -60,6 +62,14 @@ class DoFn:
 
     def default_label(self) -> str:
         return type(self).__name__
+
+    def default_type_hints(self) -> IOTypeHints | None:
+        """The class's decorators first, then ``process``'s annotations (its return
+        annotation is an iterable of the output type, as in Beam)."""
+        from_process = IOTypeHints.from_callable(self.process)
+        if from_process is not None:
+            from_process = from_process.strip_iterable()
+        return get_type_hints(type(self)).with_defaults(from_process)
 
     def setup(self) -> None:
         pass

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from sparkbeam import pvalue
+from sparkbeam import element_types, pvalue
 from sparkbeam.errors import PipelineConstructionError, UserLocation, caller_location
 from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.ptransform import PTransform
@@ -76,6 +76,13 @@ class Pipeline:
         elif not isinstance(options, PipelineOptions):
             msg = f"Pipeline options must be a PipelineOptions, not {options!r}"
             raise TypeError(msg)
+        if options.runtime_type_check or options.performance_runtime_type_check:
+            flag = "runtime_type_check" if options.runtime_type_check else "performance_runtime_type_check"
+            msg = (
+                f"--{flag} is not supported by sparkbeam: element types are checked when the "
+                "pipeline is built (--pipeline_type_check, on by default), not while it runs"
+            )
+            raise NotImplementedError(msg)
         self._options = options
         if runner is None:
             runner = options.get_all_options()["runner"]
@@ -121,7 +128,10 @@ class Pipeline:
         self._labels[full_label] = node
         parent.parts.append(node)
         self._stack.append(node)
+        type_check = self._options.pipeline_type_check
         try:
+            if type_check:
+                element_types.check_input_types(node, transform, pvalueish)
             result = transform.expand(pvalueish)
         finally:
             self._stack.pop()
@@ -131,6 +141,8 @@ class Pipeline:
                 if isinstance(pv, pvalue.PCollection) and pv.tag is None:
                     pv.tag = tag
             node.outputs[tag] = pv
+        if type_check:
+            element_types.set_output_types(node, transform, result)
         return result
 
     def current_transform(self) -> AppliedTransform:

@@ -15,6 +15,8 @@ from collections.abc import Callable
 from typing import Any
 
 from sparkbeam import pvalue
+from sparkbeam.typehints import typehints
+from sparkbeam.typehints.decorators import IOTypeHints, WithTypeHints, get_type_hints
 
 __all__ = ["PTransform", "label_from_callable", "ptransform_fn"]
 
@@ -34,15 +36,19 @@ def label_from_callable(fn: Any) -> str:
     return type(fn).__name__
 
 
-class PTransform:
+class PTransform(WithTypeHints):
     """A transform from inputs to outputs. Subclasses implement ``expand``.
 
     A composite's ``expand`` applies other transforms; primitives are the runner's
-    business. ``'Label' >> transform`` names an application.
+    business. ``'Label' >> transform`` names an application. Element types are declared
+    with ``with_input_types``/``with_output_types`` (or the decorators of
+    ``sparkbeam.typehints``) and checked when the transform is applied.
     """
 
     # Set for the primitives the runner translates directly.
     is_primitive = False
+    # Whether the declared input type is checked against the input when applied.
+    checks_input_types = True
     _label: str | None = None
 
     def __init__(self, label: str | None = None) -> None:
@@ -66,13 +72,9 @@ class PTransform:
     def expand(self, input_or_inputs: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} must implement expand()")
 
-    def with_input_types(self, *args: Any, **kwargs: Any) -> PTransform:
-        """Accepted for Beam compatibility; sparkbeam does not check element types."""
-        return self
-
-    def with_output_types(self, *args: Any, **kwargs: Any) -> PTransform:
-        """Accepted for Beam compatibility; sparkbeam does not check element types."""
-        return self
+    def infer_output_type(self, input_type: Any) -> Any:
+        """The element type of the output, from the input's, when none is declared."""
+        return typehints.Any
 
     def with_resource_hints(self, **kwargs: Any) -> PTransform:
         return self
@@ -151,6 +153,13 @@ class _PTransformFnPTransform(PTransform):
     def default_label(self) -> str:
         return self._fn.__name__
 
+    # As Beam (without --type_check_additional=ptransform_fn): a ptransform_fn's declared
+    # input type is not checked, its output type is.
+    checks_input_types = False
+
+    def default_type_hints(self) -> IOTypeHints | None:
+        return get_type_hints(self._fn)
+
     def expand(self, pcoll: Any) -> Any:
         return self._fn(pcoll, *self._args, **self._kwargs)
 
@@ -171,6 +180,10 @@ def ptransform_fn(fn: Callable) -> Callable[..., PTransform]:
     def make(*args: Any, **kwargs: Any) -> PTransform:
         label = kwargs.pop("label", None)
         transform = _PTransformFnPTransform(fn, args, kwargs)
+        # Hints declared with the decorators, above (on ``make``) or below (on ``fn``) this one.
+        declared = get_type_hints(make).with_defaults(get_type_hints(fn))
+        if declared:
+            transform._type_hints = declared
         if label:
             transform.label = label
         return transform

@@ -47,6 +47,8 @@ from sparkbeam.transforms._combine_fns import (
     _SkipUnseen,
     _Unseen,
 )
+from sparkbeam.typehints import typehints
+from sparkbeam.typehints.decorators import with_input_types, with_output_types
 
 __all__ = [
     "CombinerWithoutDefaults",
@@ -73,6 +75,11 @@ __all__ = [
     "TopCombineFn",
     "TupleCombineFn",
 ]
+
+# Element types as Beam's combiners declare them (checked when the pipeline is built).
+_T = typehints.TypeVariable("T")
+_K = typehints.TypeVariable("K")
+_V = typehints.TypeVariable("V")
 
 
 class CombinerWithoutDefaults(PTransform):
@@ -119,18 +126,24 @@ class Count:
     ("a", 2)
     """
 
+    @with_input_types(_T)
+    @with_output_types(int)
     class Globally(CombinerWithoutDefaults):
         """The number of elements (per window): ``[x, y, z] -> 3``."""
 
         def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
             return pcoll | self._globally(CountCombineFn())
 
+    @with_input_types(typehints.Tuple[_K, _V])
+    @with_output_types(typehints.Tuple[_K, int])
     class PerKey(_Keyed):
         """The number of values of each key: ``(k, v)... -> (k, n)``."""
 
         def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
             return pcoll | CombinePerKey(CountCombineFn())
 
+    @with_input_types(_T)
+    @with_output_types(typehints.Tuple[_T, int])
     class PerElement(_Keyed):
         """How often each distinct element occurs: ``x... -> (x, n)``."""
 
@@ -181,6 +194,8 @@ class Top:
     ("a", [1])
     """
 
+    @with_input_types(_T)
+    @with_output_types(typehints.List[_T])
     class Of(CombinerWithoutDefaults):
         """A list of the ``n`` greatest elements (per window)."""
 
@@ -208,6 +223,8 @@ class Top:
                 | "UnKey" >> Map(_drop_key)
             )
 
+    @with_input_types(typehints.Tuple[_K, _V])
+    @with_output_types(typehints.Tuple[_K, typehints.List[_V]])
     class PerKey(_Keyed):
         """``(k, [the n greatest values of k])`` for each key."""
 
@@ -309,6 +326,8 @@ class Sample:
             )
 
 
+@with_input_types(_T)
+@with_output_types(typehints.List[_T])
 class ToList(CombinerWithoutDefaults):
     """Every element (per window) in one list: ``[x, y] -> [[x, y]]``.
 
@@ -320,6 +339,8 @@ class ToList(CombinerWithoutDefaults):
         return pcoll | self._globally(ToListCombineFn())
 
 
+@with_input_types(typehints.Tuple[_K, _V])
+@with_output_types(typehints.Dict[_K, _V])
 class ToDict(CombinerWithoutDefaults):
     """(key, value) elements (per window) in one dict; one value survives per key.
 
@@ -331,6 +352,8 @@ class ToDict(CombinerWithoutDefaults):
         return pcoll | self._globally(ToDictCombineFn())
 
 
+@with_input_types(_T)
+@with_output_types(typehints.Set[_T])
 class ToSet(CombinerWithoutDefaults):
     """The distinct elements (per window) in one set.
 

@@ -213,9 +213,12 @@ class TypeOptions(PipelineOptions):
                 "accepted for Beam compatibility: sparkbeam counts data a finished trigger drops",
                 is_flag=True),
         _Option("pipeline_type_check", _to_bool, True,
-                "accepted for Beam compatibility", is_flag=True),
+                "check declared element types when the pipeline is built (--no_pipeline_type_check "
+                "turns the checks off)", is_flag=True),
         _Option("runtime_type_check", _to_bool, False,
-                "accepted for Beam compatibility", is_flag=True),
+                "not supported: setting it is refused (types are checked at construction)", is_flag=True),
+        _Option("performance_runtime_type_check", _to_bool, False,
+                "not supported: setting it is refused (types are checked at construction)", is_flag=True),
     )
 
 
@@ -248,7 +251,7 @@ class GoogleCloudOptions(PipelineOptions):
 
 
 IGNORED_BEAM_OPTIONS = (
-    "allow_unsafe_triggers", "pipeline_type_check", "runtime_type_check", "save_main_session",
+    "allow_unsafe_triggers", "save_main_session",
     "setup_file", "requirements_file", "direct_num_workers", "direct_running_mode",
     "temp_location", "project",
 )
