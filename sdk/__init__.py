@@ -53,6 +53,8 @@ from sparkbeam.row import Row
 from sparkbeam.runner import PipelineResult, PipelineState
 from sparkbeam.schemas import GroupBy, Select
 from sparkbeam.transforms import (  # Beam's transform library, as apache_beam exports it
+    ApproximateQuantiles,
+    ApproximateUnique,
     BatchElements,
     CoGroupByKey,
     Distinct,
@@ -125,8 +127,10 @@ __all__ = [
     "window",
 ]
 
-# Beam's transform library (combiners and util), as apache_beam exports it.
+# Beam's transform library (combiners, util and stats), as apache_beam exports it.
 __all__ += [
+    "ApproximateQuantiles",
+    "ApproximateUnique",
     "BatchElements",
     "CoGroupByKey",
     "Distinct",

@@ -21,8 +21,9 @@ from sparkbeam.core import (
 )
 from sparkbeam.ptransform import PTransform, ptransform_fn
 from sparkbeam.schemas import GroupBy, Select
-from sparkbeam.transforms import combiners, core, ptransform, trigger, util, window
+from sparkbeam.transforms import combiners, core, ptransform, stats, trigger, util, window
 from sparkbeam.transforms._element_wise import Partition, PartitionFn
+from sparkbeam.transforms.stats import ApproximateQuantiles, ApproximateUnique
 from sparkbeam.transforms.util import (
     BatchElements,
     CoGroupByKey,
@@ -48,6 +49,8 @@ from sparkbeam.transforms.util import (
 )
 
 __all__ = [
+    "ApproximateQuantiles",
+    "ApproximateUnique",
     "CombineFn",
     "CombineGlobally",
     "CombinePerKey",
@@ -70,6 +73,7 @@ __all__ = [
     "core",
     "ptransform",
     "ptransform_fn",
+    "stats",
     "trigger",
     "window",
 ]
