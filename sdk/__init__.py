@@ -25,6 +25,7 @@ from sparkbeam import (
     typehints,
     window,
 )
+from sparkbeam.beam_surface import install_module_finder, module_getattr
 from sparkbeam.combine import (
     CombineFn,
     CombineGlobally,
@@ -38,6 +39,7 @@ from sparkbeam.core import (
     FlatMap,
     FlatMapTuple,
     Flatten,
+    FlattenWith,
     GroupByKey,
     Impulse,
     Map,
@@ -58,9 +60,6 @@ from sparkbeam.transforms import (  # Beam's transform library, as apache_beam e
     BatchElements,
     CoGroupByKey,
     Distinct,
-    GcpHsmGeneratedSecret,
-    GcpSecret,
-    GroupByEncryptedKey,
     GroupIntoBatches,
     Keys,
     KvSwap,
@@ -71,7 +70,6 @@ from sparkbeam.transforms import (  # Beam's transform library, as apache_beam e
     Reify,
     RemoveDuplicates,
     Reshuffle,
-    Secret,
     SortAndBatchElements,
     Tee,
     ToString,
@@ -98,6 +96,7 @@ __all__ = [
     "FlatMap",
     "FlatMapTuple",
     "Flatten",
+    "FlattenWith",
     "GroupBy",
     "GroupByKey",
     "Impulse",
@@ -134,9 +133,6 @@ __all__ += [
     "BatchElements",
     "CoGroupByKey",
     "Distinct",
-    "GcpHsmGeneratedSecret",
-    "GcpSecret",
-    "GroupByEncryptedKey",
     "GroupIntoBatches",
     "Keys",
     "KvSwap",
@@ -147,7 +143,6 @@ __all__ += [
     "Reify",
     "RemoveDuplicates",
     "Reshuffle",
-    "Secret",
     "SortAndBatchElements",
     "Tee",
     "ToString",
@@ -156,3 +151,8 @@ __all__ += [
     "WithKeys",
     "combiners",
 ]
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam")
+# ... and so do imports of Beam's modules that sparkbeam lacks (import sparkbeam.io.gcp).
+install_module_finder()

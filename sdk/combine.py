@@ -271,6 +271,7 @@ class CombineGlobally(PTransform):
         self.args = args
         self.kwargs = kwargs
         self.has_defaults = True
+        self.as_view = False
         self.fanout: int | None = None
 
     def default_label(self) -> str:
@@ -293,9 +294,12 @@ class CombineGlobally(PTransform):
         self.fanout = fanout
         return self
 
-    def as_singleton_view(self) -> Any:
-        msg = "CombineGlobally(...).as_singleton_view(): use beam.pvalue.AsSingleton(pcoll | CombineGlobally(...))"
-        raise NotImplementedError(msg)
+    def as_singleton_view(self) -> CombineGlobally:
+        """Applied, gives the combined value as a side input (``AsSingleton``) instead of a
+        PCollection: ``total = pcoll | CombineGlobally(sum).as_singleton_view()``. With
+        defaults (the default), a window with no input reads the CombineFn's empty value."""
+        self.as_view = True
+        return self
 
     def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
         combined = (
@@ -304,6 +308,16 @@ class CombineGlobally(PTransform):
             | "CombinePerKey" >> CombinePerKey(self.combine_fn, *self.args, **self.kwargs)
             | "UnKey" >> Map(_drop_key)
         )
+        if self.as_view:
+            if not self.has_defaults:
+                return pvalue.AsSingleton(combined)
+            # Evaluated here, as Beam does: the view's value for a window with no input.
+            self.combine_fn.setup(*self.args, **self.kwargs)
+            try:
+                empty = self.combine_fn.apply([], *self.args, **self.kwargs)
+            finally:
+                self.combine_fn.teardown(*self.args, **self.kwargs)
+            return pvalue.AsSingleton(combined, default_value=empty)
         if not self.has_defaults:
             return combined
         if not isinstance(pcoll.windowing.windowfn, GlobalWindows):

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from sparkbeam import pvalue
-from sparkbeam.dofn import SUPPORTED_PARAMS, DoFn, DoFnParam
+from sparkbeam.dofn import DoFn, DoFnParam, is_supported_param
 from sparkbeam.errors import PipelineConstructionError
 from sparkbeam.ptransform import PTransform, label_from_callable
 from sparkbeam.trigger import AccumulationMode, DefaultTrigger, TriggerFn, check_can_fire
@@ -37,6 +37,7 @@ __all__ = [
     "FlatMap",
     "FlatMapTuple",
     "Flatten",
+    "FlattenWith",
     "GroupByKey",
     "Impulse",
     "Map",
@@ -119,6 +120,12 @@ class ParDo(PTransform):
             else:
                 msg = f"ParDo takes a DoFn, not {fn!r}"
             raise TypeError(msg)
+        if callable(getattr(fn, "process_batch", None)):
+            msg = (
+                f"ParDo({type(fn).__name__}): batched DoFns (process_batch) are not supported by "
+                "sparkbeam; implement process, or batch with beam.BatchElements"
+            )
+            raise NotImplementedError(msg)
         self.fn = fn
         self.args = args
         self.kwargs = kwargs
@@ -181,10 +188,11 @@ def _check_params(method: Callable, pcoll: pvalue.PValue) -> None:
         return
     for param in signature.parameters.values():
         default = param.default
-        if isinstance(default, DoFnParam) and default not in SUPPORTED_PARAMS:
+        if isinstance(default, DoFnParam) and not is_supported_param(default):
             msg = (
                 f"{_here(pcoll)}: parameter {param.name}={default!r} is not supported by sparkbeam "
-                "(supported: DoFn.ElementParam, TimestampParam, WindowParam, PaneInfoParam)"
+                "(supported: DoFn.ElementParam, TimestampParam, WindowParam, PaneInfoParam, "
+                "WindowedValueParam, BundleFinalizerParam, SetupContextParam, BundleContextParam)"
             )
             raise NotImplementedError(msg)
 
@@ -365,6 +373,25 @@ class Flatten(PTransform):
             windowing=first.windowing,
             is_bounded=all(pc.is_bounded for pc in pcolls),
         )
+
+
+class FlattenWith(PTransform):
+    """The input flattened with other PCollections, or with the outputs of root transforms:
+    ``pcoll | FlattenWith(other, beam.Create([...]))``."""
+
+    def __init__(self, *others: Any) -> None:
+        super().__init__()
+        for other in others:
+            if not isinstance(other, (pvalue.PCollection, PTransform)):
+                msg = f"FlattenWith takes PCollections and (root) PTransforms, not {other!r}"
+                raise TypeError(msg)
+        self._others = others
+
+    def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
+        pcolls = [pcoll]
+        for other in self._others:
+            pcolls.append(other if isinstance(other, pvalue.PCollection) else pcoll.pipeline | other)
+        return tuple(pcolls) | Flatten()
 
 
 class WindowInto(PTransform):

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from sparkbeam import element_types, pvalue
+from sparkbeam.beam_surface import module_getattr
 from sparkbeam.errors import PipelineConstructionError, UserLocation, caller_location
 from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.ptransform import PTransform
@@ -219,3 +220,6 @@ def capture(pcoll: pvalue.PCollection) -> pvalue.PCollection:
     if pcoll not in pcoll.pipeline.captured:
         pcoll.pipeline.captured.append(pcoll)
     return pcoll
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.pipeline")

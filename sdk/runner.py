@@ -14,14 +14,30 @@ __all__ = ["PipelineResult", "PipelineRunner", "PipelineState", "create_runner"]
 
 
 class PipelineState(str, enum.Enum):
+    """Where a run is, with Beam's state names (compare with ``PipelineState.DONE``)."""
+
     UNKNOWN = "UNKNOWN"
+    STARTING = "STARTING"
+    STOPPED = "STOPPED"
     RUNNING = "RUNNING"
     DONE = "DONE"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
+    UPDATED = "UPDATED"
+    DRAINING = "DRAINING"
+    DRAINED = "DRAINED"
+    PENDING = "PENDING"
+    CANCELLING = "CANCELLING"
+    RESOURCE_CLEANING_UP = "RESOURCE_CLEANING_UP"
+    UNRECOGNIZED = "UNRECOGNIZED"
 
     def __str__(self) -> str:
         return self.value
+
+    @classmethod
+    def is_terminal(cls, state: str) -> bool:
+        """Whether a run in ``state`` has ended."""
+        return state in (cls.DONE, cls.FAILED, cls.CANCELLED, cls.UPDATED, cls.DRAINED)
 
 
 class PipelineRunner:

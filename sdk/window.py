@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 
 import attrs
 
+from sparkbeam.beam_surface import module_getattr
 from sparkbeam.utils.timestamp import (
     MAX_TIMESTAMP,
     MIN_TIMESTAMP,
@@ -468,3 +469,6 @@ class Sessions(WindowFn):
 
 
 __all__ += ["MAX_TIMESTAMP", "MIN_TIMESTAMP", "Duration", "Timestamp"]
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.transforms.window")

@@ -4,6 +4,7 @@ Beam's module paths work here too: ``sparkbeam.transforms.window``,
 ``sparkbeam.transforms.trigger``, ``sparkbeam.transforms.core``, ...
 """
 
+from sparkbeam.beam_surface import module_getattr
 from sparkbeam.combine import CombineFn, CombineGlobally, CombinePerKey, CombineValues
 from sparkbeam.core import (
     Create,
@@ -12,6 +13,7 @@ from sparkbeam.core import (
     FlatMap,
     FlatMapTuple,
     Flatten,
+    FlattenWith,
     GroupByKey,
     Impulse,
     Map,
@@ -28,9 +30,6 @@ from sparkbeam.transforms.util import (
     BatchElements,
     CoGroupByKey,
     Distinct,
-    GcpHsmGeneratedSecret,
-    GcpSecret,
-    GroupByEncryptedKey,
     GroupIntoBatches,
     Keys,
     KvSwap,
@@ -39,7 +38,6 @@ from sparkbeam.transforms.util import (
     Reify,
     RemoveDuplicates,
     Reshuffle,
-    Secret,
     SortAndBatchElements,
     Tee,
     ToString,
@@ -61,6 +59,7 @@ __all__ = [
     "FlatMap",
     "FlatMapTuple",
     "Flatten",
+    "FlattenWith",
     "GroupBy",
     "GroupByKey",
     "Impulse",
@@ -83,9 +82,6 @@ __all__ += [
     "BatchElements",
     "CoGroupByKey",
     "Distinct",
-    "GcpHsmGeneratedSecret",
-    "GcpSecret",
-    "GroupByEncryptedKey",
     "GroupIntoBatches",
     "Keys",
     "KvSwap",
@@ -96,7 +92,6 @@ __all__ += [
     "Reify",
     "RemoveDuplicates",
     "Reshuffle",
-    "Secret",
     "SortAndBatchElements",
     "Tee",
     "ToString",
@@ -106,3 +101,6 @@ __all__ += [
     "combiners",
     "util",
 ]
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.transforms")

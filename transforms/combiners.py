@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sparkbeam import pvalue
+from sparkbeam.beam_surface import module_getattr
 from sparkbeam.combine import CombineFn, CombineGlobally, CombinePerKey
 from sparkbeam.core import Create, DoFn, FlatMap, Flatten, Map
 from sparkbeam.ptransform import PTransform, ptransform_fn
@@ -408,3 +409,6 @@ class LiftedCombinePerKey(PTransform):
 
     def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
         return pcoll | CombinePerKey(self._combine_fn, *self._args, **self._kwargs)
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.transforms.combiners")

@@ -33,6 +33,7 @@ from typing import Any
 import attrs
 
 from sparkbeam import pvalue
+from sparkbeam.beam_surface import module_getattr
 from sparkbeam.coders.coders import Coder, FastPrimitivesCoder
 from sparkbeam.combine import CombineFn, CombineGlobally, CombinePerKey
 from sparkbeam.ptransform import PTransform
@@ -510,3 +511,6 @@ class ApproximateQuantiles:
 
         def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
             return pcoll | CombinePerKey(self._combine_fn)
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.transforms.stats")

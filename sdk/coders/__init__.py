@@ -5,6 +5,7 @@
 (b'\\xac\\x02', StrUtf8Coder)
 """
 
+from sparkbeam.beam_surface import module_getattr
 from sparkbeam.coders import coders, typecoders
 from sparkbeam.coders.coders import (
     BigIntegerCoder,
@@ -61,3 +62,6 @@ __all__ = [
     "registry",
     "typecoders",
 ]
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.coders")

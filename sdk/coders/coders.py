@@ -13,6 +13,7 @@ sparkbeam moves elements between Spark stages pickled, not encoded: a coder matt
 its bytes are seen (``ReadFromText(coder=)``, ``WriteToText(coder=)``, your own calls).
 """
 
+from sparkbeam.beam_surface import module_getattr
 from sparkbeam.coders.base import Coder, FastCoder
 from sparkbeam.coders.containers import (
     IterableCoder,
@@ -86,4 +87,5 @@ __all__ = [
     "VarIntCoder",
 ]
 
-
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.coders.coders")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from sparkbeam.beam_surface import module_getattr
 from sparkbeam.coders import coders
 from sparkbeam.typehints import typehints
 
@@ -107,3 +108,6 @@ class _FirstOf:
 
 
 registry = CoderRegistry()
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.coders.typecoders")

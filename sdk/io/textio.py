@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from sparkbeam import pvalue
+from sparkbeam.beam_surface import module_getattr
 from sparkbeam.coders.coders import Coder, StrUtf8Coder, ToBytesCoder
 from sparkbeam.ptransform import PTransform
 from sparkbeam.typehints import typehints
@@ -272,3 +273,6 @@ from sparkbeam.io.csvio import ReadFromCsv, WriteToCsv  # noqa: E402
 from sparkbeam.io.jsonio import ReadFromJson, WriteToJson  # noqa: E402
 
 __all__ += ["ReadFromCsv", "ReadFromJson", "WriteToCsv", "WriteToJson"]
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.io.textio")

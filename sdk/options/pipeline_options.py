@@ -16,6 +16,8 @@ from typing import Any
 
 import attrs
 
+from sparkbeam.beam_surface import module_getattr
+
 __all__ = [
     "DebugOptions",
     "DirectOptions",
@@ -255,3 +257,6 @@ IGNORED_BEAM_OPTIONS = (
     "setup_file", "requirements_file", "direct_num_workers", "direct_running_mode",
     "temp_location", "project",
 )
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.options.pipeline_options")

@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 
 from sparkbeam import pvalue
+from sparkbeam.beam_surface import module_getattr
 from sparkbeam.ptransform import PTransform
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Duration, Timestamp
 from sparkbeam.utils.windowed_value import WindowedValue
@@ -155,3 +156,6 @@ class TestStream(PTransform):
         return {
             tag: pvalue.PCollection(pbegin.pipeline, is_bounded=False, tag=tag) for tag in tags
         }
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.testing.test_stream")

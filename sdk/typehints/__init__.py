@@ -9,6 +9,7 @@ checked when each transform is applied, as Beam checks them: a ``GroupByKey`` ap
 elements declared as anything but pairs fails at construction, naming both transforms.
 """
 
+from sparkbeam.beam_surface import module_getattr
 from sparkbeam.typehints import decorators, typehints
 from sparkbeam.typehints.decorators import (
     TypeCheckError,
@@ -67,3 +68,6 @@ __all__ = [
     "with_input_types",
     "with_output_types",
 ]
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.typehints")

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import attrs
 
+from sparkbeam.beam_surface import module_getattr
 from sparkbeam.typehints import typehints
 
 __all__ = [
@@ -295,3 +296,6 @@ class WithTypeHints:
         _check_hints(f"{type(self).__name__}.with_output_types", [*positional, *keyword.values()])
         self._type_hints = self._instance_hints().with_output_types(*positional, **keyword)
         return self
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.typehints.decorators")

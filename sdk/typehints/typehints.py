@@ -23,6 +23,8 @@ from typing import Any as _AnyType
 
 import attrs
 
+from sparkbeam.beam_surface import module_getattr
+
 __all__ = [
     "KV",
     "Any",
@@ -821,3 +823,6 @@ def instance_to_type(value: _AnyType) -> _AnyType:
     if not value:
         return container(Any)
     return container(Union[tuple(instance_to_type(item) for item in value)])
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.typehints.typehints")

@@ -15,6 +15,8 @@ import functools
 import time
 from typing import Union
 
+from sparkbeam.beam_surface import module_getattr
+
 __all__ = [
     "MAX_TIMESTAMP",
     "MIN_TIMESTAMP",
@@ -298,3 +300,6 @@ DurationLike = Union[Duration, int, float]  # noqa: UP007
 MIN_TIMESTAMP = _timestamp_from_micros(_MIN_MICROS)
 MAX_TIMESTAMP = _timestamp_from_micros(_MAX_MICROS)
 TIME_GRANULARITY = Duration(micros=1)
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.utils.timestamp")
