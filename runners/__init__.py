@@ -15,5 +15,6 @@ from sparkbeam.runners.runner import (
 
 __all__ = ["DirectRunner", "PipelineRunner", "PipelineState", "TestDirectRunner", "create_runner"]
 
+
 # Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
 __getattr__ = module_getattr(__name__, "apache_beam.runners")

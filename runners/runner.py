@@ -27,5 +27,6 @@ class DirectRunner(PipelineRunner):
 
 TestDirectRunner = DirectRunner
 
+
 # Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
 __getattr__ = module_getattr(__name__, "apache_beam.runners.runner")

@@ -152,6 +152,7 @@ __all__ += [
     "combiners",
 ]
 
+
 # Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
 __getattr__ = module_getattr(__name__, "apache_beam")
 # ... and so do imports of Beam's modules that sparkbeam lacks (import sparkbeam.io.gcp).

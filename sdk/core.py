@@ -411,12 +411,16 @@ class WindowInto(PTransform):
         accumulation_mode: AccumulationMode | None = None,
         timestamp_combiner: TimestampCombiner | None = None,
         allowed_lateness: Any = 0,
-        **unused_beam_options: Any,
     ) -> None:
         super().__init__()
         if isinstance(windowfn, Windowing):
-            self.windowing = windowfn
-            return
+            # As Beam: the given settings overlay the Windowing's.
+            windowing = windowfn
+            windowfn = windowing.windowfn
+            trigger = trigger or windowing.triggerfn
+            accumulation_mode = accumulation_mode or windowing.accumulation_mode
+            timestamp_combiner = timestamp_combiner or windowing.timestamp_combiner
+            allowed_lateness = allowed_lateness or windowing.allowed_lateness
         if isinstance(windowfn, type) and issubclass(windowfn, WindowFn):
             windowfn = windowfn()
         if not isinstance(windowfn, WindowFn):

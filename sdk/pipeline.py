@@ -221,5 +221,6 @@ def capture(pcoll: pvalue.PCollection) -> pvalue.PCollection:
         pcoll.pipeline.captured.append(pcoll)
     return pcoll
 
+
 # Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
 __getattr__ = module_getattr(__name__, "apache_beam.pipeline")

@@ -20,6 +20,12 @@ from sparkbeam.typehints.decorators import IOTypeHints, WithTypeHints, get_type_
 
 __all__ = ["PTransform", "label_from_callable", "ptransform_fn"]
 
+# The resource hint names Beam knows (apache_beam.transforms.resources).
+_RESOURCE_HINTS = frozenset({
+    "accelerator", "min_ram", "minRam", "cpu_count", "cpuCount", "max_active_bundles_per_worker",
+    "MaxActiveBundlesPerWorker", "max_active_bundle_per_worker", "MaxActiveBundlePerWorker",
+})
+
 
 def label_from_callable(fn: Any) -> str:
     """A readable label for a callable: its name, or ``<lambda at file.py:12>``."""
@@ -55,6 +61,12 @@ class PTransform(WithTypeHints):
         if label is not None:
             self.label = label
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is not None:
+            cls.__init__ = _naming_keyword_errors(init)  # type: ignore[method-assign]
+
     @property
     def label(self) -> str:
         return self._label or self.default_label()
@@ -77,6 +89,14 @@ class PTransform(WithTypeHints):
         return typehints.Any
 
     def with_resource_hints(self, **kwargs: Any) -> PTransform:
+        """Beam's resource hints (``min_ram``, ``accelerator``, ``cpu_count``, ...) are hints a
+        runner may ignore; Spark's executors are sized by Spark's own settings, so sparkbeam
+        records them and ignores them, as Beam's local runners do. An unknown name is an error."""
+        unknown = sorted(set(kwargs) - _RESOURCE_HINTS)
+        if unknown:
+            msg = f"{self.label}.with_resource_hints: unknown resource hint(s) {unknown}; Beam's are {sorted(_RESOURCE_HINTS)}"
+            raise ValueError(msg)
+        self.resource_hints = {**getattr(self, "resource_hints", {}), **kwargs}
         return self
 
     def __rrshift__(self, label: str) -> PTransform:
@@ -110,6 +130,27 @@ class PTransform(WithTypeHints):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.label!r}>"
+
+
+def _naming_keyword_errors(init: Callable) -> Callable:
+    """``init``, with a misspelt keyword reported under the transform's name: Python's own
+    error names the ``__init__`` that refused it, which may be a base class's."""
+
+    @functools.wraps(init)
+    def checked_init(self: PTransform, *args: Any, **kwargs: Any) -> None:
+        try:
+            init(self, *args, **kwargs)
+        except TypeError as error:
+            text = str(error)
+            owner = type(self).__name__
+            if "unexpected keyword argument" in text and not text.startswith(f"{owner}"):
+                raise TypeError(f"{owner}: {text}") from None
+            raise
+
+    return checked_init
+
+
+PTransform.__init__ = _naming_keyword_errors(PTransform.__init__)  # type: ignore[method-assign]
 
 
 def _flat_pvalues(value: Any) -> list[pvalue.PValue]:

@@ -240,5 +240,6 @@ class AsMultiMap(AsSideInput):
             grouped[key].append(value)
         return grouped
 
+
 # Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
 __getattr__ = module_getattr(__name__, "apache_beam.pvalue")

@@ -335,5 +335,6 @@ def check_can_fire(trigger: TriggerFn) -> None:
         )
         raise ValueError(msg)
 
+
 # Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
 __getattr__ = module_getattr(__name__, "apache_beam.transforms.trigger")

@@ -470,5 +470,6 @@ class Sessions(WindowFn):
 
 __all__ += ["MAX_TIMESTAMP", "MIN_TIMESTAMP", "Duration", "Timestamp"]
 
+
 # Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
 __getattr__ = module_getattr(__name__, "apache_beam.transforms.window")

@@ -410,5 +410,6 @@ class LiftedCombinePerKey(PTransform):
     def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
         return pcoll | CombinePerKey(self._combine_fn, *self._args, **self._kwargs)
 
+
 # Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
 __getattr__ = module_getattr(__name__, "apache_beam.transforms.combiners")

@@ -512,5 +512,6 @@ class ApproximateQuantiles:
         def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
             return pcoll | CombinePerKey(self._combine_fn)
 
+
 # Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
 __getattr__ = module_getattr(__name__, "apache_beam.transforms.stats")

@@ -37,5 +37,6 @@ __all__ = [
     "_Never",
 ]
 
+
 # Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
 __getattr__ = module_getattr(__name__, "apache_beam.transforms.trigger")

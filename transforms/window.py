@@ -36,5 +36,6 @@ __all__ = [
     "Windowing",
 ]
 
+
 # Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
 __getattr__ = module_getattr(__name__, "apache_beam.transforms.window")

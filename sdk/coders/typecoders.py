@@ -109,5 +109,6 @@ class _FirstOf:
 
 registry = CoderRegistry()
 
+
 # Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
 __getattr__ = module_getattr(__name__, "apache_beam.coders.typecoders")

@@ -442,5 +442,6 @@ class WriteToParquetBatched(_WriteParquet):
             triggering_frequency,
         )
 
+
 # Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
 __getattr__ = module_getattr(__name__, "apache_beam.io.parquetio")

@@ -274,5 +274,6 @@ from sparkbeam.io.jsonio import ReadFromJson, WriteToJson  # noqa: E402
 
 __all__ += ["ReadFromCsv", "ReadFromJson", "WriteToCsv", "WriteToJson"]
 
+
 # Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
 __getattr__ = module_getattr(__name__, "apache_beam.io.textio")

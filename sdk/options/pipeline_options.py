@@ -101,11 +101,24 @@ class PipelineOptions:
         object.__setattr__(view, "_values", self._values)
         return view
 
-    def get_all_options(self, drop_default: bool = False, **unused: Any) -> dict[str, Any]:
+    def get_all_options(
+        self,
+        drop_default: bool = False,
+        add_extra_args_fn: Callable[..., Any] | None = None,
+        retain_unknown_options: bool = False,
+        display_warnings: bool = False,
+        current_only: bool = False,
+    ) -> dict[str, Any]:
+        """Every option's value (``drop_default``: only those set; ``current_only``: only
+        this view's). Unknown options are errors when given, so none are retained."""
+        if add_extra_args_fn is not None:
+            msg = "PipelineOptions.get_all_options(add_extra_args_fn=) is not supported by sparkbeam: options are not argparse-based"
+            raise NotImplementedError(msg)
+        names = type(self)._names if current_only and type(self)._names else tuple(_OPTIONS)
         if drop_default:
-            return dict(self._values)
-        everything = {name: _default(option) for name, option in _OPTIONS.items()}
-        everything.update(self._values)
+            return {name: value for name, value in self._values.items() if name in names}
+        everything = {name: _default(_OPTIONS[name]) for name in names}
+        everything.update((name, value) for name, value in self._values.items() if name in names)
         return everything
 
     def __getattr__(self, name: str) -> Any:
@@ -257,6 +270,7 @@ IGNORED_BEAM_OPTIONS = (
     "setup_file", "requirements_file", "direct_num_workers", "direct_running_mode",
     "temp_location", "project",
 )
+
 
 # Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
 __getattr__ = module_getattr(__name__, "apache_beam.options.pipeline_options")

@@ -220,5 +220,6 @@ def assert_that(
         raise TypeError(msg)
     return actual | label >> _AssertThat(matcher, reify_windows, use_global_window)
 
+
 # Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
 __getattr__ = module_getattr(__name__, "apache_beam.testing.util")

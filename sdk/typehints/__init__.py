@@ -69,5 +69,6 @@ __all__ = [
     "with_output_types",
 ]
 
+
 # Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
 __getattr__ = module_getattr(__name__, "apache_beam.typehints")

@@ -297,5 +297,6 @@ class WithTypeHints:
         self._type_hints = self._instance_hints().with_output_types(*positional, **keyword)
         return self
 
+
 # Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
 __getattr__ = module_getattr(__name__, "apache_beam.typehints.decorators")

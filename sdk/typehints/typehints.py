@@ -824,5 +824,6 @@ def instance_to_type(value: _AnyType) -> _AnyType:
         return container(Any)
     return container(Union[tuple(instance_to_type(item) for item in value)])
 
+
 # Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
 __getattr__ = module_getattr(__name__, "apache_beam.typehints.typehints")

@@ -301,5 +301,6 @@ MIN_TIMESTAMP = _timestamp_from_micros(_MIN_MICROS)
 MAX_TIMESTAMP = _timestamp_from_micros(_MAX_MICROS)
 TIME_GRANULARITY = Duration(micros=1)
 
+
 # Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
 __getattr__ = module_getattr(__name__, "apache_beam.utils.timestamp")

@@ -73,5 +73,6 @@ class WindowedValue(NamedTuple):
             f"{self.pane_info!r})"
         )
 
+
 # Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
 __getattr__ = module_getattr(__name__, "apache_beam.utils.windowed_value")

@@ -237,3 +237,19 @@ def test_random_nested_tuples_match_beam():
         value = (rng.choice([None, "", "ab", "é" * rng.randrange(5)]), [rng.randrange(-(2**40), 2**40) for _ in range(rng.randrange(5))], rng.random() < 0.5)
         assert ours.encode(value) == theirs.encode(value)
         assert ours.decode(ours.encode(value)) == value
+
+
+def test_test_stream_elements_go_through_its_coder():
+    from sparkbeam.testing.test_stream import TestStream
+
+    class Rounding(coders.Coder):
+        def encode(self, value):
+            return coders.FloatCoder().encode(round(value, 1))
+
+        def decode(self, encoded):
+            return coders.FloatCoder().decode(encoded)
+
+    stream = TestStream(coder=Rounding()).add_elements([1.26, 2.0])
+    assert [tv.value for tv in stream.events[0].timestamped_values] == [1.3, 2.0]
+    with pytest.raises(TypeError, match="coder must be a Coder"):
+        TestStream(coder="utf-8")
