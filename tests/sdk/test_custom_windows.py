@@ -251,3 +251,35 @@ def test_subclassed_windows_group_by_class_and_bounds(spark):
     assert {value for value, *_ in result} == {
         ("Labelled", 0.0, ("<list>", (1, 2))), ("IntervalWindow", 0.0, ("<list>", (3,))), ("Labelled", 10.0, ("<list>", (14,)))
     }
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("streaming", [False, True])
+def test_bounded_window_subclasses_group_and_fire_at_their_end(spark, streaming):
+    from tests.oracle import _sparkbeam_ns
+
+    ns = _sparkbeam_ns()
+
+    class ByDeadline(ns.window.NonMergingWindowFn):
+        """Each element in the window ending at the next multiple of 10, named by parity."""
+
+        def assign(self, context):
+            end = (int(context.timestamp) // 10 + 1) * 10
+            return [Until(end, "even" if context.element[1] % 2 == 0 else "odd")]
+
+    def build(ns, p):
+        return (
+            p
+            | ns.beam.Create([("k", 1), ("k", 2), ("k", 3), ("k", 12)])
+            | ns.beam.Map(lambda e: ns.TimestampedValue(e, e[1]))
+            | ns.beam.WindowInto(ByDeadline())
+            | ns.beam.GroupByKey()
+            | ns.beam.MapTuple(lambda k, vs, w=ns.beam.DoFn.WindowParam: (w.name, float(w.end), sorted(vs)))
+            | "Rewindow" >> ns.beam.WindowInto(ns.window.GlobalWindows())  # the windows have no start
+        )
+
+    result = run_sparkbeam(build, streaming=streaming)
+    values = sorted(value for value, *_ in result)
+    assert values == [("even", 10.0, ("<list>", (2,))), ("even", 20.0, ("<list>", (12,))), ("odd", 10.0, ("<list>", (1, 3)))]
+    # Each pane is stamped at its window's max timestamp (end - 1µs), ON_TIME.
+    assert sorted(stamp for _, stamp, _, _ in result) == [9999, 9999, 19999]
