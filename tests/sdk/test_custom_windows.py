@@ -283,3 +283,21 @@ def test_bounded_window_subclasses_group_and_fire_at_their_end(spark, streaming)
     assert values == [("even", 10.0, ("<list>", (2,))), ("even", 20.0, ("<list>", (12,))), ("odd", 10.0, ("<list>", (1, 3)))]
     # Each pane is stamped at its window's max timestamp (end - 1µs), ON_TIME.
     assert sorted(stamp for _, stamp, _, _ in result) == [9999, 9999, 19999]
+
+
+@pytest.mark.spark
+def test_keyed_state_with_subclassed_windows_survives_a_checkpoint_file(spark, tmp_path):
+    # Checkpoints write each grouping's keyed state with saveAsPickleFile and read it back
+    # with pickleFile (runners/spark/backend.py): windows, with their attributes, are keys.
+    from sparkbeam.runners.core.window_state import KeyState, WindowState
+
+    windows = {AuctionWindow(0, 10, "car", True): WindowState(contents=[1, 2], pending=True), SlottedWindow(5, 15, 3): WindowState(hold=7)}
+    path = str(tmp_path / "state")
+    spark.sparkContext.parallelize([("key", KeyState(dict(windows)))], 1).saveAsPickleFile(path)
+    ((key, restored),) = spark.sparkContext.pickleFile(path).collect()
+    assert key == "key" and set(restored.windows) == set(windows)
+    for window, state in restored.windows.items():
+        original = next(w for w in windows if w == window)
+        assert type(window) is type(original) and getattr(window, "__dict__", {}) == getattr(original, "__dict__", {})
+        assert state.contents == windows[original].contents and state.hold == windows[original].hold
+    assert next(w for w in restored.windows if isinstance(w, SlottedWindow)).shard == 3
