@@ -198,6 +198,10 @@ class SparkRunnerOptions(PipelineOptions):
         _Option("step_interval", _non_negative_float, 1.0,
                 "seconds between micro-batches of a real (unbounded) stream"),
         _Option("max_steps", _positive_int, None, "stop a streaming run after N steps"),
+        _Option("block_on_run", _to_bool, True,
+                "run() waits for the end of the run (as Beam Java's --blockOnRun); with "
+                "--no_block_on_run it returns a RUNNING result at once, to wait for with "
+                "wait_until_finish(duration) or stop with cancel()", is_flag=True),
         _Option("timeline_log", str, None,
                 "append every stage's watermarks to this file as JSON lines, step by step, "
                 "to follow a running stream"),

@@ -151,3 +151,24 @@ def test_batch_parquet_read_keeps_the_files_zones(spark, tmp_path):
     )
     result = p.run()
     assert [(e.value, e.timestamp) for e in result.emissions(stamped)] == [(instant, INSTANT)]
+
+
+@pytest.mark.spark
+@pytest.mark.timeout(300)
+def test_spark_conf_sets_the_zone_of_a_run_on_a_running_session(spark, tmp_path):
+    directory = tmp_path / "in"
+    directory.mkdir()
+    _write(str(directory / "f.json"), [{"id": 1, "ts": "2024-01-01T10:00:00Z"}])
+    zone_before = spark.conf.get("spark.sql.session.timeZone")
+    assert zone_before != SESSION_ZONE
+    options = PipelineOptions(
+        available_now=True,
+        checkpoint_dir=str(tmp_path / "ck"),
+        step_interval=0.2,
+        spark_conf=[f"spark.sql.session.timeZone={SESSION_ZONE}"],
+    )
+    p = beam.Pipeline(options=options)
+    rows = beam.capture(p | beam.io.ReadFromJsonStream(str(directory), schema="id INT, ts TIMESTAMP", timestamp=lambda r: r.ts))
+    result = p.run()
+    assert [(e.value.ts, e.timestamp) for e in result.emissions(rows)] == [(KOLKATA_WALL_CLOCK, INSTANT)]
+    assert spark.conf.get("spark.sql.session.timeZone") == zone_before
