@@ -241,12 +241,26 @@ class SparkRunner(PipelineRunner):
         _check_supported(plan)
         check_picklable(plan)
         from sparkbeam.runners.spark.backend import SparkBackend
-        from sparkbeam.runners.spark.session import get_session
+        from sparkbeam.runners.spark.dependencies import (
+            check_dependency_options,
+            install_for_executors,
+        )
+        from sparkbeam.runners.spark.session import executors_share_this_interpreter, get_session
 
+        check_dependency_options(settings["requirements_file"], settings["setup_file"])
         spark, session_settings = get_session(settings["spark_master"], settings["spark_conf"], settings["job_name"])
         cleanups: list[Callable[[], None]] = [session_settings.restore]
         backend = None
         try:
+            context = spark.sparkContext
+            cleanups.append(
+                install_for_executors(
+                    context,
+                    settings["requirements_file"],
+                    settings["setup_file"],
+                    same_machine=executors_share_this_interpreter(context),
+                )
+            )
             backend = SparkBackend(
                 spark,
                 num_partitions=settings["state_partitions"],

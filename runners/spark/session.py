@@ -21,7 +21,15 @@ from typing import Any
 
 import attrs
 
-__all__ = ["RuntimeSettings", "apply_runtime_settings", "get_session", "parse_spark_conf", "ship_for_run", "ship_package"]
+__all__ = [
+    "RuntimeSettings",
+    "apply_runtime_settings",
+    "executors_share_this_interpreter",
+    "get_session",
+    "parse_spark_conf",
+    "ship_for_run",
+    "ship_package",
+]
 
 _LOG = logging.getLogger(__name__)
 
@@ -167,12 +175,18 @@ def _same_interpreter(python: str | None) -> bool:
         return False
 
 
+def executors_share_this_interpreter(spark_context: Any) -> bool:
+    """A local (or local-cluster) master whose executors run this very interpreter on this
+    machine: they import what the driver can import from its installation."""
+    return _is_local(spark_context.master) and _same_interpreter(spark_context.pythonExec)
+
+
 def ship_for_run(spark_context: Any) -> str | None:
     """Ship sparkbeam to the executors unless they already import it: on a local master
     whose executors run this very interpreter on this machine, they import sparkbeam from
     where the driver does, so nothing is shipped (and the log says so)."""
     master = spark_context.master
-    if _is_local(master) and _same_interpreter(spark_context.pythonExec):
+    if executors_share_this_interpreter(spark_context):
         _LOG.info(
             "not shipping sparkbeam: the executors of %s run this interpreter (%s) on this machine "
             "and import sparkbeam from where the driver does",

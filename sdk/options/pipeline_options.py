@@ -227,8 +227,11 @@ class SetupOptions(PipelineOptions):
     _names = _define(
         _Option("save_main_session", _to_bool, False,
                 "accepted for Beam compatibility: functions are shipped with cloudpickle", is_flag=True),
-        _Option("setup_file", str, None, "accepted for Beam compatibility"),
-        _Option("requirements_file", str, None, "accepted for Beam compatibility"),
+        _Option("setup_file", str, None,
+                "the setup.py or pyproject.toml of a project to install, with its dependencies, "
+                "for the executors (see the README's 'Running on a cluster')"),
+        _Option("requirements_file", str, None,
+                "a pip requirements file whose packages are installed for the executors"),
     )
 
 
@@ -253,6 +256,6 @@ class GoogleCloudOptions(PipelineOptions):
 
 IGNORED_BEAM_OPTIONS = (
     "allow_unsafe_triggers", "pipeline_type_check", "runtime_type_check", "save_main_session",
-    "setup_file", "requirements_file", "direct_num_workers", "direct_running_mode",
+    "direct_num_workers", "direct_running_mode",
     "temp_location", "project",
 )
