@@ -6,8 +6,8 @@ has every stage's watermark timeline (``result.watermarks()``) and what captured
 PCollections emitted (``result.emissions(pcoll)``).
 
 ``run()`` waits for the end of the run unless ``--no_block_on_run``: then the run goes on
-in a background thread and the result is RUNNING until it ends, ``wait_until_finish``
-or ``cancel()`` stop waiting or stop it (at a step boundary, with a checkpoint).
+in a background thread and the result is RUNNING until it ends; ``wait_until_finish``
+waits for it and ``cancel()`` stops it at a step boundary (with a checkpoint).
 """
 
 from __future__ import annotations
