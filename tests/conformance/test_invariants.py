@@ -5,7 +5,10 @@ For any arrival order, cut into steps, and watermark progression:
 - no EARLY or ON_TIME pane is stamped behind its stage's output watermark as it stood when
   the pane was emitted (so only LATE panes can be late downstream);
 - with AfterWatermark-only triggers and no late data, the streaming result equals the
-  batch result.
+  batch result;
+- nothing leaves a grouping silently: in discarding mode, with any trigger, window fn and
+  allowed lateness, the (element, window) pairs in equal the values in panes plus the
+  drops the timeline counts.
 
 The engine alone runs many examples; Spark runs a few, and must agree with the engine.
 """
@@ -354,3 +357,6 @@ def test_a_merge_into_a_closed_session_is_counted_in_the_timeline():
     totals = {reason: sum(r.drops()[reason] for r in group) for reason in group[0].drops()}
     assert totals == {"late": 0, "closed_window": 0, "merged_into_closed": 3, "expired_state": 0}
     assert "merged_into_closed 3" in result.watermarks().format()
+    assert sum(r.as_dict()["dropped"] for r in group) == 3  # what --timeline_log writes
+    frame = result.watermarks().to_pandas()
+    assert frame["merged_into_closed_dropped"].sum() == 3 and frame["expired_state_dropped"].sum() == 0
