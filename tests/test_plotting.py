@@ -95,7 +95,7 @@ def test_plot_has_one_axes_per_grouping_stage_with_a_dot_per_pane():
     assert [pane_dots(ax) for ax in fig.axes] == [len(result.emissions(per_key)), len(result.emissions(overall))]
     assert all(pane_dots(ax) > 0 for ax in fig.axes)
     labels = fig.axes[0].get_legend_handles_labels()[1]
-    assert {"input watermark", "output watermark", "ON_TIME pane", "late data dropped"} <= set(labels)
+    assert {"input watermark", "output watermark", "ON_TIME pane", "data dropped"} <= set(labels)
 
 
 def test_compare_puts_runs_side_by_side_on_one_event_time_axis():

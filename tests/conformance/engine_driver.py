@@ -13,6 +13,7 @@ from sparkbeam.utils.windowed_value import WindowedValue
 from sparkbeam.window import WindowFn
 
 from .transcripts import (
+    DROP_KEYS,
     StateExpectation,
     Transcript,
     TranscriptMismatch,
@@ -121,7 +122,7 @@ class EngineDriver:
             window_state = by_window.get(window)
             if window_state is None or not window_state.closed:
                 problems.append(f"{list(window)} should be closed")
-        for counter in ("late_dropped", "closed_dropped"):
+        for counter in DROP_KEYS:
             wanted = getattr(expectation, counter)
             if wanted is not None and getattr(self.stats, counter) != wanted:
                 problems.append(f"{counter} is {getattr(self.stats, counter)}, not {wanted}")

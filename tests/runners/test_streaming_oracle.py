@@ -119,3 +119,82 @@ def test_two_grouping_stages_in_a_row(spark):
         )
 
     assert_same_as_beam(build, streaming=True, overlapping_window_rule=False)
+
+
+# ---------------------------------------------------------------------------- re-stamped outputs
+#
+# A TimestampedValue output is windowed again by the input's window fn (Beam Python's
+# ``_maybe_propagate_windowing_info``), in streaming as in batch.
+
+
+def restamp_stream(ns):
+    tv = ns.TimestampedValue
+    return (
+        ns.TestStream()
+        .add_elements([tv(("alice", 3), 1), tv(("bob", 5), 2), tv(("alice", 2), 4)])
+        .advance_watermark_to(8)
+        .add_elements([tv(("bob", 1), 9), tv(("alice", 7), 12)])
+        .advance_watermark_to(30)
+        .add_elements([tv(("alice", 1), 33)])
+        .advance_watermark_to_infinity()
+    )
+
+
+def later_by(ns, seconds):
+    return f"Later{seconds}" >> ns.beam.Map(lambda kv, t=ns.beam.DoFn.TimestampParam: ns.TimestampedValue(kv, t + seconds))
+
+
+def test_reify_window_after_a_sessions_grouping_in_a_stream(spark):
+    def build(ns, p):
+        beam = ns.beam
+
+        def reify(element, timestamp=beam.DoFn.TimestampParam, window=beam.DoFn.WindowParam):
+            yield ns.TimestampedValue((element, timestamp.micros // 1000, (float(window.start), float(window.end))), timestamp)
+
+        return (
+            p
+            | restamp_stream(ns)
+            | beam.WindowInto(ns.window.Sessions(5))
+            | beam.GroupByKey()
+            | "Reify" >> beam.FlatMap(reify)  # lands in a new session at the pane's timestamp
+        )
+
+    assert_same_as_beam(build, streaming=True, overlapping_window_rule=False)
+
+
+def test_a_restamp_moves_an_element_to_another_fixed_window_in_a_stream(spark):
+    def build(ns, p):
+        return (
+            p
+            | restamp_stream(ns)
+            | ns.beam.WindowInto(ns.window.FixedWindows(10))
+            | later_by(ns, 15)
+            | ns.beam.GroupByKey()
+        )
+
+    assert_same_as_beam(build, streaming=True, overlapping_window_rule=False)
+
+
+def test_a_restamp_in_sliding_windows_in_a_stream(spark):
+    def build(ns, p):
+        return (
+            p
+            | restamp_stream(ns)
+            | ns.beam.WindowInto(ns.window.SlidingWindows(10, 5))
+            | later_by(ns, 7)
+            | ns.beam.CombinePerKey(sum)
+        )
+
+    assert_same_as_beam(build, streaming=True, overlapping_window_rule=False)
+
+
+def test_a_restamp_in_the_global_window_in_a_stream(spark):
+    def build(ns, p):
+        return (
+            p
+            | restamp_stream(ns)
+            | later_by(ns, 100)
+            | ns.beam.Map(lambda kv, t=ns.beam.DoFn.TimestampParam: (kv, t.micros // 1000))
+        )
+
+    assert_same_as_beam(build, streaming=True, overlapping_window_rule=False)
