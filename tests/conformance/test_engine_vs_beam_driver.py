@@ -22,21 +22,18 @@ from __future__ import annotations
 import collections
 import random
 
-import pytest
+import apache_beam.transforms.trigger as bt
+from apache_beam.runners.direct import clock as beam_clock
+from apache_beam.transforms import window as beam_window
+from apache_beam.transforms.core import Windowing as BeamWindowing
+from apache_beam.utils.timestamp import MIN_TIMESTAMP as BEAM_MIN
 
-bt = pytest.importorskip("apache_beam.transforms.trigger")
-
-from apache_beam.runners.direct import clock as beam_clock  # noqa: E402
-from apache_beam.transforms import window as beam_window  # noqa: E402
-from apache_beam.transforms.core import Windowing as BeamWindowing  # noqa: E402
-from apache_beam.utils.timestamp import MIN_TIMESTAMP as BEAM_MIN  # noqa: E402
-
-from sparkbeam import trigger as st  # noqa: E402
-from sparkbeam import window as sw  # noqa: E402
-from sparkbeam.runners.core.grouping import GroupingEngine, GroupingStats  # noqa: E402
-from sparkbeam.utils.timestamp import MIN_TIMESTAMP  # noqa: E402
-from sparkbeam.utils.windowed_value import WindowedValue  # noqa: E402
-from sparkbeam.windowing import Windowing  # noqa: E402
+from sparkbeam import trigger as st
+from sparkbeam import window as sw
+from sparkbeam.runners.core.grouping import GroupingEngine, GroupingStats
+from sparkbeam.utils.timestamp import MIN_TIMESTAMP
+from sparkbeam.utils.windowed_value import WindowedValue
+from sparkbeam.windowing import Windowing
 
 SEEDS = range(400)
 LATENESS = 10_000  # seconds: no window is ever collected or late-dropped in these runs
