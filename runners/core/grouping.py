@@ -17,7 +17,12 @@ batch. Where this differs from Beam Python, on purpose:
 - a window whose trigger finished releases its hold (Beam keeps it and stalls);
 - all due timers of a window in one time domain are consumed by one trigger evaluation
   (Beam fires each, which emits empty duplicate panes for nested watermark triggers);
-- holds of merging windows are merged, not dropped.
+- holds of merging windows are merged, not dropped;
+- a window whose trigger finished takes no part in later merges, and a merge whose result
+  is such a window leaves it closed (Beam Java's ``ReduceFnRunner``; see ``merging.py``).
+
+Data leaves the engine in a pane or through ``GroupingStats.discard``, which counts it by
+reason (``drops.py``): late, closed window, merged into a closed window, expired state.
 
 >>> from sparkbeam.windowing import Windowing
 >>> from sparkbeam.window import FixedWindows, IntervalWindow
@@ -41,8 +46,6 @@ import functools
 from collections.abc import Iterable
 from typing import Any
 
-import attrs
-
 from sparkbeam.combine import CombineFn
 from sparkbeam.trigger import (
     AccumulationMode,
@@ -56,6 +59,7 @@ from sparkbeam.utils.windowed_value import PaneInfo, PaneInfoTiming, WindowedVal
 from sparkbeam.window import BoundedWindow, GlobalWindow, GlobalWindows, IntervalWindow
 from sparkbeam.windowing import Windowing
 
+from .drops import DropReason, GroupingStats
 from .holds import HoldPolicy
 from .merging import Buckets, WindowMerger
 from .triggers import (
@@ -67,7 +71,7 @@ from .triggers import (
 )
 from .window_state import KeyState, WindowState
 
-__all__ = ["GroupingEngine", "GroupingStats", "KeyState", "WindowState"]
+__all__ = ["DropReason", "GroupingEngine", "GroupingStats", "KeyState", "WindowState"]
 
 _EVENT = TimeDomain.EVENT_TIME
 _PROCESSING = TimeDomain.PROCESSING_TIME
@@ -86,15 +90,6 @@ _BATCH_ONLY_PANE = PaneInfo(True, True, PaneInfoTiming.ON_TIME, 0, 0)
 _EXPIRED: tuple[list[Any], list[int] | None, Any] = ([], None, None)
 # Firings a single fire_timers call may make per window before the state is called corrupt.
 _MAX_TIMER_ROUNDS = 1000
-
-
-@attrs.define
-class GroupingStats:
-    """Counters the engine increments; the runner sums them per step and stage."""
-
-    late_dropped: int = 0  # (element, window) pairs whose window's GC time was behind the input watermark
-    closed_dropped: int = 0  # (element, window) pairs for a window whose trigger had finished
-    panes_fired: int = 0
 
 
 @functools.lru_cache(maxsize=4096)
@@ -181,7 +176,7 @@ class GroupingEngine:
         if not by_window:
             return []
         if self._merging:
-            by_window = self._merger.merge_bundle(state, by_window, now)
+            by_window = self._merger.merge_bundle(state, by_window, now, stats)
         windows = state.windows
         holds = self.holds
         fast = self._default_fast_path
@@ -192,7 +187,7 @@ class GroupingEngine:
             if window_state is None:
                 window_state = windows[window] = WindowState()
             elif window_state.closed:
-                stats.closed_dropped += len(values)
+                stats.discard(DropReason.CLOSED_WINDOW, len(values))
                 continue
             max_timestamp = window.max_timestamp().micros
             hold, unheld = holds.element_hold(
@@ -203,7 +198,7 @@ class GroupingEngine:
             if unheld:
                 window_state.gc_hold = True
             self._add_contents(window_state, values)
-            window_state.pending = True
+            window_state.pending += len(values)
             if fast:
                 if input_watermark >= window.end.micros:
                     fired.append(
@@ -341,8 +336,7 @@ class GroupingEngine:
                 bucket[0].append(value)
                 if need_timestamps:
                     bucket[1].append(timestamp)  # type: ignore[union-attr]
-        if expired:
-            stats.late_dropped += expired
+        stats.discard(DropReason.LATE, expired)
         return {
             bucket[2]: (bucket[0], bucket[1]) for bucket in buckets.values() if bucket is not _EXPIRED
         }
@@ -414,7 +408,7 @@ class GroupingEngine:
         elif hold is not None and not (watermark < window.end.micros and self._has_ontime_pane):
             # Beam keeps the hold for an on-time pane still to come (it may be empty).
             window_state.hold = None
-        window_state.pending = False
+        window_state.pending = 0
         window_state.gc_hold = False
         stats.panes_fired += 1
         return WindowedValue((key, payload), timestamp, (window,), pane)
@@ -534,7 +528,11 @@ class GroupingEngine:
         expired.sort(key=lambda window: (window.end.micros, window.start.micros))
         for window in expired:
             window_state = windows.pop(window)
-            if window_state.pending and not window_state.closed:
+            if window_state.pending and window_state.closed:
+                # A closed window buffers nothing (its elements are dropped as they come),
+                # so this is a guard: whatever is deleted unemitted is counted.
+                stats.discard(DropReason.EXPIRED_STATE, window_state.pending)
+            elif window_state.pending:
                 max_timestamp = window.max_timestamp().micros
                 stamp = max_timestamp if window_state.hold is None else window_state.hold
                 # Beam Java's rule: a pane the output watermark has already passed is LATE.
@@ -555,7 +553,7 @@ class GroupingEngine:
         if window_state is None:
             window_state = state.windows[_GLOBAL_WINDOW] = WindowState()
         self._add_contents(window_state, values)
-        window_state.pending = True
+        window_state.pending += len(values)
 
     def _flush_single_pane(
         self, state: KeyState, key: Any, input_watermark: int, stats: GroupingStats

@@ -24,7 +24,7 @@ from sparkbeam.io.textio import ReadFromText, WriteToText
 from sparkbeam.pipeline import AppliedTransform, Pipeline
 from sparkbeam.runners.core.errors import UnsupportedError
 from sparkbeam.testing.test_stream import TestStream
-from sparkbeam.window import WindowFn
+from sparkbeam.window import GlobalWindows, WindowFn
 from sparkbeam.windowing import Windowing
 
 __all__ = [
@@ -110,6 +110,8 @@ class ParDoOp(Op):
     kwargs: dict = attrs.field(hash=False)
     output_tags: tuple  # tag (None = main) of each output, aligned with ``outputs``
     side_inputs: tuple[SideInputSlot, ...] = ()
+    #: the main input's window fn: it windows the outputs the DoFn re-stamps (TimestampedValue)
+    input_windowfn: WindowFn = attrs.field(factory=GlobalWindows)
 
 
 @attrs.frozen
@@ -296,13 +298,16 @@ def _lower_pardo(lowering: _Lowering, node: AppliedTransform) -> Op:
     slots = tuple(a for a in (*args, *kwargs.values()) if isinstance(a, SideInputSlot))
     # The main output is tag None whatever the user named it (with_outputs(main=...)).
     tags = tuple(None if tag in (None, "None", transform.main_tag) else tag for tag in node.outputs)
+    base = lowering.base(node)
+    (main_input,) = base["inputs"]
     return ParDoOp(
-        **lowering.base(node),
+        **base,
         dofn=transform.fn,
         args=args,
         kwargs=kwargs,
         output_tags=tags,
         side_inputs=slots,
+        input_windowfn=lowering.infos[main_input].windowing.windowfn,
     )
 
 

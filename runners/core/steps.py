@@ -56,6 +56,7 @@ class StageSummary:
 
     elements_in: int = 0
     elements_out: int = 0
+    # (element, window) pairs dropped, by reason (runners/core/drops.py)
     late_dropped: int = 0
     closed_dropped: int = 0
     earliest_hold: int | None = None
@@ -66,6 +67,8 @@ class StageSummary:
     state_keys: int = 0
     state_windows: int = 0
     dead_letters: int = 0
+    merged_into_closed_dropped: int = 0
+    expired_state_dropped: int = 0
 
     def merge(self, other: StageSummary) -> StageSummary:
         hold_from_other = other.earliest_hold is not None and (
@@ -84,6 +87,21 @@ class StageSummary:
             state_keys=self.state_keys + other.state_keys,
             state_windows=self.state_windows + other.state_windows,
             dead_letters=self.dead_letters + other.dead_letters,
+            merged_into_closed_dropped=self.merged_into_closed_dropped + other.merged_into_closed_dropped,
+            expired_state_dropped=self.expired_state_dropped + other.expired_state_dropped,
+        )
+
+    def for_idle_step(self) -> StageSummary:
+        """This summary carried into a step where the stage did nothing: its holds and
+        timers stand, its per-step counts are zero."""
+        return attrs.evolve(
+            self,
+            elements_in=0,
+            elements_out=0,
+            late_dropped=0,
+            closed_dropped=0,
+            merged_into_closed_dropped=0,
+            expired_state_dropped=0,
         )
 
 
@@ -355,6 +373,8 @@ class StepLoop:
             state_keys=summary.state_keys,
             state_windows=summary.state_windows,
             dead_letters=summary.dead_letters,
+            merged_into_closed_dropped=summary.merged_into_closed_dropped,
+            expired_state_dropped=summary.expired_state_dropped,
         )
         self.records.append(record)
         if self.on_record is not None:

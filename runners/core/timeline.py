@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from sparkbeam.runners.core.drops import DROP_COUNTERS
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp, seconds_text
 from sparkbeam.utils.windowed_value import PaneInfo
 
@@ -40,7 +41,14 @@ def format_micros(micros: int | None) -> str:
 
 @attrs.frozen
 class WatermarkRecord:
-    """One stage at the end of one step."""
+    """One stage at the end of one step.
+
+    Drops are counted in (element, window) pairs, per reason (``DropReason``):
+    ``late_dropped`` (behind the allowed lateness, or behind a source's allowed delay),
+    ``closed_dropped`` (the window's trigger had finished), ``merged_into_closed_dropped``
+    (merged into a window whose trigger had finished), ``expired_state_dropped`` (deleted
+    unemitted when the window was collected); ``dropped`` is their sum.
+    """
 
     step: int
     processing_time: int  # micros on the run's clock
@@ -59,9 +67,21 @@ class WatermarkRecord:
     state_windows: int
     #: records a source could not parse or stamp, sent to its dead-letter output
     dead_letters: int = 0
+    merged_into_closed_dropped: int = 0
+    expired_state_dropped: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        return attrs.asdict(self)
+        """The fields, and ``dropped`` (their drops summed), as for ``--timeline_log``."""
+        return {**attrs.asdict(self), "dropped": self.dropped}
+
+    def drops(self) -> dict[str, int]:
+        """The drops of this step by reason (``"late"``, ``"closed_window"``, ...), zeros included."""
+        return {reason.value: getattr(self, counter) for reason, counter in DROP_COUNTERS.items()}
+
+    @property
+    def dropped(self) -> int:
+        """All (element, window) pairs this stage dropped in this step, whatever the reason."""
+        return sum(getattr(self, counter) for counter in DROP_COUNTERS.values())
 
 
 class Timeline:
@@ -112,14 +132,18 @@ class Timeline:
 
     def format(self) -> str:
         """A plain-text table (watermarks in seconds, -inf/+inf at the ends of time)."""
-        header = f"{'step':>4} {'stage':<36} {'input wm':>10} {'output wm':>10} {'held by':<40} {'in':>7} {'out':>7} {'late':>5}"
+        header = (
+            f"{'step':>4} {'stage':<36} {'input wm':>10} {'output wm':>10} {'held by':<40} {'in':>7} "
+            f"{'out':>7} {'dropped':>7} why dropped"
+        )
         lines = [header]
         for r in self.records:
             held = f"{r.hold_key} {r.hold_window}" if r.hold_key is not None else ""
+            why = ", ".join(f"{reason} {count}" for reason, count in r.drops().items() if count)
             lines.append(
                 f"{r.step:>4} {r.stage[:36]:<36} {format_micros(r.input_watermark):>10} "
                 f"{format_micros(r.output_watermark):>10} {held[:40]:<40} {r.elements_in:>7} "
-                f"{r.elements_out:>7} {r.late_dropped + r.closed_dropped:>5}"
+                f"{r.elements_out:>7} {r.dropped:>7} {why}".rstrip()
             )
         return "\n".join(lines)
 

@@ -235,7 +235,7 @@ class SparkBackend:
         )
         if idle:
             kept = previous or StageSummary()
-            summary = attrs.evolve(kept, elements_in=0, elements_out=0, late_dropped=0, closed_dropped=0)
+            summary = kept.for_idle_step()
             return StageResult({pcoll: Dataset(self.sc.emptyRDD(), True) for pcoll in stage.outputs}, summary)
         state = self.states.get(stage.id)
         if new.known_empty and state is not None:

@@ -273,7 +273,7 @@ def test_csv_stream_with_a_user_estimator(spark, tmp_path):
 
 
 def test_parquet_stream_reads_records_as_dicts(spark, tmp_path):
-    pyarrow = pytest.importorskip("pyarrow")
+    import pyarrow
     import pyarrow.parquet as pq
 
     directory = tmp_path / "in"
