@@ -66,6 +66,7 @@ def test_fanout_equals_no_fanout_and_beam_in_batch(spark, window_name, fanout):
 @pytest.mark.parametrize("fanout", sorted(FANOUTS))
 def test_fanout_with_sessions_equals_the_combine_without_fanout(spark, fanout):
     ours = run_sparkbeam(keyed_sums("sessions", FANOUTS[fanout]))
+    assert ours, "no output: the comparisons below would prove nothing"
     assert ours == run_sparkbeam(keyed_sums("sessions", None))
     assert ours == run_beam(keyed_sums("sessions", None))
     # The documented difference: Beam's Python SDK moves the hot key's accumulators into
@@ -76,6 +77,7 @@ def test_fanout_with_sessions_equals_the_combine_without_fanout(spark, fanout):
 @pytest.mark.parametrize("window_name", ["global", "fixed", "sessions"])
 def test_fanout_equals_no_fanout_in_a_stream(spark, window_name):
     with_fanout = run_sparkbeam(keyed_sums(window_name, 4, stream=True), streaming=True)
+    assert with_fanout, "no output: the comparisons below would prove nothing"
     assert with_fanout == run_sparkbeam(keyed_sums(window_name, None, stream=True), streaming=True)
     # Beam's streaming direct runner cannot run this combine in the global window ("not
     # replaced as expected"), and moves session windows (above): there, Beam without fanout.
@@ -99,6 +101,7 @@ def test_accumulating_early_panes_are_not_counted_twice(spark):
 
     build = keyed_sums("fixed", 4, stream=True, trigger=early)
     ours = run_sparkbeam(build, streaming=True)
+    assert on_time(ours), "no on-time pane: the comparisons below would prove nothing"
     assert on_time(ours) == on_time(run_sparkbeam(keyed_sums("fixed", None, stream=True, trigger=early), streaming=True))
     assert on_time(ours) == on_time(run_beam(build, streaming=True))
 
