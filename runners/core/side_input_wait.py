@@ -15,7 +15,8 @@ input ready. In batch every side input is complete before the stage runs, so not
 A side input's contents for a window are kept until the window expires: its end plus the
 side input's allowed lateness behind the reading stage's input watermark
 (``expire_side_contents``). A main-input element that arrives after the side window it
-reads has expired is dropped and counted as late, since what it would read is gone.
+reads has expired is dropped and counted as late (``DropReason.LATE``), since what it
+would read is gone.
 
 ``run_waiting`` is one step of such a stage over one partition, the same code in memory
 and on Spark.
@@ -27,6 +28,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from sparkbeam.runners.core.dofn_invoker import SideInputs, side_window_for
+from sparkbeam.runners.core.drops import DropReason, GroupingStats
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
 from sparkbeam.runners.core.fused import FusedBody
 from sparkbeam.runners.core.grouping_step import SUMMARY
@@ -149,6 +151,7 @@ def run_waiting(
     (source,) = stage.inputs
     gate = _Gate(op, params)
     summary = StageSummary()
+    stats = GroupingStats()
     waiting: list[WindowedValue] = []
 
     def ready() -> Iterator[tuple[int, WindowedValue]]:
@@ -161,7 +164,7 @@ def run_waiting(
                     if kind == "ready":
                         yield (source, part)
                     elif kind == "expired":
-                        summary.late_dropped += 1
+                        stats.discard(DropReason.LATE, 1)
                     else:
                         waiting.append(part)
                         _hold(summary, part, side, side_window)
@@ -173,6 +176,7 @@ def run_waiting(
     for wv in waiting:
         yield (PARKED, wv)
     yield (RELEASE, tuple(sorted(gate.release_at.items())))
+    summary.late_dropped = stats.late_dropped
     summary.side_input_waiting = len(waiting)
     yield (SUMMARY, summary)
 

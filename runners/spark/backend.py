@@ -340,7 +340,7 @@ class SparkBackend:
         if new.known_empty and (state is None or stuck):
             # Nothing new, and no side input has reached a window something waits for.
             kept = self.last_summaries.get(stage.id) if state is not None else None
-            summary = attrs.evolve(kept or StageSummary(), elements_in=0, elements_out=0, late_dropped=0)
+            summary = (kept or StageSummary()).for_idle_step()
             return StageResult({pcoll: Dataset(self.sc.emptyRDD(), True) for pcoll in stage.outputs}, summary)
         ship = shippable(stage)
         passes = []  # RDDs of the step's records: outputs, summaries, parked elements
