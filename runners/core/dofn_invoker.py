@@ -24,7 +24,7 @@ from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
 from sparkbeam.window import GlobalWindow, GlobalWindows, TimestampedValue, WindowFn
 
-__all__ = ["DoFnRunner", "SideInputs"]
+__all__ = ["DoFnRunner", "SideInputs", "side_window_for"]
 
 Emit = Callable[[WindowedValue], None]
 _MIN_MICROS = MIN_TIMESTAMP.micros
@@ -45,7 +45,7 @@ class SideInputs:
         self._views: dict[tuple[int, Any], Any] = {}
 
     def view(self, slot: SideInputSlot, main_window: Any) -> Any:
-        side_window = _side_window(slot.windowfn, main_window)
+        side_window = side_window_for(slot.windowfn, main_window)
         key = (slot.pcoll, side_window)
         if key not in self._views:
             values = self._by_window.get(slot.pcoll, {}).get(side_window, [])
@@ -53,7 +53,7 @@ class SideInputs:
         return self._views[key]
 
 
-def _side_window(windowfn: WindowFn, main_window: Any) -> Any:
+def side_window_for(windowfn: WindowFn, main_window: Any) -> Any:
     """The side input's window that a main-input window reads (Beam's default mapping)."""
     if isinstance(windowfn, GlobalWindows):
         return GlobalWindow()

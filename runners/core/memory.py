@@ -27,6 +27,7 @@ from sparkbeam.runners.core.grouping_step import (
 )
 from sparkbeam.runners.core.ops import CreateOp, GroupOp, ImpulseOp, ReadTextOp, lower
 from sparkbeam.runners.core.plan import Stage, StagePlan, plan_stages
+from sparkbeam.runners.core.side_input_wait import OUTPUT, PARKED, must_wait, run_waiting
 from sparkbeam.runners.core.sources import SourceEmission
 from sparkbeam.runners.core.steps import StageResult, StageSummary, StepLoop, StepParams
 from sparkbeam.runners.core.timeline import Emissions, Timeline, emissions_of
@@ -53,6 +54,8 @@ class MemoryBackend:
         self.overlapping_window_rule = overlapping_window_rule
         self.states: dict[int, dict[Any, Any]] = {}
         self.engines: dict[int, Any] = {}
+        #: per stage reading side inputs: main-input elements waiting for them
+        self.parked: dict[int, list[WindowedValue]] = {}
 
     def source_dataset(self, stage: Stage, emission: SourceEmission) -> list[WindowedValue]:
         if emission.whole is not None:
@@ -91,6 +94,8 @@ class MemoryBackend:
         side_inputs: dict[int, list[WindowedValue]],
         wanted: frozenset[int] = frozenset(),
     ) -> StageResult:
+        if must_wait(stage, params, stage.id in self.parked):
+            return self._run_waiting(stage, inputs, params, side_inputs)
         summary = StageSummary()
         grouping = stage.grouping
         if grouping is not None:
@@ -122,6 +127,30 @@ class MemoryBackend:
             raise add_transform_note(failure.error, failure.label, failure.location) from None
         if grouping is None:
             summary.elements_out = sum(len(v) for v in produced.values())
+        return StageResult(produced, summary)
+
+    def _run_waiting(
+        self, stage: Stage, inputs: dict[int, Any], params: StepParams, side_inputs: dict[int, list[WindowedValue]]
+    ) -> StageResult:
+        (source,) = stage.inputs
+        parked = self.parked.pop(stage.id, [])
+        produced: dict[int, list[WindowedValue]] = {pcoll: [] for pcoll in stage.outputs}
+        waiting: list[WindowedValue] = []
+        summary = StageSummary()
+        records = run_waiting(stage, SideInputs(side_inputs), params, inputs[source], parked)
+        try:
+            for tag, payload in records:
+                if tag == OUTPUT:
+                    pcoll, wv = payload
+                    if pcoll in produced:
+                        produced[pcoll].append(wv)
+                elif tag == PARKED:
+                    waiting.append(payload)
+                elif tag == SUMMARY:
+                    summary = payload
+        except UserCodeError as failure:
+            raise add_transform_note(failure.error, failure.label, failure.location) from None
+        self.parked[stage.id] = waiting
         return StageResult(produced, summary)
 
     def write(self, stage: Stage, datasets: dict[int, Any], params: StepParams) -> None:

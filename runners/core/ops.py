@@ -24,6 +24,7 @@ from sparkbeam.io.textio import ReadFromText, WriteToText
 from sparkbeam.pipeline import AppliedTransform, Pipeline
 from sparkbeam.runners.core.errors import UnsupportedError
 from sparkbeam.testing.test_stream import TestStream
+from sparkbeam.utils.timestamp import Duration
 from sparkbeam.window import GlobalWindows, WindowFn
 from sparkbeam.windowing import Windowing
 
@@ -101,6 +102,13 @@ class SideInputSlot:
     pcoll: int
     view: pvalue.AsSideInput = attrs.field(eq=False)
     windowfn: WindowFn = attrs.field(eq=False)
+    #: how long the side input's windows take late data: their contents are kept that long
+    #: past the window's end (behind the reading stage's input watermark), then dropped
+    allowed_lateness: Duration = attrs.field(factory=Duration, eq=False)
+
+    def describe(self) -> str:
+        """How the user wrote it, e.g. ``AsList(Side)``."""
+        return f"{type(self.view).__name__}({self.view.pvalue.label})"
 
 
 @attrs.frozen
@@ -286,7 +294,7 @@ def _lower_test_stream(lowering: _Lowering, node: AppliedTransform) -> Op:
 def _slot(lowering: _Lowering, arg: Any) -> Any:
     if isinstance(arg, pvalue.AsSideInput):
         pc = arg.pvalue
-        return SideInputSlot(lowering.pcoll_id(pc), arg, pc.windowing.windowfn)
+        return SideInputSlot(lowering.pcoll_id(pc), arg, pc.windowing.windowfn, pc.windowing.allowed_lateness)
     return arg
 
 

@@ -48,6 +48,9 @@ class StepParams:
     output_watermark: int  # the stage's output watermark before this step
     now: int
     batch: bool
+    #: (side-input PCollection, output watermark of the stage producing it) for each side
+    #: input the stage reads: whether a side input is ready for a window (streaming only)
+    side_input_watermarks: tuple[tuple[int, int], ...] = ()
 
 
 @attrs.define
@@ -69,6 +72,8 @@ class StageSummary:
     dead_letters: int = 0
     merged_into_closed_dropped: int = 0
     expired_state_dropped: int = 0
+    #: main-input elements (per window) parked until their side input is ready
+    side_input_waiting: int = 0
 
     def merge(self, other: StageSummary) -> StageSummary:
         hold_from_other = other.earliest_hold is not None and (
@@ -89,6 +94,7 @@ class StageSummary:
             dead_letters=self.dead_letters + other.dead_letters,
             merged_into_closed_dropped=self.merged_into_closed_dropped + other.merged_into_closed_dropped,
             expired_state_dropped=self.expired_state_dropped + other.expired_state_dropped,
+            side_input_waiting=self.side_input_waiting + other.side_input_waiting,
         )
 
     def for_idle_step(self) -> StageSummary:
@@ -188,6 +194,9 @@ class StepLoop:
         self.records: list[WatermarkRecord] = []
         self.emissions: dict[int, list[Emission]] = {p: [] for p in plan.lowered.captured}
         self.side_contents: dict[int, list[WindowedValue]] = {p: [] for p in plan.side_input_pcolls()}
+        #: side-input PCollection -> the stage producing it, and the stages reading it
+        self._side_producer = {p: plan.stage_of(p).id for p in self.side_contents}
+        self._side_readers = {p: [s.id for s in plan.stages if p in self._side_slots(s)] for p in self.side_contents}
         self.on_record = on_record
         self.hooks = hooks
         self.step = 0
@@ -261,6 +270,7 @@ class StepLoop:
                 inputs = {p: self.backend.union(produced.get(p, [])) for p in stage.inputs}
                 new_input = min(self.runtimes[u].output_watermark for u in stage.upstream)
             new_input = max(new_input, runtime.input_watermark)
+            side = {slot: self.side_contents[slot] for slot in self._side_slots(stage)}
             params = StepParams(
                 step=step,
                 old_input_watermark=MIN if self.batch else runtime.input_watermark,
@@ -268,8 +278,11 @@ class StepLoop:
                 output_watermark=MIN if self.batch else runtime.output_watermark,
                 now=now,
                 batch=self.batch,
+                # Producers run first in a step: these are their watermarks after this step.
+                side_input_watermarks=tuple(
+                    sorted((p, self.runtimes[self._side_producer[p]].output_watermark) for p in side)
+                ),
             )
-            side = {slot: self.side_contents[slot] for slot in self._side_slots(stage)}
             wanted = frozenset(p for p in stage.outputs if p in self.side_contents or p in self.emissions)
             result = self.backend.run_stage(stage, inputs, params, side, wanted)
             for pcoll, dataset in result.outputs.items():
@@ -307,6 +320,8 @@ class StepLoop:
                 earliest_hold=report.hold,
                 hold_key=report.hold_partition,
             )
+        if not self.batch:
+            self._expire_side_contents()
         for runtime in self.runtimes:
             self._record(runtime, step, wall)
         self.backend.end_step(step)
@@ -340,6 +355,19 @@ class StepLoop:
         self.emissions = {p: list(data["emissions"].get(p, [])) for p in self.emissions}
         self.side_contents = {p: list(data["side_contents"].get(p, [])) for p in self.side_contents}
 
+    def _expire_side_contents(self) -> None:
+        """Drop side-input windows that expired behind every reading stage's input
+        watermark, so that a long stream keeps (and checkpoints) only live windows."""
+        from sparkbeam.runners.core.side_input_wait import expire_side_contents
+
+        infos = self.plan.lowered.pcollections
+        for pcoll, elements in self.side_contents.items():
+            if not elements:
+                continue
+            watermark = min(self.runtimes[r].input_watermark for r in self._side_readers[pcoll])
+            lateness = infos[pcoll].windowing.allowed_lateness.micros
+            self.side_contents[pcoll] = expire_side_contents(elements, watermark, lateness)
+
     def _side_slots(self, stage: Stage) -> set[int]:
         from sparkbeam.runners.core.ops import ParDoOp
 
@@ -351,7 +379,8 @@ class StepLoop:
             target = min(target, summary.earliest_hold)
         # Watermarks never move backwards (DESIGN §4).
         runtime.output_watermark = max(runtime.output_watermark, target)
-        if runtime.stage.grouping is None:
+        if runtime.stage.grouping is None and summary.earliest_hold is None:
+            # An element-wise stage holds only main-input elements waiting for a side input.
             runtime.output_watermark = max(runtime.output_watermark, runtime.input_watermark)
 
     def _record(self, runtime: _StageRuntime, step: int, now: int) -> None:
@@ -375,6 +404,7 @@ class StepLoop:
             dead_letters=summary.dead_letters,
             merged_into_closed_dropped=summary.merged_into_closed_dropped,
             expired_state_dropped=summary.expired_state_dropped,
+            side_input_waiting=summary.side_input_waiting,
         )
         self.records.append(record)
         if self.on_record is not None:

@@ -69,6 +69,8 @@ class WatermarkRecord:
     dead_letters: int = 0
     merged_into_closed_dropped: int = 0
     expired_state_dropped: int = 0
+    #: main-input elements (per window) waiting for a side input to be ready
+    side_input_waiting: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """The fields, and ``dropped`` (their drops summed), as for ``--timeline_log``."""
@@ -133,8 +135,8 @@ class Timeline:
     def format(self) -> str:
         """A plain-text table (watermarks in seconds, -inf/+inf at the ends of time)."""
         header = (
-            f"{'step':>4} {'stage':<36} {'input wm':>10} {'output wm':>10} {'held by':<40} {'in':>7} "
-            f"{'out':>7} {'dropped':>7} why dropped"
+            f"{'step':>4} {'stage':<36} {'input wm':>10} {'output wm':>10} {'held by':<48} {'in':>7} "
+            f"{'out':>7} {'waiting':>7} {'dropped':>7} why dropped"
         )
         lines = [header]
         for r in self.records:
@@ -142,8 +144,8 @@ class Timeline:
             why = ", ".join(f"{reason} {count}" for reason, count in r.drops().items() if count)
             lines.append(
                 f"{r.step:>4} {r.stage[:36]:<36} {format_micros(r.input_watermark):>10} "
-                f"{format_micros(r.output_watermark):>10} {held[:40]:<40} {r.elements_in:>7} "
-                f"{r.elements_out:>7} {r.dropped:>7} {why}".rstrip()
+                f"{format_micros(r.output_watermark):>10} {held[:48]:<48} {r.elements_in:>7} "
+                f"{r.elements_out:>7} {r.side_input_waiting:>7} {r.dropped:>7} {why}".rstrip()
             )
         return "\n".join(lines)
 

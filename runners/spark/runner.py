@@ -33,6 +33,7 @@ from sparkbeam.runners.core.ops import (
     lower,
 )
 from sparkbeam.runners.core.plan import StagePlan, plan_stages
+from sparkbeam.runners.core.side_input_wait import refuse_side_inputs_never_ready
 from sparkbeam.runners.core.steps import StepLoop
 from sparkbeam.runners.core.timeline import Emissions, Timeline, emissions_of
 
@@ -239,6 +240,7 @@ class SparkRunner(PipelineRunner):
         plan = plan_stages(lowered)
         streaming = bool(settings["streaming"]) or any(not pc.is_bounded for pc in lowered.pcollections)
         _check_supported(plan)
+        refuse_side_inputs_never_ready(plan, sources_end=bool(settings["available_now"]))
         check_picklable(plan)
         from sparkbeam.runners.spark.backend import SparkBackend
         from sparkbeam.runners.spark.dependencies import (
