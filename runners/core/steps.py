@@ -14,6 +14,7 @@ Spark); the loop does the watermark bookkeeping and records the timeline.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -199,6 +200,13 @@ class StepLoop:
         self.on_record = on_record
         self.hooks = hooks
         self.step = 0
+        self._stop = threading.Event()
+        self.cancelled = False  # run() returned because request_stop() asked it to
+
+    def request_stop(self) -> None:
+        """Stop before the next step (safe from another thread): ``run()`` returns at the
+        step boundary with ``cancelled`` set, leaving the loop's state as a checkpoint wants it."""
+        self._stop.set()
 
     # -- the loop ----------------------------------------------------------------------
     def run(self) -> None:
@@ -207,6 +215,9 @@ class StepLoop:
             return
         while not self.finished():
             if self.max_steps is not None and self.step >= self.max_steps:
+                return
+            if self._stop.is_set():
+                self.cancelled = True
                 return
             before = self._progress_marker()
             self.run_step()

@@ -198,6 +198,10 @@ class SparkRunnerOptions(PipelineOptions):
         _Option("step_interval", _non_negative_float, 1.0,
                 "seconds between micro-batches of a real (unbounded) stream"),
         _Option("max_steps", _positive_int, None, "stop a streaming run after N steps"),
+        _Option("block_on_run", _to_bool, True,
+                "run() waits for the end of the run (as Beam Java's --blockOnRun); with "
+                "--no_block_on_run it returns a RUNNING result at once, to wait for with "
+                "wait_until_finish(duration) or stop with cancel()", is_flag=True),
         _Option("timeline_log", str, None,
                 "append every stage's watermarks to this file as JSON lines, step by step, "
                 "to follow a running stream"),
@@ -223,8 +227,11 @@ class SetupOptions(PipelineOptions):
     _names = _define(
         _Option("save_main_session", _to_bool, False,
                 "accepted for Beam compatibility: functions are shipped with cloudpickle", is_flag=True),
-        _Option("setup_file", str, None, "accepted for Beam compatibility"),
-        _Option("requirements_file", str, None, "accepted for Beam compatibility"),
+        _Option("setup_file", str, None,
+                "the setup.py or pyproject.toml of a project to install, with its dependencies, "
+                "for the executors (see the README's 'Running on a cluster')"),
+        _Option("requirements_file", str, None,
+                "a pip requirements file whose packages are installed for the executors"),
     )
 
 
@@ -249,6 +256,6 @@ class GoogleCloudOptions(PipelineOptions):
 
 IGNORED_BEAM_OPTIONS = (
     "allow_unsafe_triggers", "pipeline_type_check", "runtime_type_check", "save_main_session",
-    "setup_file", "requirements_file", "direct_num_workers", "direct_running_mode",
+    "direct_num_workers", "direct_running_mode",
     "temp_location", "project",
 )
