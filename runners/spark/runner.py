@@ -15,6 +15,7 @@ from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.pipeline import Pipeline
 from sparkbeam.runner import PipelineResult, PipelineRunner, PipelineState
 from sparkbeam.runners.core.clock import Clock, ManualClock, WallClock
+from sparkbeam.runners.core.history import run_history
 from sparkbeam.runners.core.ops import (
     GroupOp,
     ParDoOp,
@@ -25,7 +26,7 @@ from sparkbeam.runners.core.ops import (
 )
 from sparkbeam.runners.core.plan import StagePlan, plan_stages
 from sparkbeam.runners.core.steps import StepLoop
-from sparkbeam.runners.core.timeline import Emission, Emissions, Timeline, emissions_of
+from sparkbeam.runners.core.timeline import Emissions, Timeline, emissions_of
 
 __all__ = ["SparkPipelineResult", "SparkRunner", "check_picklable"]
 
@@ -69,17 +70,6 @@ def _check_supported(plan: StagePlan) -> None:
                 local_prefix(sink)
 
 
-def _timeline_logger(path: str) -> Any:
-    """Appends each WatermarkRecord to ``path`` as a JSON line, flushed as the step ends."""
-    import json
-
-    def log(record: Any) -> None:
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record.as_dict()) + "\n")
-
-    return log
-
-
 class SparkPipelineResult(PipelineResult):
     """A finished run: its state, stage plan, watermark timeline and captured emissions."""
 
@@ -88,7 +78,7 @@ class SparkPipelineResult(PipelineResult):
         state: PipelineState,
         plan: StagePlan,
         timeline: Timeline,
-        emitted: dict[int, list[Emission]],
+        emitted: dict[int, Emissions],
         seconds: float,
     ) -> None:
         super().__init__(state)
@@ -146,9 +136,9 @@ class SparkRunner(PipelineRunner):
 
             stream_run = StreamRun(spark, plan, backend, settings)
             clock = stream_run.clock
-        on_record = _timeline_logger(settings["timeline_log"]) if settings["timeline_log"] else None
+        history = run_history(lowered, settings, streaming=streaming)
         loop = StepLoop(
-            plan, backend, clock, batch=not streaming, max_steps=settings["max_steps"], hooks=stream_run, on_record=on_record
+            plan, backend, clock, batch=not streaming, max_steps=settings["max_steps"], hooks=stream_run, history=history
         )
         started = time.perf_counter()
         try:
@@ -159,6 +149,7 @@ class SparkRunner(PipelineRunner):
             if stream_run is not None:
                 stream_run.close()
             backend.close()
-        timeline = Timeline(loop.records, [stage.name for stage in plan.stages])
-        return SparkPipelineResult(PipelineState.DONE, plan, timeline, loop.emissions, time.perf_counter() - started)
+        timeline = history.timeline([stage.name for stage in plan.stages])
+        emitted = history.emitted({info.id: info.label for info in lowered.pcollections})
+        return SparkPipelineResult(PipelineState.DONE, plan, timeline, emitted, time.perf_counter() - started)
 

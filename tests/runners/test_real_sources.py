@@ -288,3 +288,42 @@ def test_parquet_stream_reads_records_as_dicts(spark, tmp_path):
         ("d1", 3.5, 30_000_000),
         ("d2", 2.5, 20_000_000),
     ]
+
+
+def test_a_long_stream_keeps_its_last_steps_and_a_resumed_run_logs_every_value_once(spark, tmp_path):
+    """Retention of 4 steps, checkpoints every 4 steps: the first run stops after step 21 (its
+    last checkpoint resumes at 20), the second replays 20 and 21 and goes on to step 29."""
+    import pickle
+
+    from sparkbeam.runners.core.timeline import TrimmedHistoryError
+
+    timeline_log, capture_log, checkpoint = tmp_path / "timeline.jsonl", tmp_path / "values.jsonl", tmp_path / "ck"
+
+    def run(max_steps):
+        settings = {"timeline_log": str(timeline_log), "timeline_retention_steps": 4, "checkpoint_interval": 4}
+        p = beam.Pipeline(options=options(max_steps=max_steps, checkpoint_dir=str(checkpoint), **settings))
+        values = beam.capture(p | "Read" >> beam.io.ReadFromRate(rows_per_second=50, num_partitions=2), log=str(capture_log))
+        return p.run(), values
+
+    run(22)
+    result, values = run(30)
+    timeline = result.watermarks()
+    assert timeline.first_step == 26 and sorted({r.step for r in timeline}) == [26, 27, 28, 29]
+    with pytest.raises(TrimmedHistoryError, match=str(timeline_log)):
+        timeline.at_step(3)
+    emitted = result.emissions(values)
+    assert emitted.first_step == 26 and all(e.step >= 26 for e in emitted)
+    # the log has every step (20 and 21 twice: replayed with the same watermarks)
+    logged = [json.loads(line) for line in timeline_log.read_text().splitlines()]
+    assert sorted({r["step"] for r in logged}) == list(range(30))
+    assert sorted(r["step"] for r in logged if r["step"] in (20, 21)) == [20, 20, 21, 21]
+    # the capture's log has every value of the source once, though steps 20 and 21 ran twice
+    lines = [json.loads(line) for line in capture_log.read_text().splitlines()]
+    got = sorted(line["value"] for line in lines)
+    assert got and got == list(range(len(got)))
+    assert sorted(e.value for e in emitted) == sorted(line["value"] for line in lines if line["step"] >= 26)
+    # the checkpoint holds only the kept steps
+    newest = max(checkpoint.glob("checkpoints/*/loop.pickle"))
+    with open(newest, "rb") as handle:
+        history = pickle.load(handle)["loop"]["history"]
+    assert [step for step, _ in history["records"]] == [24, 25, 26, 27]
