@@ -290,40 +290,55 @@ def test_parquet_stream_reads_records_as_dicts(spark, tmp_path):
     ]
 
 
-def test_a_long_stream_keeps_its_last_steps_and_a_resumed_run_logs_every_value_once(spark, tmp_path):
-    """Retention of 4 steps, checkpoints every 4 steps: the first run stops after step 21 (its
-    last checkpoint resumes at 20), the second replays 20 and 21 and goes on to step 29."""
+def test_a_long_stream_keeps_its_last_steps_and_a_resumed_run_logs_every_element_once(spark, tmp_path):
+    """Retention of 4 steps and a checkpoint every 4 steps, one file per step: the first run
+    stops after step 5 (its checkpoint resumes at 4); the second replays steps 4 and 5 and
+    reads the rest."""
     import pickle
 
     from sparkbeam.runners.core.timeline import TrimmedHistoryError
 
-    timeline_log, capture_log, checkpoint = tmp_path / "timeline.jsonl", tmp_path / "values.jsonl", tmp_path / "ck"
+    directory = tmp_path / "in"
+    directory.mkdir()
+    expected = []
+    for index in range(16):
+        lines = [f"f{index}-{j},{index * 10 + j}" for j in range(3)]
+        write_lines(str(directory / f"f{index:02d}.txt"), lines, mtime=1_700_000_000 + index)
+        expected += lines
+    timeline_log, capture_log, checkpoint = tmp_path / "timeline.jsonl", tmp_path / "lines.jsonl", tmp_path / "ck"
 
-    def run(max_steps):
-        settings = {"timeline_log": str(timeline_log), "timeline_retention_steps": 4, "checkpoint_interval": 4}
-        p = beam.Pipeline(options=options(max_steps=max_steps, checkpoint_dir=str(checkpoint), **settings))
-        values = beam.capture(p | "Read" >> beam.io.ReadFromRate(rows_per_second=50, num_partitions=2), log=str(capture_log))
-        return p.run(), values
+    def run(**settings):
+        settings.update(timeline_log=str(timeline_log), timeline_retention_steps=4, checkpoint_interval=4)
+        p = beam.Pipeline(options=options(available_now=True, checkpoint_dir=str(checkpoint), **settings))
+        lines = beam.capture(
+            p | "Read" >> beam.io.ReadFromTextStream(
+                str(directory), timestamp=lambda line: int(line.split(",")[1]), max_files_per_trigger=1
+            ),
+            log=str(capture_log),
+        )
+        return p.run(), lines
 
-    run(22)
-    result, values = run(30)
+    first, _ = run(max_steps=6)
+    assert first.watermarks().steps == 6  # stopped by max_steps, with input left
+    result, lines = run()
     timeline = result.watermarks()
-    assert timeline.first_step == 26 and sorted({r.step for r in timeline}) == [26, 27, 28, 29]
+    steps = timeline.steps
+    assert steps > 8 and timeline.first_step == steps - 4
+    assert sorted({r.step for r in timeline}) == list(range(steps - 4, steps))
     with pytest.raises(TrimmedHistoryError, match=str(timeline_log)):
         timeline.at_step(3)
-    emitted = result.emissions(values)
-    assert emitted.first_step == 26 and all(e.step >= 26 for e in emitted)
-    # the log has every step (20 and 21 twice: replayed with the same watermarks)
+    emitted = result.emissions(lines)
+    assert emitted.first_step == steps - 4 and all(e.step >= steps - 4 for e in emitted)
+    # the timeline's log has every step, the replayed steps 4 and 5 twice
     logged = [json.loads(line) for line in timeline_log.read_text().splitlines()]
-    assert sorted({r["step"] for r in logged}) == list(range(30))
-    assert sorted(r["step"] for r in logged if r["step"] in (20, 21)) == [20, 20, 21, 21]
-    # the capture's log has every value of the source once, though steps 20 and 21 ran twice
-    lines = [json.loads(line) for line in capture_log.read_text().splitlines()]
-    got = sorted(line["value"] for line in lines)
-    assert got and got == list(range(len(got)))
-    assert sorted(e.value for e in emitted) == sorted(line["value"] for line in lines if line["step"] >= 26)
-    # the checkpoint holds only the kept steps
+    assert sorted({r["step"] for r in logged}) == list(range(steps))
+    assert sorted(r["step"] for r in logged if r["step"] in (4, 5) and r["stage_id"] == 0) == [4, 4, 5, 5]
+    # the capture's log has every line once, though steps 4 and 5 ran twice
+    captured = [json.loads(line) for line in capture_log.read_text().splitlines()]
+    assert sorted(line["value"] for line in captured) == sorted(expected)
+    assert sorted(e.value for e in emitted) == sorted(c["value"] for c in captured if c["step"] >= steps - 4)
+    # a checkpoint holds only the steps kept
     newest = max(checkpoint.glob("checkpoints/*/loop.pickle"))
     with open(newest, "rb") as handle:
         history = pickle.load(handle)["loop"]["history"]
-    assert [step for step, _ in history["records"]] == [24, 25, 26, 27]
+    assert len(history["records"]) == 4
