@@ -83,6 +83,12 @@ class _Run:
             raise ValueError(msg)
         self.stages = [resolved[s][0] for s in stages]
 
+    def step_axis_label(self) -> str:
+        """The x axis's label; it says so when a long stream kept only its recent steps."""
+        if self.timeline.trimmed:
+            return f"processing time (step; steps before {self.timeline.first_step} no longer kept)"
+        return "processing time (step)"
+
     def finite_times(self) -> list[float]:
         """Every finite event time drawn: watermarks and holds of the shown stages, pane timestamps."""
         times = [
@@ -220,7 +226,7 @@ def plot_watermarks(
         ax.set_title(stage, fontsize=10, loc="left")
         ax.legend(fontsize=7, loc="upper left")
         _integer_steps(ax)
-    axes[-1, 0].set_xlabel("processing time (step)")
+    axes[-1, 0].set_xlabel(run.step_axis_label())
     if title:
         fig.suptitle(title)
     fig.tight_layout()
@@ -274,7 +280,7 @@ def compare_watermarks(
                 ax.set_ylabel(f"{stage}\nevent time (s)", fontsize=9)
             for handle, label in zip(*ax.get_legend_handles_labels()):
                 legend.setdefault(label, handle)
-        axes[-1, column].set_xlabel("processing time (step)")
+        axes[-1, column].set_xlabel(run.step_axis_label())
     fig.legend(
         list(legend.values()), list(legend.keys()), loc="lower center", ncol=min(len(legend), 5), fontsize=8,
         frameon=False,

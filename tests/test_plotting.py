@@ -98,6 +98,19 @@ def test_plot_has_one_axes_per_grouping_stage_with_a_dot_per_pane():
     assert {"input watermark", "output watermark", "ON_TIME pane", "data dropped"} <= set(labels)
 
 
+def test_a_plot_of_a_trimmed_timeline_says_which_steps_it_no_longer_has():
+    p = beam.Pipeline(options=PipelineOptions(streaming=True, timeline_retention_steps=3))
+    per_key = beam.capture(
+        p | "Scores" >> scores() | "Minutes" >> beam.WindowInto(window.FixedWindows(60)) | "PerKey" >> beam.CombinePerKey(sum)
+    )
+    result = run_in_memory(p, streaming=True)
+    first = result.watermarks().first_step
+    assert first > 0
+    fig = plot_watermarks(result, panes={"per key": per_key})
+    assert fig.axes[-1].get_xlabel() == f"processing time (step; steps before {first} no longer kept)"
+    assert pane_dots(fig.axes[0]) == len(result.emissions(per_key))
+
+
 def test_compare_puts_runs_side_by_side_on_one_event_time_axis():
     first, per_key, _ = two_grouping_stages()
     second, _, overall = two_grouping_stages()

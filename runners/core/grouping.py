@@ -104,6 +104,14 @@ class GroupingEngine:
     Beam's current behaviour). ``batch=True`` reproduces Beam's FnApiRunner batch grouping:
     the runner then calls ``add_elements`` with every element at the minimum watermark and
     ``fire_timers`` at the maximum watermark and clock.
+
+    A window's state goes when the watermark passes its GC time, and a key's with its last
+    window. Until then a window whose panes all fired still keeps its pane indices, which
+    later panes continue (Beam's pane info); nothing else of it is left. With
+    ``keep_pane_indices=False`` (a grouping whose output panes nobody sees, as Reshuffle's)
+    such a spent window is forgotten at once, so a key whose windows all fired leaves no
+    state: a regrouping in the global window, which never expires, would otherwise keep
+    one entry per key for ever.
     """
 
     def __init__(
@@ -113,6 +121,7 @@ class GroupingEngine:
         combine_fn: CombineFn | None = None,
         overlapping_window_rule: bool = True,
         batch: bool = False,
+        keep_pane_indices: bool = True,
     ) -> None:
         self.windowing = windowing
         self.combine_fn = combine_fn
@@ -140,6 +149,8 @@ class GroupingEngine:
         self._discarding = windowing.accumulation_mode is AccumulationMode.DISCARDING
         self._lateness = windowing.allowed_lateness.micros
         self._has_ontime_pane = bool(trigger.has_ontime_pane())
+        # A spent window of a merging WindowFn still shapes later merges, so it stays.
+        self._forget_spent_windows = not keep_pane_indices and not self._merging
         # The common case runs without the trigger machine: DefaultTrigger's only state is
         # its end-of-window timer, which is pending exactly when the window has unfired data.
         self._default_fast_path = type(trigger) is DefaultTrigger and not self._merging
@@ -239,6 +250,8 @@ class GroupingEngine:
         else:
             self._fire_trigger_timers(state, key, input_watermark, now, fired, stats)
         self._collect_garbage(state, key, input_watermark, output_watermark, fired, stats)
+        if self._forget_spent_windows:
+            self._forget_spent(state)
         return fired
 
     def earliest_hold(self, state: KeyState) -> tuple[int, BoundedWindow] | None:
@@ -542,6 +555,24 @@ class GroupingEngine:
                         key, window, window_state, max_timestamp, True, input_watermark, not behind, stats
                     )
                 )
+
+    def _forget_spent(self, state: KeyState) -> None:
+        """Drop the windows that hold nothing but pane indices: no buffered contents, no
+        hold, no timers, a trigger in its initial state, not closed. A new element for one
+        starts it afresh, which differs only in the pane indices nobody reads."""
+        spent = [
+            window
+            for window, window_state in state.windows.items()
+            if window_state.contents is None
+            and not window_state.pending
+            and window_state.hold is None
+            and not window_state.gc_hold
+            and not window_state.timers
+            and not window_state.trigger_state
+            and not window_state.closed
+        ]
+        for window in spent:
+            del state.windows[window]
 
     # ------------------------------------------------------------------ batch shortcuts
 

@@ -25,6 +25,7 @@ from sparkbeam.runners.core.grouping_step import (
     group_partition,
     key_element,
 )
+from sparkbeam.runners.core.history import run_history
 from sparkbeam.runners.core.ops import CreateOp, GroupOp, ImpulseOp, ReadTextOp, lower
 from sparkbeam.runners.core.plan import Stage, StagePlan, plan_stages
 from sparkbeam.runners.core.side_input_wait import OUTPUT, PARKED, must_wait, run_waiting
@@ -83,6 +84,7 @@ class MemoryBackend:
                 combine_fn=op.combine_fn,
                 overlapping_window_rule=self.overlapping_window_rule,
                 batch=params.batch,
+                keep_pane_indices=op.keep_pane_indices,
             )
         return self.engines[key]
 
@@ -165,7 +167,7 @@ class MemoryBackend:
 class InMemoryResult:
     plan: StagePlan
     timeline: Timeline
-    emitted: dict[int, Any]
+    emitted: dict[int, Emissions]
     pipeline: Pipeline
 
     def watermarks(self) -> Timeline:
@@ -193,13 +195,16 @@ def run_in_memory(
     plan = plan_stages(lowered)
     if streaming is None:
         streaming = any(not info.is_bounded for info in lowered.pcollections)
+    history = run_history(lowered, pipeline.options.get_all_options(), streaming=streaming)
     loop = StepLoop(
         plan,
         MemoryBackend(overlapping_window_rule),
         clock or ManualClock(),
         batch=not streaming,
         max_steps=max_steps,
+        history=history,
     )
     loop.run()
-    timeline = Timeline(loop.records, [stage.name for stage in plan.stages])
-    return InMemoryResult(plan, timeline, loop.emissions, pipeline)
+    timeline = history.timeline([stage.name for stage in plan.stages])
+    emitted = history.emitted({info.id: info.label for info in lowered.pcollections})
+    return InMemoryResult(plan, timeline, emitted, pipeline)

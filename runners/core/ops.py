@@ -138,6 +138,8 @@ class GroupOp(Op):
 
     windowing: Windowing
     combine_fn: CombineFn | None = None
+    #: False when nothing downstream can see the output's pane indices (``GroupByKey.pane_indices_observed``)
+    keep_pane_indices: bool = True
 
 
 @attrs.frozen
@@ -165,6 +167,8 @@ class LoweredPipeline:
     captured: frozenset[int] = frozenset()
     #: driver-side lookup from a PCollection handle (by identity) to its id
     handle_ids: dict[int, int] = attrs.field(factory=dict, eq=False, repr=False)
+    #: captured PCollection id -> the file its full history of emissions goes to
+    capture_logs: dict[int, str] = attrs.field(factory=dict, eq=False)
 
     def id_of(self, pcoll: pvalue.PCollection) -> int:
         try:
@@ -332,7 +336,11 @@ def _lower_flatten(lowering: _Lowering, node: AppliedTransform) -> Op:
 @_registers(GroupByKey)
 def _lower_group_by_key(lowering: _Lowering, node: AppliedTransform) -> Op:
     (source,) = node.inputs
-    return GroupOp(**lowering.base(node), windowing=source.windowing)
+    return GroupOp(
+        **lowering.base(node),
+        windowing=source.windowing,
+        keep_pane_indices=node.transform.pane_indices_observed,
+    )
 
 
 @_registers(WriteToText)
@@ -361,4 +369,5 @@ def lower(pipeline: Pipeline, *, lift_combiners: bool = True) -> LoweredPipeline
     for node in pipeline.root.parts:
         lowering.visit(node)
     captured = frozenset(lowering.pcoll_id(pc) for pc in pipeline.captured)
-    return LoweredPipeline(tuple(lowering.ops), tuple(lowering.infos), captured, dict(lowering.ids))
+    logs = {lowering.pcoll_id(pc): pipeline.capture_logs[id(pc)] for pc in pipeline.captured if id(pc) in pipeline.capture_logs}
+    return LoweredPipeline(tuple(lowering.ops), tuple(lowering.infos), captured, dict(lowering.ids), logs)

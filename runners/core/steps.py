@@ -9,7 +9,8 @@ processing-time timers fire; last, its output watermark becomes min(input, earli
 Batch is one step in which the input watermark goes from -inf straight to +inf.
 
 The loop is backend-neutral: a ``Backend`` moves the data (Python lists in memory, RDDs on
-Spark); the loop does the watermark bookkeeping and records the timeline.
+Spark); the loop does the watermark bookkeeping and records the timeline and the captured
+emissions in a ``RunHistory``, which keeps a stream's recent steps and logs the rest.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, Protocol
 import attrs
 
 from sparkbeam.runners.core.clock import Clock
+from sparkbeam.runners.core.history import RunHistory
 from sparkbeam.runners.core.plan import Stage, StagePlan
 from sparkbeam.runners.core.sources import (
     SourceEmission,
@@ -181,6 +183,7 @@ class StepLoop:
         max_steps: int | None = None,
         on_record: Callable[[WatermarkRecord], None] | None = None,
         hooks: StepHooks | None = None,
+        history: RunHistory | None = None,
     ) -> None:
         self.plan = plan
         self.backend = backend
@@ -191,8 +194,8 @@ class StepLoop:
         for runtime in self.runtimes:
             if runtime.stage.is_source:
                 runtime.source = make_source_state(runtime.stage)
-        self.records: list[WatermarkRecord] = []
-        self.emissions: dict[int, list[Emission]] = {p: [] for p in plan.lowered.captured}
+        # Unbounded unless the runner says otherwise (a stream's --timeline_retention_steps).
+        self.history = history if history is not None else RunHistory(plan.lowered.captured)
         self.side_contents: dict[int, list[WindowedValue]] = {p: [] for p in plan.side_input_pcolls()}
         #: side-input PCollection -> the stage producing it, and the stages reading it
         self._side_producer = {p: plan.stage_of(p).id for p in self.side_contents}
@@ -283,7 +286,7 @@ class StepLoop:
                     sorted((p, self.runtimes[self._side_producer[p]].output_watermark) for p in side)
                 ),
             )
-            wanted = frozenset(p for p in stage.outputs if p in self.side_contents or p in self.emissions)
+            wanted = frozenset(p for p in stage.outputs if p in self.side_contents or self.history.captures(p))
             result = self.backend.run_stage(stage, inputs, params, side, wanted)
             for pcoll, dataset in result.outputs.items():
                 produced.setdefault(pcoll, []).append(dataset)
@@ -292,10 +295,14 @@ class StepLoop:
                 elements = self.backend.collect(dataset)
                 if pcoll in self.side_contents:
                     self.side_contents[pcoll].extend(elements)
-                if pcoll in self.emissions:
-                    self.emissions[pcoll].extend(
-                        Emission(wv.value, Timestamp.from_micros(wv.timestamp_micros), wv.windows, wv.pane_info, step, wall)
-                        for wv in elements
+                if self.history.captures(pcoll):
+                    self.history.add_emissions(
+                        pcoll,
+                        step,
+                        [
+                            Emission(wv.value, Timestamp.from_micros(wv.timestamp_micros), wv.windows, wv.pane_info, step, wall)
+                            for wv in elements
+                        ],
                     )
             if stage.sinks:
                 self.backend.write(stage, result.outputs, params)
@@ -325,9 +332,16 @@ class StepLoop:
         for runtime in self.runtimes:
             self._record(runtime, step, wall)
         self.backend.end_step(step)
+        # Logged and trimmed before a checkpoint, which then holds only the kept steps.
+        self.history.end_step(step)
         self.step += 1
         if self.hooks is not None:
             self.hooks.after_step(step)
+
+    @property
+    def records(self) -> list[WatermarkRecord]:
+        """The timeline records kept in memory (a stream's last retained steps)."""
+        return self.history.records()
 
     # -- checkpoints -------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
@@ -338,8 +352,7 @@ class StepLoop:
                 (rt.input_watermark, rt.output_watermark, rt.summary, rt.source.snapshot() if rt.source else None)
                 for rt in self.runtimes
             ],
-            "records": self.records,
-            "emissions": self.emissions,
+            "history": self.history.snapshot(),
             "side_contents": self.side_contents,
         }
 
@@ -351,8 +364,7 @@ class StepLoop:
             runtime.summary = summary
             if runtime.source is not None and source is not None:
                 runtime.source.restore(source)
-        self.records = list(data["records"])
-        self.emissions = {p: list(data["emissions"].get(p, [])) for p in self.emissions}
+        self.history.restore(data["history"])
         self.side_contents = {p: list(data["side_contents"].get(p, [])) for p in self.side_contents}
 
     def _expire_side_contents(self) -> None:
@@ -406,6 +418,6 @@ class StepLoop:
             expired_state_dropped=summary.expired_state_dropped,
             side_input_waiting=summary.side_input_waiting,
         )
-        self.records.append(record)
+        self.history.add_record(record)
         if self.on_record is not None:
             self.on_record(record)

@@ -74,6 +74,7 @@ class EngineFactory:
             combine_fn=self.op.combine_fn,
             overlapping_window_rule=self.overlapping_window_rule,
             batch=self.batch,
+            keep_pane_indices=self.op.keep_pane_indices,
         )
 
 

@@ -24,6 +24,7 @@ from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.pipeline import Pipeline
 from sparkbeam.runner import PipelineResult, PipelineRunner, PipelineState
 from sparkbeam.runners.core.clock import Clock, ManualClock, WallClock
+from sparkbeam.runners.core.history import run_history
 from sparkbeam.runners.core.ops import (
     GroupOp,
     ParDoOp,
@@ -79,17 +80,6 @@ def _check_supported(plan: StagePlan) -> None:
         for sink in stage.sinks:
             if isinstance(sink, WriteTextOp):
                 local_prefix(sink)
-
-
-def _timeline_logger(path: str) -> Any:
-    """Appends each WatermarkRecord to ``path`` as a JSON line, flushed as the step ends."""
-    import json
-
-    def log(record: Any) -> None:
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record.as_dict()) + "\n")
-
-    return log
 
 
 class _Execution:
@@ -211,12 +201,12 @@ class SparkPipelineResult(PipelineResult):
 
     def watermarks(self) -> Timeline:
         """Every stage's input and output watermark per step, with what holds it back."""
-        return Timeline(list(self._execution.loop.records), [stage.name for stage in self.plan.stages])
+        return self._execution.loop.history.timeline([stage.name for stage in self.plan.stages])
 
     def emissions(self, pcoll: Any) -> Emissions:
         """What a captured PCollection emitted: value, timestamp, window, pane, step, time."""
-        emitted = {pcoll_id: list(found) for pcoll_id, found in self._execution.loop.emissions.items()}
-        return emissions_of(self.plan, emitted, pcoll)
+        labels = {info.id: info.label for info in self.plan.lowered.pcollections}
+        return emissions_of(self.plan, self._execution.loop.history.emitted(labels), pcoll)
 
     def plot_watermarks(self, panes: Any = None, **kwargs: Any) -> Any:
         """A matplotlib figure of the watermark timeline (see ``sparkbeam.plotting``)."""
@@ -277,9 +267,9 @@ class SparkRunner(PipelineRunner):
 
                 stream_run = StreamRun(spark, plan, backend, settings)
                 clock = stream_run.clock
-            on_record = _timeline_logger(settings["timeline_log"]) if settings["timeline_log"] else None
+            history = run_history(lowered, settings, streaming=streaming)
             loop = StepLoop(
-                plan, backend, clock, batch=not streaming, max_steps=settings["max_steps"], hooks=stream_run, on_record=on_record
+                plan, backend, clock, batch=not streaming, max_steps=settings["max_steps"], hooks=stream_run, history=history
             )
         except BaseException:
             if backend is not None:

@@ -17,6 +17,7 @@ from typing import Any
 import attrs
 
 __all__ = [
+    "DEFAULT_TIMELINE_RETENTION_STEPS",
     "DebugOptions",
     "DirectOptions",
     "GoogleCloudOptions",
@@ -69,6 +70,9 @@ class _Option:
 
 
 _OPTIONS: dict[str, _Option] = {}
+
+#: Steps of timeline and captured emissions a stream keeps in memory (--timeline_retention_steps).
+DEFAULT_TIMELINE_RETENTION_STEPS = 1000
 
 
 def _define(*options: _Option) -> tuple[str, ...]:
@@ -204,7 +208,11 @@ class SparkRunnerOptions(PipelineOptions):
                 "wait_until_finish(duration) or stop with cancel()", is_flag=True),
         _Option("timeline_log", str, None,
                 "append every stage's watermarks to this file as JSON lines, step by step, "
-                "to follow a running stream"),
+                "to follow a running stream; it keeps the history that memory does not"),
+        _Option("timeline_retention_steps", _positive_int, DEFAULT_TIMELINE_RETENTION_STEPS,
+                "in a stream, keep the watermark timeline and captured emissions of only the "
+                "last N steps in memory and in checkpoints (the full history goes to "
+                "--timeline_log and to sparkbeam.capture(pcoll, log=path))"),
         _Option("available_now", _to_bool, False,
                 "read what real sources hold when the run starts, as a stream of steps with "
                 "checkpoints, then finish (Spark's Trigger.AvailableNow)", is_flag=True),

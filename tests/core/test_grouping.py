@@ -453,6 +453,57 @@ def test_next_timers_and_is_empty_track_the_windows():
     assert key.engine.is_empty(key.state)
 
 
+def regrouping_in_the_global_window(**engine_options) -> Key:
+    """Reshuffle's windowing: the global window, a pane per bundle, discarding, EARLIEST."""
+    windowing = Windowing(
+        GlobalWindows(), Always(), DISCARDING, TimestampCombiner.OUTPUT_AT_EARLIEST
+    )
+    return Key(windowing, **engine_options)
+
+
+def test_a_fired_window_keeps_its_pane_index_until_it_expires():
+    key = regrouping_in_the_global_window()
+    (first,) = key.add(1)
+    key.watermark(5)
+    assert not key.engine.is_empty(key.state)  # the global window never expires
+    (second,) = key.add(7)
+    assert (first.pane_info.index, second.pane_info.index) == (0, 1)
+    assert not second.pane_info.is_first
+
+
+def test_without_pane_indices_a_key_whose_windows_all_fired_keeps_no_state():
+    key = regrouping_in_the_global_window(keep_pane_indices=False)
+    (first,) = key.add(1, 2)
+    assert first.value == ("k", [1, 2]) and first.timestamp_micros == 1 * S
+    assert key.watermark(5) == []
+    assert key.engine.is_empty(key.state)
+    (second,) = key.add(7)
+    assert second.value == ("k", [7]) and second.timestamp_micros == 7 * S
+    key.watermark(8)
+    assert key.engine.is_empty(key.state)
+
+
+@pytest.mark.parametrize(
+    "windowing",
+    [
+        # contents kept for the next pane
+        fixed(trigger=Repeatedly(AfterCount(1)), accumulation_mode=ACCUMULATING),
+        # an end-of-window timer still to fire
+        fixed(trigger=AfterWatermark(early=AfterCount(1))),
+        # a closed window must count what comes for it until it expires
+        fixed(trigger=AfterCount(1)),
+        # a session that may still merge
+        Windowing(Sessions(10), Repeatedly(AfterCount(1))),
+    ],
+    ids=["accumulating", "timer", "closed", "sessions"],
+)
+def test_windows_that_still_hold_something_are_kept_without_pane_indices(windowing):
+    key = Key(windowing, keep_pane_indices=False)
+    assert len(key.add(1)) == 1
+    key.watermark(2)
+    assert not key.engine.is_empty(key.state)
+
+
 def test_the_default_trigger_fast_path_matches_the_trigger_machine():
     rng = random.Random(7)
     for _ in range(50):
