@@ -193,8 +193,9 @@ def timeline_problems(records: list[dict]) -> list[str]:
         first = by_stage[record["stage"]].setdefault(record["step"], seen)
         if first != seen:
             problems.append(f"{record['stage']} step {record['step']}: {dict(zip(fields, seen))} on replay, {dict(zip(fields, first))} before")
-        if record["late_dropped"] or record["closed_dropped"]:
-            problems.append(f"{record['stage']} step {record['step']}: dropped {record['late_dropped']} late, {record['closed_dropped']} closed")
+        if record["dropped"]:
+            why = {name: record[name] for name in record if name.endswith("_dropped") and record[name]}
+            problems.append(f"{record['stage']} step {record['step']}: dropped {why}")
     for stage, steps in by_stage.items():
         ordered = [(s, steps[s]) for s in sorted(steps)]
         for (step_before, before), (step_after, after) in itertools.pairwise(ordered):
@@ -463,7 +464,7 @@ def rate_part(args: argparse.Namespace, workdir: str) -> tuple[bool, dict[str, f
         rows = sum(r["elements_in"] for r in sums)
         lags = [r["processing_time"] / 1e6 - r["output_watermark"] / 1e6 for r in sums if abs(r["output_watermark"]) < 2**62]
         steps_latency = [latencies[s] for s in chosen if s in latencies]
-        late = sum(by_step[s][name]["late_dropped"] + by_step[s][name]["closed_dropped"] for s in chosen for name in by_step[s])
+        late = sum(by_step[s][name]["dropped"] for s in chosen for name in by_step[s])
         window_peaks.append(max((r["state_windows"] for r in sums), default=0))
         print(
             f"{index * bucket:>6.0f} {len(chosen):>5} {rows / span:>8,.0f} {percentile(steps_latency, 0.5):>10.2f} {percentile(steps_latency, 0.95):>6.2f} "

@@ -2,6 +2,8 @@
 
 ``CombinePerKey`` is a composite (``GroupByKey`` then ``CombineValues``); the Spark runner
 lifts it into a partial combine before the shuffle and a merge after, with the same results.
+``CombinePerKey(...).with_hot_key_fanout(n)`` and ``CombineGlobally(...).with_fanout(n)``
+combine in two levels, as Beam does: first per (key, nonce in [0, n)), then per key.
 
 >>> class Average(CombineFn):
 ...     def create_accumulator(self): return (0, 0)
@@ -16,13 +18,17 @@ lifts it into a partial combine before the shuffle and a merge after, with the s
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import random
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import attrs
+
 from sparkbeam import pvalue
-from sparkbeam.core import Create, DoFn, Map, ParDo
+from sparkbeam.core import Create, DoFn, Flatten, Map, ParDo
 from sparkbeam.errors import PipelineConstructionError
 from sparkbeam.ptransform import PTransform, label_from_callable
+from sparkbeam.trigger import AccumulationMode
 from sparkbeam.typehints import typehints
 from sparkbeam.typehints.decorators import (
     IOTypeHints,
@@ -226,14 +232,172 @@ class CombinePerKey(PTransform):
             ((typehints.Tuple[key, typehints.Any if output is None else output],), {}),
         )
 
-    def with_hot_key_fanout(self, fanout: Any) -> CombinePerKey:
-        """Accepted for Beam compatibility; Spark's partial combining already spreads hot keys."""
-        return self
+    def with_hot_key_fanout(self, fanout: int | Callable[[Any], int] | None) -> PTransform:
+        """The same combine in two levels, for keys too hot for one worker (Beam's semantics).
+
+        ``fanout`` is an int, or a function of the key giving one; a key's values are first
+        combined per (key, nonce) with the nonce in ``[0, fanout)`` (each bundle picks one
+        nonce, so partial combining still happens before the shuffle), and the accumulators
+        are then merged per key. A fanout of 1 or less sends the key straight to the final
+        combine; ``None`` returns this transform unchanged.
+
+        >>> CombinePerKey(sum).with_hot_key_fanout(8).label
+        'CombinePerKey(sum, fanout=8)'
+        """
+        if fanout is None:
+            return self
+        return _CombinePerKeyWithHotKeyFanout(self.combine_fn, fanout, self.args, self.kwargs)
 
     def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
         from sparkbeam.core import GroupByKey
 
         return pcoll | "GroupByKey" >> GroupByKey() | "Combine" >> CombineValues(self.combine_fn, *self.args, **self.kwargs)
+
+
+class _SplitHotCold(DoFn):
+    """Cold keys go to the final combine as (key, (False, value)); hot ones to the
+    intermediate combine as ((nonce, key), value), one nonce per bundle as in Beam."""
+
+    def __init__(self, owner: str, fanout_fn: Callable[[Any], int]) -> None:
+        self.owner = owner
+        self.fanout_fn = fanout_fn
+        self._nonce = 0
+
+    def start_bundle(self) -> None:
+        self._nonce = random.getrandbits(31)
+
+    def process(self, element: Any) -> Iterator[Any]:
+        try:
+            key, value = element
+        except (TypeError, ValueError):
+            msg = f"{self.owner} expects (key, value) pairs, got {element!r}"
+            raise TypeError(msg) from None
+        fanout = self.fanout_fn(key)
+        if isinstance(fanout, bool) or not isinstance(fanout, int):
+            msg = f"{self.owner}: the fanout function must return an int for key {key!r}, got {fanout!r}"
+            raise TypeError(msg)
+        if fanout <= 1:
+            yield (key, (False, value))
+        else:
+            yield pvalue.TaggedOutput("hot", ((self._nonce % fanout, key), value))
+
+
+class _PreCombineFn(CombineFn):
+    """The intermediate level: the user's CombineFn, whose output is its accumulator."""
+
+    def __init__(self, combine_fn: CombineFn, args: tuple, kwargs: dict) -> None:
+        self.combine_fn = combine_fn
+        self.args = args
+        self.kwargs = kwargs
+
+    def default_label(self) -> str:
+        return f"PreCombine({self.combine_fn.default_label()})"
+
+    def setup(self, *args: Any, **kwargs: Any) -> None:
+        self.combine_fn.setup(*self.args, **self.kwargs)
+
+    def create_accumulator(self, *args: Any, **kwargs: Any) -> Any:
+        return self.combine_fn.create_accumulator(*self.args, **self.kwargs)
+
+    def add_input(self, mutable_accumulator: Any, element: Any, *args: Any, **kwargs: Any) -> Any:
+        return self.combine_fn.add_input(mutable_accumulator, element, *self.args, **self.kwargs)
+
+    def add_inputs(self, mutable_accumulator: Any, elements: Iterable[Any], *args: Any, **kwargs: Any) -> Any:
+        return self.combine_fn.add_inputs(mutable_accumulator, elements, *self.args, **self.kwargs)
+
+    def merge_accumulators(self, accumulators: Iterable[Any], *args: Any, **kwargs: Any) -> Any:
+        return self.combine_fn.merge_accumulators(accumulators, *self.args, **self.kwargs)
+
+    def compact(self, accumulator: Any, *args: Any, **kwargs: Any) -> Any:
+        return self.combine_fn.compact(accumulator, *self.args, **self.kwargs)
+
+    def extract_output(self, accumulator: Any, *args: Any, **kwargs: Any) -> tuple:
+        return (True, accumulator)  # True: an accumulator, for the final combine to merge
+
+    def teardown(self, *args: Any, **kwargs: Any) -> None:
+        self.combine_fn.teardown(*self.args, **self.kwargs)
+
+
+class _PostCombineFn(_PreCombineFn):
+    """The final level: merges the intermediate accumulators and adds the cold values."""
+
+    def default_label(self) -> str:
+        return f"PostCombine({self.combine_fn.default_label()})"
+
+    def add_input(self, mutable_accumulator: Any, element: Any, *args: Any, **kwargs: Any) -> Any:
+        is_accumulator, value = element
+        fn = self.combine_fn
+        if is_accumulator:
+            return fn.merge_accumulators([mutable_accumulator, value], *self.args, **self.kwargs)
+        return fn.add_input(mutable_accumulator, value, *self.args, **self.kwargs)
+
+    def add_inputs(self, mutable_accumulator: Any, elements: Iterable[Any], *args: Any, **kwargs: Any) -> Any:
+        for element in elements:
+            mutable_accumulator = self.add_input(mutable_accumulator, element)
+        return mutable_accumulator
+
+    def extract_output(self, accumulator: Any, *args: Any, **kwargs: Any) -> Any:
+        return self.combine_fn.extract_output(accumulator, *self.args, **self.kwargs)
+
+
+def _strip_nonce(element: tuple) -> tuple:
+    (_, key), accumulator = element
+    return key, accumulator
+
+
+class _ConstantFanout:
+    def __init__(self, fanout: int) -> None:
+        self.fanout = fanout
+
+    def __call__(self, key: Any) -> int:
+        return self.fanout
+
+
+class _CombinePerKeyWithHotKeyFanout(PTransform):
+    """``CombinePerKey(fn).with_hot_key_fanout(fanout)``: see ``CombinePerKey.with_hot_key_fanout``.
+
+    The intermediate combine keeps each element's windows and trigger, in discarding mode
+    (so that an accumulating pane is not counted twice by the final combine); its outputs
+    stay in the windows they were combined in, and the final combine uses the input's
+    windowing. This is Beam Java's construction (``setWindowingStrategyInternal``); Beam's
+    Python SDK re-assigns the intermediate outputs with ``WindowInto``, which moves them to
+    another window under ``Sessions`` (see the README's differences).
+    """
+
+    def __init__(self, combine_fn: CombineFn, fanout: int | Callable[[Any], int], args: tuple, kwargs: dict) -> None:
+        super().__init__()
+        if isinstance(fanout, bool) or not (isinstance(fanout, int) or callable(fanout)):
+            msg = (
+                f"CombinePerKey({combine_fn.default_label()}).with_hot_key_fanout: fanout must be an int "
+                f"or a function of the key returning one, got {fanout!r}"
+            )
+            raise TypeError(msg)
+        self.combine_fn = combine_fn
+        self.fanout = fanout
+        self.fanout_fn: Callable[[Any], int] = _ConstantFanout(fanout) if isinstance(fanout, int) else fanout
+        self.args = args
+        self.kwargs = kwargs
+
+    def default_label(self) -> str:
+        fanout = self.fanout if isinstance(self.fanout, int) else label_from_callable(self.fanout)
+        return f"CombinePerKey({self.combine_fn.default_label()}, fanout={fanout})"
+
+    def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
+        windowing = pcoll.windowing
+        owner = pcoll.pipeline.current_transform().full_label
+        cold, hot = pcoll | "SplitHotCold" >> ParDo(_SplitHotCold(owner, self.fanout_fn)).with_outputs("hot", main="cold")
+        hot.windowing = attrs.evolve(windowing, accumulation_mode=AccumulationMode.DISCARDING)
+        precombined = (
+            hot
+            | "PreCombineHot" >> CombinePerKey(_PreCombineFn(self.combine_fn, self.args, self.kwargs))
+            | "StripNonce" >> Map(_strip_nonce)
+        )
+        precombined.windowing = windowing
+        return (
+            (cold, precombined)
+            | "FlattenHotCold" >> Flatten()
+            | "PostCombine" >> CombinePerKey(_PostCombineFn(self.combine_fn, self.args, self.kwargs))
+        )
 
 
 def _void_key(value: Any) -> tuple:
@@ -289,8 +453,12 @@ class CombineGlobally(PTransform):
         self.has_defaults = has_defaults
         return self
 
-    def with_fanout(self, fanout: int) -> CombineGlobally:
-        """Accepted for Beam compatibility; the Spark runner always combines partially."""
+    def with_fanout(self, fanout: int | None) -> CombineGlobally:
+        """Combine in two levels: first in ``fanout`` parts, then those partial results
+        (``CombinePerKey.with_hot_key_fanout`` on the single key), as Beam does."""
+        if fanout is not None and (isinstance(fanout, bool) or not isinstance(fanout, int)):
+            msg = f"{self.default_label()}.with_fanout: fanout must be an int, got {fanout!r}"
+            raise TypeError(msg)
         self.fanout = fanout
         return self
 
@@ -305,7 +473,7 @@ class CombineGlobally(PTransform):
         combined = (
             pcoll
             | "KeyWithVoid" >> Map(_void_key)
-            | "CombinePerKey" >> CombinePerKey(self.combine_fn, *self.args, **self.kwargs)
+            | "CombinePerKey" >> CombinePerKey(self.combine_fn, *self.args, **self.kwargs).with_hot_key_fanout(self.fanout)
             | "UnKey" >> Map(_drop_key)
         )
         if self.as_view:

@@ -307,6 +307,11 @@ class GroupByKey(PTransform):
     """Group (key, value) pairs into (key, [values]) per window, emitting panes as triggered."""
 
     is_primitive = True
+    #: Whether anything downstream can see the pane info of the output. A composite that
+    #: gives its elements their own metadata back after grouping (Reshuffle) says False, so
+    #: the runner forgets a window as soon as its panes fired instead of keeping its pane
+    #: indices until the window expires (the global window's never does).
+    pane_indices_observed = True
 
     def infer_output_type(self, input_type: Any) -> Any:
         key_type, value_type = typehints.coerce_to_kv_type(input_type, self.label).tuple_types

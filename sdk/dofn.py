@@ -159,7 +159,9 @@ class DoFn(WithTypeHints):
     Lifecycle, as in Beam: ``setup`` once per instance, ``start_bundle`` and
     ``finish_bundle`` around each bundle (a Spark partition of one step), ``process`` per
     element, ``teardown`` at the end. ``process`` may return or yield values,
-    ``TimestampedValue``, ``TaggedOutput`` or ``WindowedValue``; it asks for the element's
+    ``TimestampedValue``, ``TaggedOutput`` or ``WindowedValue``; a value keeps the input's
+    timestamp, windows and pane, a ``TimestampedValue`` is windowed again from its new
+    timestamp by the input's window fn (as in Beam's Python SDK). It asks for the element's
     timestamp, window or pane with the defaults ``DoFn.TimestampParam``,
     ``DoFn.WindowParam`` and ``DoFn.PaneInfoParam``.
     """

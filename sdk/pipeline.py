@@ -10,6 +10,7 @@ their parts. A runner receives the finished pipeline and never changes it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -93,6 +94,8 @@ class Pipeline:
         self._labels: dict[str, AppliedTransform] = {}
         self._result: PipelineResult | None = None
         self.captured: list[pvalue.PCollection] = []
+        #: where a captured PCollection's full history of emissions goes, by id() of its handle
+        self.capture_logs: dict[int, str] = {}
 
     @property
     def options(self) -> PipelineOptions:
@@ -208,17 +211,40 @@ def _output_items(result: Any) -> Iterator[tuple[str | None, Any]]:
                 yield str(index), value
 
 
-def capture(pcoll: pvalue.PCollection) -> pvalue.PCollection:
+def capture(pcoll: pvalue.PCollection, log: str | os.PathLike[str] | None = None) -> pvalue.PCollection:
     """Record every element ``pcoll`` emits, with its timestamp, window, pane and the step
     that emitted it; read them after the run with ``result.emissions(pcoll)``.
 
     Returns ``pcoll`` so it chains: ``totals = sparkbeam.capture(pcoll | CombinePerKey(sum))``.
+
+    A stream keeps the emissions of its last ``--timeline_retention_steps`` steps in memory;
+    ``log=path`` also writes every emission to ``path`` as a JSON line, the lines of each
+    step appended and flushed as the step ends, so the full history survives (see
+    ``sparkbeam.runners.core.history`` for the fields). The file is this run's: a run that
+    starts afresh empties it, and one that resumes from a checkpoint cuts it back to what
+    that checkpoint had written before it replays the steps after it, so each emission is
+    in it once.
     """
     if not isinstance(pcoll, pvalue.PCollection):
         msg = f"capture takes a PCollection, not {pcoll!r}"
         raise TypeError(msg)
-    if pcoll not in pcoll.pipeline.captured:
-        pcoll.pipeline.captured.append(pcoll)
+    pipeline = pcoll.pipeline
+    if log is not None:
+        if not isinstance(log, (str, os.PathLike)) or not os.fspath(log):
+            msg = f"capture({pcoll.label}): log must be a file path, got {log!r}"
+            raise TypeError(msg)
+        path = os.path.abspath(os.fspath(log))
+        given = pipeline.capture_logs.get(id(pcoll))
+        if given is not None and given != path:
+            msg = f"capture({pcoll.label}): already captured with log={given!r}; one log per PCollection"
+            raise ValueError(msg)
+        for other in pipeline.captured:
+            if other is not pcoll and pipeline.capture_logs.get(id(other)) == path:
+                msg = f"capture({pcoll.label}): log={path!r} is already the log of {other.label}; give each its own file"
+                raise ValueError(msg)
+        pipeline.capture_logs[id(pcoll)] = path
+    if pcoll not in pipeline.captured:
+        pipeline.captured.append(pcoll)
     return pcoll
 
 

@@ -5,7 +5,8 @@ event time up the y axis; each stage gets its own panel with its input watermark
 and output watermark (solid), and each pane a captured PCollection emitted is a dot at its
 event timestamp and the step that emitted it, coloured by timing (EARLY, ON_TIME, LATE).
 Where a hold keeps the output watermark below the input watermark the gap is shaded, the
-stage's earliest hold is a dotted line, and steps that dropped late data are marked.
+stage's earliest hold is a dotted line, and steps that dropped data (late, for a closed
+window, ...) are marked.
 
 >>> fig = plot_watermarks(result, panes={"totals": totals})     # doctest: +SKIP
 >>> fig.savefig("watermarks.png")                               # doctest: +SKIP
@@ -82,6 +83,12 @@ class _Run:
             raise ValueError(msg)
         self.stages = [resolved[s][0] for s in stages]
 
+    def step_axis_label(self) -> str:
+        """The x axis's label; it says so when a long stream kept only its recent steps."""
+        if self.timeline.trimmed:
+            return f"processing time (step; steps before {self.timeline.first_step} no longer kept)"
+        return "processing time (step)"
+
     def finite_times(self) -> list[float]:
         """Every finite event time drawn: watermarks and holds of the shown stages, pane timestamps."""
         times = [
@@ -137,13 +144,13 @@ def _draw_stage(
         holds = [_seconds(r.earliest_hold) if r.earliest_hold is not None else math.nan for r in lasting]
         if any(math.isfinite(h) for h in holds):
             ax.step(steps, holds, ":", where="post", color=HOLD_COLOUR, linewidth=1.4, label="earliest hold", zorder=1.5)
-    dropped = [(r.step, r.late_dropped + r.closed_dropped) for r in records if r.late_dropped + r.closed_dropped]
+    dropped = [(r.step, r.dropped) for r in records if r.dropped]
     if dropped:
         # Dropped elements are only counted, so they are marked along the panel's bottom edge.
         xs = [step for step, _ in dropped]
         ax.scatter(
             xs, [0.04] * len(xs), transform=ax.get_xaxis_transform(), marker="X", s=70,
-            color=DROP_COLOUR, zorder=4, label="late data dropped", clip_on=False,
+            color=DROP_COLOUR, zorder=4, label="data dropped", clip_on=False,
         )
         for step, count in dropped:
             ax.annotate(
@@ -203,7 +210,7 @@ def plot_watermarks(
     stage); by default every stage that groups, or all stages if none does. ``ylim`` fixes
     the event-time axis (seconds); ``show_holds`` shades where a hold keeps the output
     watermark below the input and draws the earliest hold; ``label_panes`` writes each
-    pane's value by its dot. Steps that dropped late data are marked along the bottom
+    pane's value by its dot. Steps that dropped data (any reason) are marked along the bottom
     edge, with the count. Watermarks at -inf and +inf are drawn along the bottom and top
     edges.
     """
@@ -219,7 +226,7 @@ def plot_watermarks(
         ax.set_title(stage, fontsize=10, loc="left")
         ax.legend(fontsize=7, loc="upper left")
         _integer_steps(ax)
-    axes[-1, 0].set_xlabel("processing time (step)")
+    axes[-1, 0].set_xlabel(run.step_axis_label())
     if title:
         fig.suptitle(title)
     fig.tight_layout()
@@ -273,7 +280,7 @@ def compare_watermarks(
                 ax.set_ylabel(f"{stage}\nevent time (s)", fontsize=9)
             for handle, label in zip(*ax.get_legend_handles_labels()):
                 legend.setdefault(label, handle)
-        axes[-1, column].set_xlabel("processing time (step)")
+        axes[-1, column].set_xlabel(run.step_axis_label())
     fig.legend(
         list(legend.values()), list(legend.keys()), loc="lower center", ncol=min(len(legend), 5), fontsize=8,
         frameon=False,

@@ -36,7 +36,8 @@ class PipelineState(str, enum.Enum):
 
     @classmethod
     def is_terminal(cls, state: str) -> bool:
-        """Whether a run in ``state`` has ended."""
+        """Whether the run is over and its state will not change: DONE, FAILED, CANCELLED
+        (and Beam's UPDATED and DRAINED, which a Spark run does not reach)."""
         return state in (cls.DONE, cls.FAILED, cls.CANCELLED, cls.UPDATED, cls.DRAINED)
 
 
@@ -48,7 +49,13 @@ class PipelineRunner:
 
 
 class PipelineResult:
-    """What a run returns: its state, and (per runner) what it measured."""
+    """What a run returns: its state, and (per runner) what it measured.
+
+    As in Beam: ``state`` is RUNNING while the run goes on; ``wait_until_finish(duration)``
+    waits up to ``duration`` milliseconds (None: until the end) and returns the state;
+    ``cancel()`` stops the run and returns its final state. This base class describes a run
+    that is over when it is returned.
+    """
 
     def __init__(self, state: PipelineState) -> None:
         self._state = state
@@ -61,7 +68,10 @@ class PipelineResult:
         return self._state
 
     def cancel(self) -> PipelineState:
-        return self._state
+        if PipelineState.is_terminal(self._state):
+            return self._state  # a finished run has nothing to stop
+        msg = f"{type(self).__name__} cannot cancel a run in state {self._state}"
+        raise NotImplementedError(msg)
 
 
 # Beam's local runner names map to the Spark runner on the embedded local master,

@@ -292,7 +292,13 @@ V = TypeVar("V")
 
 @attrs.frozen(init=False)
 class TimestampedValue(Generic[V]):
-    """A value with an event timestamp; yield it from a DoFn to set an element's time."""
+    """A value with an event timestamp; yield it from a DoFn to set an element's time.
+
+    As in Beam's Python SDK, the output is then windowed again by the DoFn's input window
+    fn from the new timestamp (once per input window), with an unknown pane: after
+    ``FixedWindows`` it lands in the window of its new time, after ``Sessions`` in a new
+    session starting there.
+    """
 
     value: Any
     timestamp: Timestamp

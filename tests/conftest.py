@@ -2,6 +2,10 @@
 
 Spark takes seconds to start, so the session is started once per test run (UI off, two
 shuffle partitions) and every Spark-backed test shares it. Executors run this interpreter.
+
+Before anything is collected, the run stops if the test extra of setup.cfg is not
+installed (``tests/dependencies.py``): a missing declared dependency is an error, never a
+reason to skip.
 """
 
 from __future__ import annotations
@@ -13,6 +17,14 @@ import pytest
 
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+
+
+def pytest_configure(config):
+    from tests.dependencies import unmet_test_requirements
+
+    problem = unmet_test_requirements()
+    if problem is not None:
+        raise pytest.UsageError(problem)
 
 
 @pytest.fixture(scope="session")

@@ -114,7 +114,8 @@ def run_beam(build: Callable[[Any, Any], Any], *, streaming: bool = False) -> co
         with registry._BEAM_LOCK:
             registry._BEAM_RESULTS[token].append((canonical(element), timestamp.micros // 1000, _window_key(window), _pane_key(pane)))
 
-    options = BeamOptions()
+    # No flags: Beam would otherwise parse sys.argv, which holds pytest's arguments.
+    options = BeamOptions([])
     if streaming:
         options.view_as(StandardOptions).streaming = True
         # As Beam's own transcript tests: sparkbeam counts what a finished trigger drops
@@ -137,8 +138,16 @@ def run_sparkbeam(build: Callable[[Any, Any], Any], *, streaming: bool = False, 
     )
 
 
-def assert_same_as_beam(build: Callable[[Any, Any], Any], *, streaming: bool = False, **options: Any) -> collections.Counter:
-    """Run ``build`` on both and fail with the differences if the multisets differ."""
+def assert_same_as_beam(
+    build: Callable[[Any, Any], Any], *, streaming: bool = False, expect_empty: bool = False, **options: Any
+) -> collections.Counter:
+    """Run ``build`` on both and fail with the differences if the multisets differ.
+
+    Two empty outputs agree, and prove nothing: a builder that filters everything away,
+    or a recorder that never sees Beam's elements, would pass whatever sparkbeam does. So
+    empty outputs fail unless the test says emptiness is the point (``expect_empty=True``),
+    and then any output fails.
+    """
     expected = run_beam(build, streaming=streaming)
     actual = run_sparkbeam(build, streaming=streaming, **options)
     if expected != actual:
@@ -147,5 +156,14 @@ def assert_same_as_beam(build: Callable[[Any, Any], Any], *, streaming: bool = F
         msg = "sparkbeam differs from Beam\n  missing (Beam has, we lack):\n    " + "\n    ".join(
             map(repr, sorted(missing.elements(), key=repr))
         ) + "\n  unexpected (we have, Beam lacks):\n    " + "\n    ".join(map(repr, sorted(unexpected.elements(), key=repr)))
+        raise AssertionError(msg)
+    if expect_empty and actual:
+        msg = f"expect_empty=True, but Beam and sparkbeam both output {sorted(actual.elements(), key=repr)!r}"
+        raise AssertionError(msg)
+    if not expect_empty and not actual:
+        msg = (
+            "Beam and sparkbeam both output nothing, so the comparison proves nothing: fix the "
+            "builder so that it outputs something, or pass expect_empty=True if emptiness is the point"
+        )
         raise AssertionError(msg)
     return actual

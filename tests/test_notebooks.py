@@ -15,11 +15,8 @@ import difflib
 import importlib.util
 from pathlib import Path
 
+import nbformat
 import pytest
-
-nbformat = pytest.importorskip("nbformat")
-pytest.importorskip("nbclient")
-pytest.importorskip("ipykernel")
 
 REPO = Path(__file__).resolve().parents[1]
 REGENERATE = "python notebooks/regenerate.py"

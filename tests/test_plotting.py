@@ -3,19 +3,19 @@ what can. Runs in memory (``run_in_memory``), so no Spark."""
 
 from __future__ import annotations
 
+import matplotlib
 import pytest
 
-matplotlib = pytest.importorskip("matplotlib")
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-import sparkbeam as beam  # noqa: E402
-from sparkbeam.options.pipeline_options import PipelineOptions  # noqa: E402
-from sparkbeam.plotting import compare_watermarks, plot_watermarks  # noqa: E402
-from sparkbeam.runners.core.memory import run_in_memory  # noqa: E402
-from sparkbeam.testing.test_stream import TestStream  # noqa: E402
-from sparkbeam.transforms import window  # noqa: E402
+import sparkbeam as beam
+from sparkbeam.options.pipeline_options import PipelineOptions
+from sparkbeam.plotting import compare_watermarks, plot_watermarks
+from sparkbeam.runners.core.memory import run_in_memory
+from sparkbeam.testing.test_stream import TestStream
+from sparkbeam.transforms import window
 
 
 @pytest.fixture(autouse=True)
@@ -95,7 +95,20 @@ def test_plot_has_one_axes_per_grouping_stage_with_a_dot_per_pane():
     assert [pane_dots(ax) for ax in fig.axes] == [len(result.emissions(per_key)), len(result.emissions(overall))]
     assert all(pane_dots(ax) > 0 for ax in fig.axes)
     labels = fig.axes[0].get_legend_handles_labels()[1]
-    assert {"input watermark", "output watermark", "ON_TIME pane", "late data dropped"} <= set(labels)
+    assert {"input watermark", "output watermark", "ON_TIME pane", "data dropped"} <= set(labels)
+
+
+def test_a_plot_of_a_trimmed_timeline_says_which_steps_it_no_longer_has():
+    p = beam.Pipeline(options=PipelineOptions(streaming=True, timeline_retention_steps=3))
+    per_key = beam.capture(
+        p | "Scores" >> scores() | "Minutes" >> beam.WindowInto(window.FixedWindows(60)) | "PerKey" >> beam.CombinePerKey(sum)
+    )
+    result = run_in_memory(p, streaming=True)
+    first = result.watermarks().first_step
+    assert first > 0
+    fig = plot_watermarks(result, panes={"per key": per_key})
+    assert fig.axes[-1].get_xlabel() == f"processing time (step; steps before {first} no longer kept)"
+    assert pane_dots(fig.axes[0]) == len(result.emissions(per_key))
 
 
 def test_compare_puts_runs_side_by_side_on_one_event_time_axis():

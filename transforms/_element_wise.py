@@ -166,7 +166,9 @@ class Reify:
     ``Reify.Window()`` gives ``(element, timestamp, window)``; ``Reify.TimestampInValue()``
     gives ``(key, TimestampedValue(value, timestamp))``; ``Reify.WindowInValue()`` gives
     ``(key, (value, timestamp, window))``. ``Reify.Timestamp()`` emits each element with
-    its own timestamp, as Beam's does. Timestamps and windows are unchanged.
+    its own timestamp, as Beam's does. Timestamps are unchanged; as in Beam, the outputs
+    that carry a timestamp are windowed again from it by the input's window fn, so after a
+    ``Sessions`` grouping an element lands in a new session at its pane's timestamp.
 
     >>> p | beam.Create([1]) | beam.Reify.Window()                 # doctest: +SKIP
     (1, Timestamp(-9223372036854.775), GlobalWindow)

@@ -194,6 +194,13 @@ def _restore_metadata(element: tuple) -> Iterable[WindowedValue]:
         yield WindowedValue((key, wv.value), wv.timestamp_micros, wv.windows, wv.pane_info)
 
 
+class _RegroupByKey(GroupByKey):
+    """ReshufflePerKey's grouping: each element gets its own pane back right after it, so
+    the grouping's pane indices are never seen and its keys need no state past their step."""
+
+    pane_indices_observed = False
+
+
 @with_input_types(typehints.Tuple[_K, _V])
 @with_output_types(typehints.Tuple[_K, _V])
 class ReshufflePerKey(PTransform):
@@ -216,7 +223,7 @@ class ReshufflePerKey(PTransform):
                 accumulation_mode=AccumulationMode.DISCARDING,
                 timestamp_combiner=TimestampCombiner.OUTPUT_AT_EARLIEST,
             )
-            | "GroupByKey" >> GroupByKey()
+            | "GroupByKey" >> _RegroupByKey()
             | "RestoreMetadata" >> FlatMap(_restore_metadata)
         )
         # The elements are back in their own windows, so the PCollection is windowed as

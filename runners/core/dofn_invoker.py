@@ -3,8 +3,9 @@
 ``DoFnRunner`` is built once per bundle (a partition of one step) from a ``ParDoOp``. It
 reads the process method's signature once, so each element costs one call plus the
 parameters the DoFn asked for; outputs become ``WindowedValue``s that keep the input's
-timestamp, windows and pane unless the DoFn yields a ``TimestampedValue``,
-``WindowedValue`` or ``TaggedOutput``.
+timestamp, windows and pane, unless the DoFn yields a ``WindowedValue`` (taken as it is)
+or a ``TimestampedValue``, which is windowed again by the input PCollection's window fn
+from its new timestamp, as in Beam's Python SDK (``TaggedOutput`` wraps either).
 """
 
 from __future__ import annotations
@@ -25,11 +26,12 @@ from sparkbeam.dofn import (
 from sparkbeam.pvalue import TaggedOutput
 from sparkbeam.runners.core.errors import UserCodeError
 from sparkbeam.runners.core.ops import ParDoOp, SideInputSlot
+from sparkbeam.runners.core.window_assignment import restamp_assigner
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp
-from sparkbeam.utils.windowed_value import WindowedValue
+from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
 from sparkbeam.window import GlobalWindow, GlobalWindows, TimestampedValue, WindowFn
 
-__all__ = ["DoFnRunner", "SideInputs"]
+__all__ = ["DoFnRunner", "SideInputs", "side_window_for"]
 
 Emit = Callable[[WindowedValue], None]
 _MIN_MICROS = MIN_TIMESTAMP.micros
@@ -50,7 +52,7 @@ class SideInputs:
         self._views: dict[tuple[int, Any], Any] = {}
 
     def view(self, slot: SideInputSlot, main_window: Any) -> Any:
-        side_window = _side_window(slot.windowfn, main_window)
+        side_window = side_window_for(slot.windowfn, main_window)
         key = (slot.pcoll, side_window)
         if key not in self._views:
             values = self._by_window.get(slot.pcoll, {}).get(side_window, [])
@@ -58,7 +60,7 @@ class SideInputs:
         return self._views[key]
 
 
-def _side_window(windowfn: WindowFn, main_window: Any) -> Any:
+def side_window_for(windowfn: WindowFn, main_window: Any) -> Any:
     """The side input's window that a main-input window reads (Beam's default mapping)."""
     if isinstance(windowfn, GlobalWindows):
         return GlobalWindow()
@@ -117,6 +119,8 @@ class DoFnRunner:
         self.explode_windows = DoFn.WindowParam in params.values() or bool(op.side_inputs)
         self.has_slots = bool(op.side_inputs)
         self.dofn = dofn
+        # Built at the first TimestampedValue output: other DoFns never pay for it.
+        self._assign_restamped: Callable[[Any, int], tuple] | None = None
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
@@ -234,18 +238,31 @@ class DoFnRunner:
         else:
             emit = self.main_emit
         if kind is TimestampedValue:
-            micros = item.timestamp.micros
-            if not _MIN_MICROS <= micros < _MAX_MICROS:
-                msg = (
-                    f"'{self.label}' (applied at {self.location}) output {item.value!r} with timestamp "
-                    f"{item.timestamp!r}, outside [MIN_TIMESTAMP, MAX_TIMESTAMP)"
-                )
-                raise UserCodeError(self.label, self.location, ValueError(msg), wv.value)
-            emit(WindowedValue(item.value, micros, wv.windows, wv.pane_info))
+            emit(self._restamped(item, wv))
         elif kind is WindowedValue:
             emit(item)
         else:
             emit(WindowedValue(item, wv.timestamp_micros, wv.windows, wv.pane_info))
+
+    def _restamped(self, item: TimestampedValue, wv: WindowedValue) -> WindowedValue:
+        """Beam's Python SDK: an output with a new timestamp is windowed again by the input
+        PCollection's window fn (once per input window), and its pane is unknown."""
+        micros = item.timestamp.micros
+        if not _MIN_MICROS <= micros < _MAX_MICROS:
+            msg = (
+                f"'{self.label}' (applied at {self.location}) output {item.value!r} with timestamp "
+                f"{item.timestamp!r}, outside [MIN_TIMESTAMP, MAX_TIMESTAMP)"
+            )
+            raise UserCodeError(self.label, self.location, ValueError(msg), wv.value)
+        if self._assign_restamped is None:
+            self._assign_restamped = restamp_assigner(self.op.input_windowfn)
+        try:
+            windows = self._assign_restamped(item.value, micros)
+        except Exception as error:  # the user's WindowFn
+            raise UserCodeError(self.label, self.location, error, wv.value) from error
+        if len(wv.windows) != 1:
+            windows = windows * len(wv.windows)
+        return WindowedValue(item.value, micros, windows, PANE_INFO_UNKNOWN)
 
     def _emitter(self, tag: str | None) -> Emit:
         emit = self.emitters.get(tag)

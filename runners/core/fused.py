@@ -13,64 +13,14 @@ from sparkbeam.runners.core.dofn_invoker import DoFnRunner, SideInputs
 from sparkbeam.runners.core.errors import UserCodeError
 from sparkbeam.runners.core.ops import FlattenOp, ParDoOp, WindowIntoOp
 from sparkbeam.runners.core.plan import Stage
+from sparkbeam.runners.core.window_assignment import cached_assignment
 from sparkbeam.utils.timestamp import Timestamp
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
-from sparkbeam.window import (
-    FixedWindows,
-    GlobalWindow,
-    GlobalWindows,
-    IntervalWindow,
-    SlidingWindows,
-    WindowFn,
-)
+from sparkbeam.window import WindowFn
 
 __all__ = ["FusedBody", "window_assigner"]
 
 Tagged = tuple[int, WindowedValue]
-
-
-def _cached_assignment(windowfn: WindowFn) -> Callable[[int], tuple] | None:
-    """For the built-in window fns (exactly, not subclasses that may override ``assign``):
-    the windows of a timestamp in microseconds, each distinct tuple of windows built once,
-    since nearly every element shares its windows with many others."""
-    kind = type(windowfn)
-    if kind is GlobalWindows:
-        only = (GlobalWindow(),)
-        return lambda micros: only
-    if kind is FixedWindows:
-        size, offset = windowfn.size.micros, windowfn.offset.micros
-        fixed_cache: dict[int, tuple] = {}
-
-        def fixed(micros: int) -> tuple:
-            start = micros - (micros - offset) % size
-            windows = fixed_cache.get(start)
-            if windows is None:
-                windows = fixed_cache[start] = (
-                    IntervalWindow(Timestamp.from_micros(start), Timestamp.from_micros(start + size)),
-                )
-            return windows
-
-        return fixed
-    if kind is SlidingWindows:
-        size, period, offset = windowfn.size.micros, windowfn.period.micros, windowfn.offset.micros
-        sliding_cache: dict[tuple[int, int], tuple] = {}
-
-        def sliding(micros: int) -> tuple:
-            last_start = micros - (micros - offset) % period
-            # Windows start at last_start, last_start - period, ... while they still
-            # contain micros; when size is not a multiple of period that count varies.
-            span = last_start - (micros - size)
-            count = (span - 1) // period + 1 if span > 0 else 0
-            windows = sliding_cache.get((last_start, count))
-            if windows is None:
-                windows = sliding_cache[(last_start, count)] = tuple(
-                    IntervalWindow(Timestamp.from_micros(last_start - k * period), Timestamp.from_micros(last_start - k * period + size))
-                    for k in range(count)
-                )
-            return windows
-
-        return sliding
-    return None
 
 
 def window_assigner(op: WindowIntoOp) -> Callable[[WindowedValue], list[WindowedValue]]:
@@ -82,7 +32,7 @@ def window_assigner(op: WindowIntoOp) -> Callable[[WindowedValue], list[Windowed
     windowfn = op.windowfn
     assign = windowfn.assign
     AssignContext = WindowFn.AssignContext
-    cached = _cached_assignment(windowfn)
+    cached = cached_assignment(windowfn)
     if cached is not None:
 
         def reassign_cached(wv: WindowedValue) -> list[WindowedValue]:

@@ -17,7 +17,12 @@ batch. Where this differs from Beam Python, on purpose:
 - a window whose trigger finished releases its hold (Beam keeps it and stalls);
 - all due timers of a window in one time domain are consumed by one trigger evaluation
   (Beam fires each, which emits empty duplicate panes for nested watermark triggers);
-- holds of merging windows are merged, not dropped.
+- holds of merging windows are merged, not dropped;
+- a window whose trigger finished takes no part in later merges, and a merge whose result
+  is such a window leaves it closed (Beam Java's ``ReduceFnRunner``; see ``merging.py``).
+
+Data leaves the engine in a pane or through ``GroupingStats.discard``, which counts it by
+reason (``drops.py``): late, closed window, merged into a closed window, expired state.
 
 >>> from sparkbeam.windowing import Windowing
 >>> from sparkbeam.window import FixedWindows, IntervalWindow
@@ -41,8 +46,6 @@ import functools
 from collections.abc import Iterable
 from typing import Any
 
-import attrs
-
 from sparkbeam.combine import CombineFn
 from sparkbeam.trigger import (
     AccumulationMode,
@@ -62,6 +65,7 @@ from sparkbeam.window import (
 )
 from sparkbeam.windowing import Windowing
 
+from .drops import DropReason, GroupingStats
 from .holds import HoldPolicy
 from .merging import Buckets, WindowMerger
 from .triggers import (
@@ -73,7 +77,7 @@ from .triggers import (
 )
 from .window_state import KeyState, WindowState
 
-__all__ = ["GroupingEngine", "GroupingStats", "KeyState", "WindowState"]
+__all__ = ["DropReason", "GroupingEngine", "GroupingStats", "KeyState", "WindowState"]
 
 _EVENT = TimeDomain.EVENT_TIME
 _PROCESSING = TimeDomain.PROCESSING_TIME
@@ -94,15 +98,6 @@ _EXPIRED: tuple[list[Any], list[int] | None, Any] = ([], None, None)
 _MAX_TIMER_ROUNDS = 1000
 
 
-@attrs.define
-class GroupingStats:
-    """Counters the engine increments; the runner sums them per step and stage."""
-
-    late_dropped: int = 0  # (element, window) pairs whose window's GC time was behind the input watermark
-    closed_dropped: int = 0  # (element, window) pairs for a window whose trigger had finished
-    panes_fired: int = 0
-
-
 @functools.lru_cache(maxsize=4096)
 def _pane(is_first: bool, is_last: bool, timing: PaneInfoTiming, index: int, nonspeculative: int) -> PaneInfo:
     return PaneInfo(is_first, is_last, timing, index, nonspeculative)
@@ -115,6 +110,14 @@ class GroupingEngine:
     Beam's current behaviour). ``batch=True`` reproduces Beam's FnApiRunner batch grouping:
     the runner then calls ``add_elements`` with every element at the minimum watermark and
     ``fire_timers`` at the maximum watermark and clock.
+
+    A window's state goes when the watermark passes its GC time, and a key's with its last
+    window. Until then a window whose panes all fired still keeps its pane indices, which
+    later panes continue (Beam's pane info); nothing else of it is left. With
+    ``keep_pane_indices=False`` (a grouping whose output panes nobody sees, as Reshuffle's)
+    such a spent window is forgotten at once, so a key whose windows all fired leaves no
+    state: a regrouping in the global window, which never expires, would otherwise keep
+    one entry per key for ever.
     """
 
     def __init__(
@@ -124,6 +127,7 @@ class GroupingEngine:
         combine_fn: CombineFn | None = None,
         overlapping_window_rule: bool = True,
         batch: bool = False,
+        keep_pane_indices: bool = True,
     ) -> None:
         self.windowing = windowing
         self.combine_fn = combine_fn
@@ -151,6 +155,8 @@ class GroupingEngine:
         self._discarding = windowing.accumulation_mode is AccumulationMode.DISCARDING
         self._lateness = windowing.allowed_lateness.micros
         self._has_ontime_pane = bool(trigger.has_ontime_pane())
+        # A spent window of a merging WindowFn still shapes later merges, so it stays.
+        self._forget_spent_windows = not keep_pane_indices and not self._merging
         # The common case runs without the trigger machine: DefaultTrigger's only state is
         # its end-of-window timer, which is pending exactly when the window has unfired data.
         self._default_fast_path = type(trigger) is DefaultTrigger and not self._merging
@@ -187,7 +193,7 @@ class GroupingEngine:
         if not by_window:
             return []
         if self._merging:
-            by_window = self._merger.merge_bundle(state, by_window, now)
+            by_window = self._merger.merge_bundle(state, by_window, now, stats)
         windows = state.windows
         holds = self.holds
         fast = self._default_fast_path
@@ -198,7 +204,7 @@ class GroupingEngine:
             if window_state is None:
                 window_state = windows[window] = WindowState()
             elif window_state.closed:
-                stats.closed_dropped += len(values)
+                stats.discard(DropReason.CLOSED_WINDOW, len(values))
                 continue
             max_timestamp = window.max_timestamp().micros
             hold, unheld = holds.element_hold(
@@ -209,7 +215,7 @@ class GroupingEngine:
             if unheld:
                 window_state.gc_hold = True
             self._add_contents(window_state, values)
-            window_state.pending = True
+            window_state.pending += len(values)
             if fast:
                 if input_watermark >= window.end.micros:
                     fired.append(
@@ -250,6 +256,8 @@ class GroupingEngine:
         else:
             self._fire_trigger_timers(state, key, input_watermark, now, fired, stats)
         self._collect_garbage(state, key, input_watermark, output_watermark, fired, stats)
+        if self._forget_spent_windows:
+            self._forget_spent(state)
         return fired
 
     def earliest_hold(self, state: KeyState) -> tuple[int, BoundedWindow] | None:
@@ -347,8 +355,7 @@ class GroupingEngine:
                 bucket[0].append(value)
                 if need_timestamps:
                     bucket[1].append(timestamp)  # type: ignore[union-attr]
-        if expired:
-            stats.late_dropped += expired
+        stats.discard(DropReason.LATE, expired)
         return {
             bucket[2]: (bucket[0], bucket[1]) for bucket in buckets.values() if bucket is not _EXPIRED
         }
@@ -420,7 +427,7 @@ class GroupingEngine:
         elif hold is not None and not (watermark < window.end.micros and self._has_ontime_pane):
             # Beam keeps the hold for an on-time pane still to come (it may be empty).
             window_state.hold = None
-        window_state.pending = False
+        window_state.pending = 0
         window_state.gc_hold = False
         stats.panes_fired += 1
         return WindowedValue((key, payload), timestamp, (window,), pane)
@@ -540,7 +547,11 @@ class GroupingEngine:
         expired.sort(key=window_sort_key)  # a user's BoundedWindow may have no start
         for window in expired:
             window_state = windows.pop(window)
-            if window_state.pending and not window_state.closed:
+            if window_state.pending and window_state.closed:
+                # A closed window buffers nothing (its elements are dropped as they come),
+                # so this is a guard: whatever is deleted unemitted is counted.
+                stats.discard(DropReason.EXPIRED_STATE, window_state.pending)
+            elif window_state.pending:
                 max_timestamp = window.max_timestamp().micros
                 stamp = max_timestamp if window_state.hold is None else window_state.hold
                 # Beam Java's rule: a pane the output watermark has already passed is LATE.
@@ -550,6 +561,24 @@ class GroupingEngine:
                         key, window, window_state, max_timestamp, True, input_watermark, not behind, stats
                     )
                 )
+
+    def _forget_spent(self, state: KeyState) -> None:
+        """Drop the windows that hold nothing but pane indices: no buffered contents, no
+        hold, no timers, a trigger in its initial state, not closed. A new element for one
+        starts it afresh, which differs only in the pane indices nobody reads."""
+        spent = [
+            window
+            for window, window_state in state.windows.items()
+            if window_state.contents is None
+            and not window_state.pending
+            and window_state.hold is None
+            and not window_state.gc_hold
+            and not window_state.timers
+            and not window_state.trigger_state
+            and not window_state.closed
+        ]
+        for window in spent:
+            del state.windows[window]
 
     # ------------------------------------------------------------------ batch shortcuts
 
@@ -561,7 +590,7 @@ class GroupingEngine:
         if window_state is None:
             window_state = state.windows[_GLOBAL_WINDOW] = WindowState()
         self._add_contents(window_state, values)
-        window_state.pending = True
+        window_state.pending += len(values)
 
     def _flush_single_pane(
         self, state: KeyState, key: Any, input_watermark: int, stats: GroupingStats

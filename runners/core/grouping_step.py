@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from sparkbeam.runners.core.drops import DROP_COUNTERS, GroupingStats
 from sparkbeam.runners.core.errors import TransformError
 from sparkbeam.runners.core.ops import GroupOp
 from sparkbeam.runners.core.steps import StageSummary, StepParams
@@ -47,8 +48,6 @@ def _short(value: Any) -> str:
 
 def group_partition(engine: Any, records: Iterable[tuple[str, Any, Any]], params: StepParams) -> Iterator[tuple[str, Any, Any]]:
     """Run one step for the keys of one partition; yields (STATE|PANE|SUMMARY, key, payload)."""
-    from sparkbeam.runners.core.grouping import GroupingStats
-
     states: dict[Any, Any] = {}
     new: dict[Any, list[WindowedValue]] = {}
     for tag, key, payload in records:
@@ -100,8 +99,8 @@ def group_partition(engine: Any, records: Iterable[tuple[str, Any, Any]], params
         summary.state_windows += _window_count(state)
         yield (STATE, key, state)
     summary.elements_out = len(panes)
-    summary.late_dropped = stats.late_dropped
-    summary.closed_dropped = stats.closed_dropped
+    for counter in DROP_COUNTERS.values():
+        setattr(summary, counter, getattr(stats, counter))
     for pane in panes:
         yield (PANE, None, pane)
     yield (SUMMARY, None, summary)

@@ -25,8 +25,10 @@ from sparkbeam.runners.core.grouping_step import (
     group_partition,
     key_element,
 )
+from sparkbeam.runners.core.history import run_history
 from sparkbeam.runners.core.ops import CreateOp, GroupOp, ImpulseOp, ReadTextOp, lower
 from sparkbeam.runners.core.plan import Stage, StagePlan, plan_stages
+from sparkbeam.runners.core.side_input_wait import OUTPUT, PARKED, must_wait, run_waiting
 from sparkbeam.runners.core.sources import SourceEmission
 from sparkbeam.runners.core.steps import StageResult, StageSummary, StepLoop, StepParams
 from sparkbeam.runners.core.timeline import Emissions, Timeline, emissions_of
@@ -53,6 +55,8 @@ class MemoryBackend:
         self.overlapping_window_rule = overlapping_window_rule
         self.states: dict[int, dict[Any, Any]] = {}
         self.engines: dict[int, Any] = {}
+        #: per stage reading side inputs: main-input elements waiting for them
+        self.parked: dict[int, list[WindowedValue]] = {}
 
     def source_dataset(self, stage: Stage, emission: SourceEmission) -> list[WindowedValue]:
         if emission.whole is not None:
@@ -80,6 +84,7 @@ class MemoryBackend:
                 combine_fn=op.combine_fn,
                 overlapping_window_rule=self.overlapping_window_rule,
                 batch=params.batch,
+                keep_pane_indices=op.keep_pane_indices,
             )
         return self.engines[key]
 
@@ -91,6 +96,8 @@ class MemoryBackend:
         side_inputs: dict[int, list[WindowedValue]],
         wanted: frozenset[int] = frozenset(),
     ) -> StageResult:
+        if must_wait(stage, params, stage.id in self.parked):
+            return self._run_waiting(stage, inputs, params, side_inputs)
         summary = StageSummary()
         grouping = stage.grouping
         if grouping is not None:
@@ -125,6 +132,30 @@ class MemoryBackend:
             summary.elements_out = sum(len(v) for v in produced.values())
         return StageResult(produced, summary)
 
+    def _run_waiting(
+        self, stage: Stage, inputs: dict[int, Any], params: StepParams, side_inputs: dict[int, list[WindowedValue]]
+    ) -> StageResult:
+        (source,) = stage.inputs
+        parked = self.parked.pop(stage.id, [])
+        produced: dict[int, list[WindowedValue]] = {pcoll: [] for pcoll in stage.outputs}
+        waiting: list[WindowedValue] = []
+        summary = StageSummary()
+        records = run_waiting(stage, SideInputs(side_inputs), params, inputs[source], parked)
+        try:
+            for tag, payload in records:
+                if tag == OUTPUT:
+                    pcoll, wv = payload
+                    if pcoll in produced:
+                        produced[pcoll].append(wv)
+                elif tag == PARKED:
+                    waiting.append(payload)
+                elif tag == SUMMARY:
+                    summary = payload
+        except UserCodeError as failure:
+            raise add_transform_note(failure.error, failure.label, failure.location) from None
+        self.parked[stage.id] = waiting
+        return StageResult(produced, summary)
+
     def write(self, stage: Stage, datasets: dict[int, Any], params: StepParams) -> None:
         msg = f"'{stage.sinks[0].label}': file sinks run on the Spark runner"
         raise TypeError(msg)
@@ -137,7 +168,7 @@ class MemoryBackend:
 class InMemoryResult:
     plan: StagePlan
     timeline: Timeline
-    emitted: dict[int, Any]
+    emitted: dict[int, Emissions]
     pipeline: Pipeline
 
     def watermarks(self) -> Timeline:
@@ -165,13 +196,16 @@ def run_in_memory(
     plan = plan_stages(lowered)
     if streaming is None:
         streaming = any(not info.is_bounded for info in lowered.pcollections)
+    history = run_history(lowered, pipeline.options.get_all_options(), streaming=streaming)
     loop = StepLoop(
         plan,
         MemoryBackend(overlapping_window_rule),
         clock or ManualClock(),
         batch=not streaming,
         max_steps=max_steps,
+        history=history,
     )
     loop.run()
-    timeline = Timeline(loop.records, [stage.name for stage in plan.stages])
-    return InMemoryResult(plan, timeline, loop.emissions, pipeline)
+    timeline = history.timeline([stage.name for stage in plan.stages])
+    emitted = history.emitted({info.id: info.label for info in lowered.pcollections})
+    return InMemoryResult(plan, timeline, emitted, pipeline)

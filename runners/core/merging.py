@@ -1,11 +1,24 @@
-"""Merging windows (sessions): fold a bundle's new windows into a key's windows.
+"""Merging windows (sessions): fold a bundle's new windows into a key's open windows.
 
-When a bundle brings windows the key does not have, the window fn decides which windows
-merge. The merged window gets the union of the parts' buffered values (or their merged
-accumulators), their trigger state merged by the trigger machines' rules and their
-timers, their holds merged by the timestamp combiner (DESIGN §3; Beam Python drops them),
-and it is closed if any part was. Pane indices survive only when the merged window is
-itself one of the parts, as in Beam Python.
+When a bundle brings windows the key has no open state for, the window fn decides which
+windows merge. The merged window gets the union of the parts' buffered values (or their
+merged accumulators), their trigger state merged by the trigger machines' rules and their
+timers, and their holds merged by the timestamp combiner (DESIGN §3; Beam Python drops
+them). Pane indices survive only when the merged window is itself one of the parts, as in
+Beam Python.
+
+Closed windows (their trigger finished) follow Beam Java's ``ReduceFnRunner``, which takes
+a window out of its active set when its trigger closes and keeps only the closed mark until
+garbage collection:
+
+- a closed window takes no part in merging, so it does not close the windows that overlap
+  it later (Java's ``testMergingWithClosedDoesNotPoison``); a bundle's window equal to a
+  closed one is merged as a new window with no state;
+- a merge whose result *is* a closed window (same bounds, not yet collected) leaves it
+  closed: the buffered contents of the windows merged into it, and the bundle's elements
+  whose windows merged into it, are discarded and counted as ``MERGED_INTO_CLOSED``
+  (Java drops such new elements as closed-window drops and loses the buffered contents
+  without a count).
 """
 
 from __future__ import annotations
@@ -16,6 +29,7 @@ from typing import Any
 from sparkbeam.combine import CombineFn
 from sparkbeam.window import BoundedWindow, WindowFn
 
+from .drops import DropReason, GroupingStats
 from .holds import HoldPolicy
 from .triggers import TriggerContext, TriggerMachine, merge_trigger_cells
 from .window_state import KeyState, WindowState
@@ -53,14 +67,16 @@ class WindowMerger:
         self.combine_fn = combine_fn
         self._ctx = TriggerContext()
 
-    def merge_bundle(self, state: KeyState, by_window: Buckets, now: int) -> Buckets:
-        """Merge the bundle's new windows with the key's; return the buckets re-keyed by
-        the windows they now belong to."""
+    def merge_bundle(self, state: KeyState, by_window: Buckets, now: int, stats: GroupingStats) -> Buckets:
+        """Merge the bundle's new windows with the key's open ones; return the buckets
+        re-keyed by the windows they now belong to, without those that merged into a
+        closed window (counted in ``stats``)."""
         windows = state.windows
-        new_windows = [window for window in by_window if window not in windows]
+        open_windows = [window for window, window_state in windows.items() if not window_state.closed]
+        new_windows = [window for window in by_window if not _is_open(windows.get(window))]
         if not new_windows:
             return by_window
-        collector = _MergeCollector([*windows, *new_windows])
+        collector = _MergeCollector([*open_windows, *new_windows])
         self.window_fn.merge(collector)
         if not collector.merges:
             return by_window
@@ -69,14 +85,21 @@ class WindowMerger:
             for window in parts:
                 if window != result:
                     merged_away[window] = result
-            members = [window for window in parts if window in windows]
-            if result in windows and result not in members:
+            members = [window for window in parts if _is_open(windows.get(window))]
+            result_state = windows.get(result)
+            if result_state is not None and result_state.closed:
+                self._discard_into_closed(members, windows, stats)
+                continue
+            if result_state is not None and result not in members:
                 members.append(result)
             if members:
                 windows[result] = self._merge_states(result, members, parts, windows, now)
         remapped: Buckets = {}
         for window, (values, timestamps) in by_window.items():
             target = self._final_window(window, merged_away)
+            if target != window and not _is_open_or_absent(windows.get(target)):
+                stats.discard(DropReason.MERGED_INTO_CLOSED, len(values))
+                continue
             bucket = remapped.get(target)
             if bucket is None:
                 remapped[target] = (values, timestamps)
@@ -85,6 +108,14 @@ class WindowMerger:
                 if timestamps is not None:
                     bucket[1].extend(timestamps)  # type: ignore[union-attr]
         return remapped
+
+    def _discard_into_closed(
+        self, members: list[BoundedWindow], windows: dict[BoundedWindow, WindowState], stats: GroupingStats
+    ) -> None:
+        """The open windows ``members`` merge into a closed window: it stays closed, and
+        what they buffered and had not emitted is dropped."""
+        for window in members:
+            stats.discard(DropReason.MERGED_INTO_CLOSED, windows.pop(window).pending)
 
     def _final_window(
         self, window: BoundedWindow, merged_away: dict[BoundedWindow, BoundedWindow]
@@ -115,19 +146,22 @@ class WindowMerger:
                 merged.contents = [value for part in contents for value in part]
             else:
                 merged.contents = self.combine_fn.merge_accumulators(contents)
-        merged.pending = any(s.pending for s in states)
+        merged.pending = sum(s.pending for s in states)
         merged.gc_hold = any(s.gc_hold for s in states)
-        merged.closed = any(s.closed for s in states)
         merged.hold = self.holds.merge(result, [s.hold for s in states])
         for window, window_state in zip(members, states):
             if window == result:
                 merged.index = window_state.index
                 merged.nonspeculative_index = window_state.nonspeculative_index
-        if merged.closed:
-            # A closed part closes the merged window: nothing more will be emitted from it.
-            merged.contents, merged.pending, merged.hold, merged.gc_hold = None, False, None, False
-            return merged
         merge_trigger_cells(self.machine, states, merged)
         self._ctx.bind(merged, result, now)
         self.machine.on_merge(self._ctx, parts)
         return merged
+
+
+def _is_open(window_state: WindowState | None) -> bool:
+    return window_state is not None and not window_state.closed
+
+
+def _is_open_or_absent(window_state: WindowState | None) -> bool:
+    return window_state is None or not window_state.closed

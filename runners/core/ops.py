@@ -24,7 +24,8 @@ from sparkbeam.io.textio import ReadFromText, WriteToText
 from sparkbeam.pipeline import AppliedTransform, Pipeline
 from sparkbeam.runners.core.errors import UnsupportedError
 from sparkbeam.testing.test_stream import TestStream
-from sparkbeam.window import WindowFn
+from sparkbeam.utils.timestamp import Duration
+from sparkbeam.window import GlobalWindows, WindowFn
 from sparkbeam.windowing import Windowing
 
 __all__ = [
@@ -101,6 +102,13 @@ class SideInputSlot:
     pcoll: int
     view: pvalue.AsSideInput = attrs.field(eq=False)
     windowfn: WindowFn = attrs.field(eq=False)
+    #: how long the side input's windows take late data: their contents are kept that long
+    #: past the window's end (behind the reading stage's input watermark), then dropped
+    allowed_lateness: Duration = attrs.field(factory=Duration, eq=False)
+
+    def describe(self) -> str:
+        """How the user wrote it, e.g. ``AsList(Side)``."""
+        return f"{type(self.view).__name__}({self.view.pvalue.label})"
 
 
 @attrs.frozen
@@ -110,6 +118,8 @@ class ParDoOp(Op):
     kwargs: dict = attrs.field(hash=False)
     output_tags: tuple  # tag (None = main) of each output, aligned with ``outputs``
     side_inputs: tuple[SideInputSlot, ...] = ()
+    #: the main input's window fn: it windows the outputs the DoFn re-stamps (TimestampedValue)
+    input_windowfn: WindowFn = attrs.field(factory=GlobalWindows)
 
 
 @attrs.frozen
@@ -128,6 +138,8 @@ class GroupOp(Op):
 
     windowing: Windowing
     combine_fn: CombineFn | None = None
+    #: False when nothing downstream can see the output's pane indices (``GroupByKey.pane_indices_observed``)
+    keep_pane_indices: bool = True
 
 
 @attrs.frozen
@@ -155,6 +167,8 @@ class LoweredPipeline:
     captured: frozenset[int] = frozenset()
     #: driver-side lookup from a PCollection handle (by identity) to its id
     handle_ids: dict[int, int] = attrs.field(factory=dict, eq=False, repr=False)
+    #: captured PCollection id -> the file its full history of emissions goes to
+    capture_logs: dict[int, str] = attrs.field(factory=dict, eq=False)
 
     def id_of(self, pcoll: pvalue.PCollection) -> int:
         try:
@@ -284,7 +298,7 @@ def _lower_test_stream(lowering: _Lowering, node: AppliedTransform) -> Op:
 def _slot(lowering: _Lowering, arg: Any) -> Any:
     if isinstance(arg, pvalue.AsSideInput):
         pc = arg.pvalue
-        return SideInputSlot(lowering.pcoll_id(pc), arg, pc.windowing.windowfn)
+        return SideInputSlot(lowering.pcoll_id(pc), arg, pc.windowing.windowfn, pc.windowing.allowed_lateness)
     return arg
 
 
@@ -296,13 +310,16 @@ def _lower_pardo(lowering: _Lowering, node: AppliedTransform) -> Op:
     slots = tuple(a for a in (*args, *kwargs.values()) if isinstance(a, SideInputSlot))
     # The main output is tag None whatever the user named it (with_outputs(main=...)).
     tags = tuple(None if tag in (None, "None", transform.main_tag) else tag for tag in node.outputs)
+    base = lowering.base(node)
+    (main_input,) = base["inputs"]
     return ParDoOp(
-        **lowering.base(node),
+        **base,
         dofn=transform.fn,
         args=args,
         kwargs=kwargs,
         output_tags=tags,
         side_inputs=slots,
+        input_windowfn=lowering.infos[main_input].windowing.windowfn,
     )
 
 
@@ -319,7 +336,11 @@ def _lower_flatten(lowering: _Lowering, node: AppliedTransform) -> Op:
 @_registers(GroupByKey)
 def _lower_group_by_key(lowering: _Lowering, node: AppliedTransform) -> Op:
     (source,) = node.inputs
-    return GroupOp(**lowering.base(node), windowing=source.windowing)
+    return GroupOp(
+        **lowering.base(node),
+        windowing=source.windowing,
+        keep_pane_indices=node.transform.pane_indices_observed,
+    )
 
 
 @_registers(WriteToText)
@@ -348,4 +369,5 @@ def lower(pipeline: Pipeline, *, lift_combiners: bool = True) -> LoweredPipeline
     for node in pipeline.root.parts:
         lowering.visit(node)
     captured = frozenset(lowering.pcoll_id(pc) for pc in pipeline.captured)
-    return LoweredPipeline(tuple(lowering.ops), tuple(lowering.infos), captured, dict(lowering.ids))
+    logs = {lowering.pcoll_id(pc): pipeline.capture_logs[id(pc)] for pc in pipeline.captured if id(pc) in pipeline.capture_logs}
+    return LoweredPipeline(tuple(lowering.ops), tuple(lowering.infos), captured, dict(lowering.ids), logs)

@@ -4,9 +4,10 @@ A stage is: a head (a source, a grouping, or nothing), then a fused body of elem
 ops (ParDo, WindowInto, Flatten) that run in one pass over the head's output. An
 element-wise op joins the stage its input comes from; one whose inputs come from several
 stages (a Flatten across branches) starts a stage with no head; a ParDo with side inputs
-starts a new stage, since its side inputs must be complete before it runs. Each stage
-has an input and an output watermark (DESIGN §4); the step loop runs stages in the
-topological order planned here.
+starts a new stage, after the stages producing its side inputs: in batch they are complete
+before it runs; in a stream its elements wait there until their side windows are ready
+(``side_input_wait``). Each stage has an input and an output watermark (DESIGN §4); the
+step loop runs stages in the topological order planned here.
 """
 
 from __future__ import annotations

@@ -9,17 +9,20 @@ processing-time timers fire; last, its output watermark becomes min(input, earli
 Batch is one step in which the input watermark goes from -inf straight to +inf.
 
 The loop is backend-neutral: a ``Backend`` moves the data (Python lists in memory, RDDs on
-Spark); the loop does the watermark bookkeeping and records the timeline.
+Spark); the loop does the watermark bookkeeping and records the timeline and the captured
+emissions in a ``RunHistory``, which keeps a stream's recent steps and logs the rest.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any, Protocol
 
 import attrs
 
 from sparkbeam.runners.core.clock import Clock
+from sparkbeam.runners.core.history import RunHistory
 from sparkbeam.runners.core.plan import Stage, StagePlan
 from sparkbeam.runners.core.sources import (
     SourceEmission,
@@ -47,6 +50,9 @@ class StepParams:
     output_watermark: int  # the stage's output watermark before this step
     now: int
     batch: bool
+    #: (side-input PCollection, output watermark of the stage producing it) for each side
+    #: input the stage reads: whether a side input is ready for a window (streaming only)
+    side_input_watermarks: tuple[tuple[int, int], ...] = ()
 
 
 @attrs.define
@@ -55,6 +61,7 @@ class StageSummary:
 
     elements_in: int = 0
     elements_out: int = 0
+    # (element, window) pairs dropped, by reason (runners/core/drops.py)
     late_dropped: int = 0
     closed_dropped: int = 0
     earliest_hold: int | None = None
@@ -65,6 +72,10 @@ class StageSummary:
     state_keys: int = 0
     state_windows: int = 0
     dead_letters: int = 0
+    merged_into_closed_dropped: int = 0
+    expired_state_dropped: int = 0
+    #: main-input elements (per window) parked until their side input is ready
+    side_input_waiting: int = 0
 
     def merge(self, other: StageSummary) -> StageSummary:
         hold_from_other = other.earliest_hold is not None and (
@@ -83,6 +94,22 @@ class StageSummary:
             state_keys=self.state_keys + other.state_keys,
             state_windows=self.state_windows + other.state_windows,
             dead_letters=self.dead_letters + other.dead_letters,
+            merged_into_closed_dropped=self.merged_into_closed_dropped + other.merged_into_closed_dropped,
+            expired_state_dropped=self.expired_state_dropped + other.expired_state_dropped,
+            side_input_waiting=self.side_input_waiting + other.side_input_waiting,
+        )
+
+    def for_idle_step(self) -> StageSummary:
+        """This summary carried into a step where the stage did nothing: its holds and
+        timers stand, its per-step counts are zero."""
+        return attrs.evolve(
+            self,
+            elements_in=0,
+            elements_out=0,
+            late_dropped=0,
+            closed_dropped=0,
+            merged_into_closed_dropped=0,
+            expired_state_dropped=0,
         )
 
 
@@ -156,6 +183,7 @@ class StepLoop:
         max_steps: int | None = None,
         on_record: Callable[[WatermarkRecord], None] | None = None,
         hooks: StepHooks | None = None,
+        history: RunHistory | None = None,
     ) -> None:
         self.plan = plan
         self.backend = backend
@@ -166,12 +194,22 @@ class StepLoop:
         for runtime in self.runtimes:
             if runtime.stage.is_source:
                 runtime.source = make_source_state(runtime.stage)
-        self.records: list[WatermarkRecord] = []
-        self.emissions: dict[int, list[Emission]] = {p: [] for p in plan.lowered.captured}
+        # Unbounded unless the runner says otherwise (a stream's --timeline_retention_steps).
+        self.history = history if history is not None else RunHistory(plan.lowered.captured)
         self.side_contents: dict[int, list[WindowedValue]] = {p: [] for p in plan.side_input_pcolls()}
+        #: side-input PCollection -> the stage producing it, and the stages reading it
+        self._side_producer = {p: plan.stage_of(p).id for p in self.side_contents}
+        self._side_readers = {p: [s.id for s in plan.stages if p in self._side_slots(s)] for p in self.side_contents}
         self.on_record = on_record
         self.hooks = hooks
         self.step = 0
+        self._stop = threading.Event()
+        self.cancelled = False  # run() returned because request_stop() asked it to
+
+    def request_stop(self) -> None:
+        """Stop before the next step (safe from another thread): ``run()`` returns at the
+        step boundary with ``cancelled`` set, leaving the loop's state as a checkpoint wants it."""
+        self._stop.set()
 
     # -- the loop ----------------------------------------------------------------------
     def run(self) -> None:
@@ -180,6 +218,9 @@ class StepLoop:
             return
         while not self.finished():
             if self.max_steps is not None and self.step >= self.max_steps:
+                return
+            if self._stop.is_set():
+                self.cancelled = True
                 return
             before = self._progress_marker()
             self.run_step()
@@ -232,6 +273,7 @@ class StepLoop:
                 inputs = {p: self.backend.union(produced.get(p, [])) for p in stage.inputs}
                 new_input = min(self.runtimes[u].output_watermark for u in stage.upstream)
             new_input = max(new_input, runtime.input_watermark)
+            side = {slot: self.side_contents[slot] for slot in self._side_slots(stage)}
             params = StepParams(
                 step=step,
                 old_input_watermark=MIN if self.batch else runtime.input_watermark,
@@ -239,9 +281,12 @@ class StepLoop:
                 output_watermark=MIN if self.batch else runtime.output_watermark,
                 now=now,
                 batch=self.batch,
+                # Producers run first in a step: these are their watermarks after this step.
+                side_input_watermarks=tuple(
+                    sorted((p, self.runtimes[self._side_producer[p]].output_watermark) for p in side)
+                ),
             )
-            side = {slot: self.side_contents[slot] for slot in self._side_slots(stage)}
-            wanted = frozenset(p for p in stage.outputs if p in self.side_contents or p in self.emissions)
+            wanted = frozenset(p for p in stage.outputs if p in self.side_contents or self.history.captures(p))
             result = self.backend.run_stage(stage, inputs, params, side, wanted)
             for pcoll, dataset in result.outputs.items():
                 produced.setdefault(pcoll, []).append(dataset)
@@ -250,10 +295,14 @@ class StepLoop:
                 elements = self.backend.collect(dataset)
                 if pcoll in self.side_contents:
                     self.side_contents[pcoll].extend(elements)
-                if pcoll in self.emissions:
-                    self.emissions[pcoll].extend(
-                        Emission(wv.value, Timestamp.from_micros(wv.timestamp_micros), wv.windows, wv.pane_info, step, wall)
-                        for wv in elements
+                if self.history.captures(pcoll):
+                    self.history.add_emissions(
+                        pcoll,
+                        step,
+                        [
+                            Emission(wv.value, Timestamp.from_micros(wv.timestamp_micros), wv.windows, wv.pane_info, step, wall)
+                            for wv in elements
+                        ],
                     )
             if stage.sinks:
                 self.backend.write(stage, result.outputs, params)
@@ -278,12 +327,21 @@ class StepLoop:
                 earliest_hold=report.hold,
                 hold_key=report.hold_partition,
             )
+        if not self.batch:
+            self._expire_side_contents()
         for runtime in self.runtimes:
             self._record(runtime, step, wall)
         self.backend.end_step(step)
+        # Logged and trimmed before a checkpoint, which then holds only the kept steps.
+        self.history.end_step(step)
         self.step += 1
         if self.hooks is not None:
             self.hooks.after_step(step)
+
+    @property
+    def records(self) -> list[WatermarkRecord]:
+        """The timeline records kept in memory (a stream's last retained steps)."""
+        return self.history.records()
 
     # -- checkpoints -------------------------------------------------------------------
     def snapshot(self) -> dict[str, Any]:
@@ -294,8 +352,7 @@ class StepLoop:
                 (rt.input_watermark, rt.output_watermark, rt.summary, rt.source.snapshot() if rt.source else None)
                 for rt in self.runtimes
             ],
-            "records": self.records,
-            "emissions": self.emissions,
+            "history": self.history.snapshot(),
             "side_contents": self.side_contents,
         }
 
@@ -307,9 +364,21 @@ class StepLoop:
             runtime.summary = summary
             if runtime.source is not None and source is not None:
                 runtime.source.restore(source)
-        self.records = list(data["records"])
-        self.emissions = {p: list(data["emissions"].get(p, [])) for p in self.emissions}
+        self.history.restore(data["history"])
         self.side_contents = {p: list(data["side_contents"].get(p, [])) for p in self.side_contents}
+
+    def _expire_side_contents(self) -> None:
+        """Drop side-input windows that expired behind every reading stage's input
+        watermark, so that a long stream keeps (and checkpoints) only live windows."""
+        from sparkbeam.runners.core.side_input_wait import expire_side_contents
+
+        infos = self.plan.lowered.pcollections
+        for pcoll, elements in self.side_contents.items():
+            if not elements:
+                continue
+            watermark = min(self.runtimes[r].input_watermark for r in self._side_readers[pcoll])
+            lateness = infos[pcoll].windowing.allowed_lateness.micros
+            self.side_contents[pcoll] = expire_side_contents(elements, watermark, lateness)
 
     def _side_slots(self, stage: Stage) -> set[int]:
         from sparkbeam.runners.core.ops import ParDoOp
@@ -322,7 +391,8 @@ class StepLoop:
             target = min(target, summary.earliest_hold)
         # Watermarks never move backwards (DESIGN §4).
         runtime.output_watermark = max(runtime.output_watermark, target)
-        if runtime.stage.grouping is None:
+        if runtime.stage.grouping is None and summary.earliest_hold is None:
+            # An element-wise stage holds only main-input elements waiting for a side input.
             runtime.output_watermark = max(runtime.output_watermark, runtime.input_watermark)
 
     def _record(self, runtime: _StageRuntime, step: int, now: int) -> None:
@@ -344,7 +414,10 @@ class StepLoop:
             state_keys=summary.state_keys,
             state_windows=summary.state_windows,
             dead_letters=summary.dead_letters,
+            merged_into_closed_dropped=summary.merged_into_closed_dropped,
+            expired_state_dropped=summary.expired_state_dropped,
+            side_input_waiting=summary.side_input_waiting,
         )
-        self.records.append(record)
+        self.history.add_record(record)
         if self.on_record is not None:
             self.on_record(record)

@@ -3,6 +3,10 @@
 ``Timeline`` (from ``PipelineResult.watermarks()``) has one ``WatermarkRecord`` per step
 and stage; ``Emissions`` (from ``PipelineResult.emissions(pcoll)``) one ``Emission`` per
 element. Both convert to pandas DataFrames when pandas is installed.
+
+A long stream keeps only its recent steps in memory (``--timeline_retention_steps``, see
+``sparkbeam.runners.core.history``): both then start at ``first_step``, say so when printed,
+and asking for an earlier step raises ``TrimmedHistoryError`` naming the log that has it.
 """
 
 from __future__ import annotations
@@ -12,10 +16,31 @@ from typing import Any
 
 import attrs
 
+from sparkbeam.runners.core.drops import DROP_COUNTERS
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp, seconds_text
 from sparkbeam.utils.windowed_value import PaneInfo
 
-__all__ = ["Emission", "Emissions", "Timeline", "WatermarkRecord", "emissions_of", "format_micros"]
+__all__ = [
+    "Emission",
+    "Emissions",
+    "Timeline",
+    "TrimmedHistoryError",
+    "WatermarkRecord",
+    "emissions_of",
+    "format_micros",
+]
+
+
+class TrimmedHistoryError(LookupError):
+    """A step asked for is older than what a long stream keeps in memory."""
+
+
+def _trimmed_note(first_step: int, log_path: str | None, log_option: str) -> str:
+    where = f"the full history is in {log_path}" if log_path else f"give {log_option} to keep the full history"
+    return (
+        f"steps before {first_step} are no longer in memory (a stream keeps its last "
+        f"--timeline_retention_steps steps); {where}"
+    )
 
 
 def _as_seconds(micros: int | None) -> float | None:
@@ -40,7 +65,14 @@ def format_micros(micros: int | None) -> str:
 
 @attrs.frozen
 class WatermarkRecord:
-    """One stage at the end of one step."""
+    """One stage at the end of one step.
+
+    Drops are counted in (element, window) pairs, per reason (``DropReason``):
+    ``late_dropped`` (behind the allowed lateness, or behind a source's allowed delay),
+    ``closed_dropped`` (the window's trigger had finished), ``merged_into_closed_dropped``
+    (merged into a window whose trigger had finished), ``expired_state_dropped`` (deleted
+    unemitted when the window was collected); ``dropped`` is their sum.
+    """
 
     step: int
     processing_time: int  # micros on the run's clock
@@ -59,17 +91,51 @@ class WatermarkRecord:
     state_windows: int
     #: records a source could not parse or stamp, sent to its dead-letter output
     dead_letters: int = 0
+    merged_into_closed_dropped: int = 0
+    expired_state_dropped: int = 0
+    #: main-input elements (per window) waiting for a side input to be ready
+    side_input_waiting: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        return attrs.asdict(self)
+        """The fields, and ``dropped`` (their drops summed), as for ``--timeline_log``."""
+        return {**attrs.asdict(self), "dropped": self.dropped}
+
+    def drops(self) -> dict[str, int]:
+        """The drops of this step by reason (``"late"``, ``"closed_window"``, ...), zeros included."""
+        return {reason.value: getattr(self, counter) for reason, counter in DROP_COUNTERS.items()}
+
+    @property
+    def dropped(self) -> int:
+        """All (element, window) pairs this stage dropped in this step, whatever the reason."""
+        return sum(getattr(self, counter) for counter in DROP_COUNTERS.values())
 
 
 class Timeline:
     """The watermark timeline of a run: one record per step and stage."""
 
-    def __init__(self, records: list[WatermarkRecord], stage_names: list[str]) -> None:
+    def __init__(
+        self,
+        records: list[WatermarkRecord],
+        stage_names: list[str],
+        *,
+        first_step: int = 0,
+        log_path: str | None = None,
+    ) -> None:
         self.records = list(records)
         self.stage_names = list(stage_names)
+        #: the first step kept in memory: a long stream forgets older ones (they are in ``log_path``)
+        self.first_step = first_step
+        #: the ``--timeline_log`` holding every step, if one was given
+        self.log_path = log_path
+
+    @property
+    def trimmed(self) -> bool:
+        """Whether steps before ``first_step`` were dropped from memory."""
+        return self.first_step > 0
+
+    def history_note(self) -> str | None:
+        """What was trimmed and where the full history is; None when nothing was."""
+        return _trimmed_note(self.first_step, self.log_path, "--timeline_log=path") if self.trimmed else None
 
     def __iter__(self) -> Iterator[WatermarkRecord]:
         return iter(self.records)
@@ -88,6 +154,10 @@ class Timeline:
         return [r for r in self.records if r.stage == names[0]]
 
     def at_step(self, step: int) -> dict[str, WatermarkRecord]:
+        """Every stage's record at ``step``; a trimmed step raises ``TrimmedHistoryError``."""
+        if step < self.first_step:
+            msg = f"step {step}: {self.history_note()}"
+            raise TrimmedHistoryError(msg)
         return {r.stage: r for r in self.records if r.step == step}
 
     @property
@@ -108,22 +178,31 @@ class Timeline:
                 for column in ("input_watermark", "output_watermark", "earliest_hold"):
                     row[column] = _as_seconds(row[column])
                 row["processing_time"] = row["processing_time"] / 1_000_000
-        return pd.DataFrame(rows)
+        frame = pd.DataFrame(rows)
+        frame.attrs["first_step"] = self.first_step
+        return frame
 
     def format(self) -> str:
         """A plain-text table (watermarks in seconds, -inf/+inf at the ends of time)."""
-        header = f"{'step':>4} {'stage':<36} {'input wm':>10} {'output wm':>10} {'held by':<40} {'in':>7} {'out':>7} {'late':>5}"
-        lines = [header]
+        header = (
+            f"{'step':>4} {'stage':<36} {'input wm':>10} {'output wm':>10} {'held by':<48} {'in':>7} "
+            f"{'out':>7} {'waiting':>7} {'dropped':>7} why dropped"
+        )
+        note = self.history_note()
+        lines = [f"({note})", header] if note else [header]
         for r in self.records:
             held = f"{r.hold_key} {r.hold_window}" if r.hold_key is not None else ""
+            why = ", ".join(f"{reason} {count}" for reason, count in r.drops().items() if count)
             lines.append(
                 f"{r.step:>4} {r.stage[:36]:<36} {format_micros(r.input_watermark):>10} "
-                f"{format_micros(r.output_watermark):>10} {held[:40]:<40} {r.elements_in:>7} "
-                f"{r.elements_out:>7} {r.late_dropped + r.closed_dropped:>5}"
+                f"{format_micros(r.output_watermark):>10} {held[:48]:<48} {r.elements_in:>7} "
+                f"{r.elements_out:>7} {r.side_input_waiting:>7} {r.dropped:>7} {why}".rstrip()
             )
         return "\n".join(lines)
 
     def __repr__(self) -> str:
+        if self.trimmed:
+            return f"<Timeline steps {self.first_step}-{self.steps - 1} of {self.steps} (older ones trimmed) x {len(self.stage_names)} stages>"
         return f"<Timeline {self.steps} steps x {len(self.stage_names)} stages>"
 
 
@@ -147,9 +226,31 @@ class Emission:
 class Emissions:
     """The elements a captured PCollection emitted, in step order."""
 
-    def __init__(self, label: str, rows: list[Emission]) -> None:
+    def __init__(self, label: str, rows: list[Emission], *, first_step: int = 0, log_path: str | None = None) -> None:
         self.label = label
         self.rows = rows
+        #: the first step kept in memory: a long stream forgets older ones (they are in ``log_path``)
+        self.first_step = first_step
+        #: the file given to ``capture(pcoll, log=...)``, holding every emission, if any
+        self.log_path = log_path
+
+    @property
+    def trimmed(self) -> bool:
+        """Whether the emissions of steps before ``first_step`` were dropped from memory."""
+        return self.first_step > 0
+
+    def history_note(self) -> str | None:
+        """What was trimmed and where the full history is; None when nothing was."""
+        if not self.trimmed:
+            return None
+        return _trimmed_note(self.first_step, self.log_path, "sparkbeam.capture(pcoll, log=path)")
+
+    def at_step(self, step: int) -> list[Emission]:
+        """The elements emitted at ``step``; a trimmed step raises ``TrimmedHistoryError``."""
+        if step < self.first_step:
+            msg = f"{self.label}, step {step}: {self.history_note()}"
+            raise TrimmedHistoryError(msg)
+        return [row for row in self.rows if row.step == step]
 
     def __iter__(self) -> Iterator[Emission]:
         return iter(self.rows)
@@ -166,7 +267,7 @@ class Emissions:
         except ImportError:
             msg = "Emissions.to_pandas needs pandas: pip install 'sparkbeam[plot]'"
             raise ImportError(msg) from None
-        return pd.DataFrame(
+        frame = pd.DataFrame(
             [
                 {
                     "value": row.value,
@@ -182,12 +283,15 @@ class Emissions:
                 for row in self.rows
             ]
         )
+        frame.attrs["first_step"] = self.first_step
+        return frame
 
     def __repr__(self) -> str:
-        return f"<Emissions of {self.label}: {len(self.rows)} elements>"
+        since = f" since step {self.first_step} (older ones trimmed)" if self.trimmed else ""
+        return f"<Emissions of {self.label}: {len(self.rows)} elements{since}>"
 
 
-def emissions_of(plan: Any, emitted: dict[int, list[Emission]], pcoll: Any) -> Emissions:
+def emissions_of(plan: Any, emitted: dict[int, Emissions], pcoll: Any) -> Emissions:
     """The captured emissions of ``pcoll``, or an error saying how to capture it."""
     lowered = plan.lowered
     pcoll_id = lowered.handle_ids.get(id(pcoll))
@@ -198,4 +302,4 @@ def emissions_of(plan: Any, emitted: dict[int, list[Emission]], pcoll: Any) -> E
             "pipeline, before running it"
         )
         raise KeyError(msg)
-    return Emissions(pcoll.label, emitted[pcoll_id])
+    return emitted[pcoll_id]

@@ -22,13 +22,14 @@ class WindowState(TriggerCell):
     """Everything the engine keeps for one (key, window).
 
     ``contents`` is the list of buffered values (or the combine accumulator), ``None`` when
-    empty; ``pending`` says elements arrived since the last pane; ``hold`` is the
+    empty; ``pending`` counts the elements that arrived since the last pane (what would be
+    lost, and is counted, if the window were discarded now); ``hold`` is the
     timestamp-combiner hold in microseconds; ``gc_hold`` says late data is pending, which
     holds the watermark at the window's GC time; ``closed`` marks a finished trigger.
     """
 
     contents: Any = None
-    pending: bool = False
+    pending: int = 0
     hold: int | None = None
     gc_hold: bool = False
     index: int = 0

@@ -7,7 +7,11 @@ Per step and stage:
   state is never shuffled), runs the window and trigger logic and its fused body in one
   ``mapPartitions``, and collects one small summary per partition to the driver;
 - in batch, a grouping whose trigger fires exactly once per window is a ``combineByKey``
-  on (key, window) instead: the combiner is lifted before the shuffle.
+  on (key, window) instead: the combiner is lifted before the shuffle;
+- in a stream, a stage reading side inputs keeps the main-input elements that wait for
+  them (``runners/core/side_input_wait.py``) in an RDD partitioned like grouping state:
+  its new elements run in place, only those that must wait are shuffled into the parked
+  state, and the parked state is released partition by partition, never shuffled.
 """
 
 from __future__ import annotations
@@ -29,13 +33,17 @@ from sparkbeam.runners.core.ops import (
     WriteTextOp,
 )
 from sparkbeam.runners.core.plan import Stage
+from sparkbeam.runners.core.side_input_wait import PARKED, RELEASE, must_wait
 from sparkbeam.runners.core.sources import SourceEmission
 from sparkbeam.runners.core.steps import StageResult, StageSummary, StepParams
 from sparkbeam.runners.spark import batch_grouping, sinks, textio, worker
 from sparkbeam.runners.spark.errors import user_errors
+from sparkbeam.utils.timestamp import MAX_TIMESTAMP
 from sparkbeam.utils.windowed_value import WindowedValue
 
 __all__ = ["Dataset", "SparkBackend"]
+
+MAX = MAX_TIMESTAMP.micros
 
 
 @attrs.frozen
@@ -66,6 +74,7 @@ class EngineFactory:
             combine_fn=self.op.combine_fn,
             overlapping_window_rule=self.overlapping_window_rule,
             batch=self.batch,
+            keep_pane_indices=self.op.keep_pane_indices,
         )
 
 
@@ -96,6 +105,27 @@ def _select_tagged(pcoll: int, items: Any) -> Any:
     for tag, wv in items:
         if tag == pcoll:
             yield wv
+
+
+def _parked(records: Any) -> Any:
+    for key, record in records:
+        if record[0] == PARKED:
+            yield key, record
+
+
+def _materialise(records: Any) -> Any:
+    for _ in records:
+        pass
+    return iter(())
+
+
+def _reports_and(wanted: frozenset[int], records: Any) -> Any:
+    """(SUMMARY | RELEASE, report) per partition, and (pcoll, element) for the wanted outputs."""
+    for _, record in records:
+        if record[0] == SUMMARY or record[0] == RELEASE:
+            yield record[0], record[1]
+        elif record[0] == worker.OUT and record[1] in wanted:
+            yield record[1], record[2]
 
 
 def _summaries_and(wanted: frozenset[int], records: Any) -> Any:
@@ -131,6 +161,9 @@ class SparkBackend:
         self.last_summaries: dict[int, StageSummary] = {}
         self.step_cache: list[Any] = []
         self.broadcasts: list[Any] = []
+        #: per stage reading side inputs: side input -> the watermark it must reach before
+        #: anything parked can be released
+        self.release_at: dict[int, dict[int, int]] = {}
 
     # -- sources -----------------------------------------------------------------------
     def source_dataset(self, stage: Stage, emission: SourceEmission) -> Dataset:
@@ -184,6 +217,8 @@ class SparkBackend:
         grouping = stage.grouping
         if grouping is not None:
             return self._run_grouping(stage, grouping, inputs, params, side, wanted)
+        if must_wait(stage, params, stage.id in self.states):
+            return self._run_waiting(stage, inputs, params, side, wanted)
         entering = [
             Dataset(d.rdd.mapPartitions(functools.partial(worker.tagged, pcoll)), d.known_empty)
             for pcoll, d in inputs.items()
@@ -235,7 +270,7 @@ class SparkBackend:
         )
         if idle:
             kept = previous or StageSummary()
-            summary = attrs.evolve(kept, elements_in=0, elements_out=0, late_dropped=0, closed_dropped=0)
+            summary = kept.for_idle_step()
             return StageResult({pcoll: Dataset(self.sc.emptyRDD(), True) for pcoll in stage.outputs}, summary)
         state = self.states.get(stage.id)
         if new.known_empty and state is not None:
@@ -290,6 +325,92 @@ class SparkBackend:
             for pcoll in stage.outputs
         }
         return StageResult(outputs, summary)
+
+    def _run_waiting(
+        self, stage: Stage, inputs: dict[int, Dataset], params: StepParams, side: Any, wanted: frozenset[int]
+    ) -> StageResult:
+        """A streaming step of a stage reading side inputs: release the parked elements whose
+        side inputs are now ready, run the ready new ones in place, park the rest."""
+        (source_pcoll,) = stage.inputs
+        new = inputs[source_pcoll]
+        state = self.states.get(stage.id)
+        release_at = self.release_at.get(stage.id)
+        stuck = release_at is not None and all(
+            watermark < release_at.get(pcoll, MAX) for pcoll, watermark in params.side_input_watermarks
+        )
+        if new.known_empty and (state is None or stuck):
+            # Nothing new, and no side input has reached a window something waits for.
+            kept = self.last_summaries.get(stage.id) if state is not None else None
+            summary = (kept or StageSummary()).for_idle_step()
+            return StageResult({pcoll: Dataset(self.sc.emptyRDD(), True) for pcoll in stage.outputs}, summary)
+        ship = shippable(stage)
+        passes = []  # RDDs of the step's records: outputs, summaries, parked elements
+        parked_parts = []
+        if state is not None:
+            released = state.mapPartitionsWithIndex(
+                functools.partial(worker.waiting_partition, ship, side, params, self.num_partitions, True),
+                preservesPartitioning=True,
+            )
+            passes.append(self._once(released))
+            parked_parts.append(released.mapPartitions(_parked, preservesPartitioning=True))
+        if not new.known_empty:
+            fresh = new.rdd.mapPartitionsWithIndex(
+                functools.partial(worker.waiting_partition, ship, side, params, self.num_partitions, False)
+            )
+            passes.append(self._once(fresh))
+            parked_parts.append(fresh.mapPartitions(_parked).partitionBy(self.num_partitions, self.partition_fn))
+        parked = parked_parts[0] if len(parked_parts) == 1 else parked_parts[0].union(parked_parts[1])
+        if parked.getNumPartitions() != self.num_partitions:
+            msg = (
+                f"'{stage.name}': Spark did not unite the parked elements with the new ones partition by "
+                "partition (their partitioners differ); this is a sparkbeam bug"
+            )
+            raise RuntimeError(msg)
+        parked.persist()
+        steps_since = self.steps_since_checkpoint.get(stage.id, 0) + 1
+        if steps_since >= self.checkpoint_every:
+            parked.localCheckpoint()  # as grouping state: truncate the lineage now and then
+            steps_since = 0
+        self.steps_since_checkpoint[stage.id] = steps_since
+        # One job: the summaries and wanted outputs of both passes, and the new parked state.
+        collect = [records.mapPartitions(functools.partial(_reports_and, wanted)) for records in passes]
+        with user_errors():
+            fetched = self.sc.union([*collect, parked.mapPartitions(_materialise)]).collect()
+        collected: dict[int, list[WindowedValue]] = {pcoll: [] for pcoll in wanted}
+        parts = []
+        release: dict[int, int] = {}
+        for kind, item in fetched:
+            if kind == SUMMARY:
+                parts.append(item)
+            elif kind == RELEASE:
+                for pcoll, watermark in item:
+                    release[pcoll] = min(watermark, release.get(pcoll, MAX))
+            else:
+                collected[kind].append(item)
+        summary = functools.reduce(StageSummary.merge, parts, StageSummary())
+        self.last_summaries[stage.id] = summary
+        self.release_at[stage.id] = release
+        stale = self.state_results.pop(stage.id, None)
+        if stale is not None:
+            self.step_cache.append(stale)  # unpersisted at the end of the step
+        if summary.side_input_waiting:
+            self.states[stage.id] = self.state_results[stage.id] = parked
+        else:
+            self.states.pop(stage.id, None)  # nothing waits: no state to keep or checkpoint
+            self.step_cache.append(parked)
+        out = passes[0] if len(passes) == 1 else self.sc.union(passes)
+        outputs = {
+            pcoll: Dataset(out.mapPartitions(functools.partial(_select, pcoll)), summary.elements_out == 0, collected.get(pcoll))
+            for pcoll in stage.outputs
+        }
+        return StageResult(outputs, summary)
+
+    def _once(self, records: Any) -> Any:
+        """Persist an RDD that several jobs or RDDs read (before deriving them, or PySpark
+        fuses its function into each reader and runs it once per reader), for this step."""
+        records.persist()
+        self.step_cache.append(records)
+        return records
 
     def _run_batch_grouping(
         self, stage: Stage, grouping: GroupOp, new: Dataset, side: Any, wanted: frozenset[int]

@@ -24,10 +24,12 @@ import functools
 import json
 import logging
 import os
+import re
 import shutil
 import threading
 import time
 import uuid
+import zoneinfo
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -43,7 +45,7 @@ from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp, t
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
 from sparkbeam.window import GlobalWindow
 
-__all__ = ["StreamIntake", "wal_records"]
+__all__ = ["StreamIntake", "event_micros", "session_time_zone", "wal_records"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -58,17 +60,52 @@ _GLOBAL = (GlobalWindow(),)
 # -- on the executors ------------------------------------------------------------------
 
 
-def event_micros(value: Any) -> int:
-    """An event time read from a record: a Timestamp, seconds, a datetime or RFC 3339 text."""
+#: Spark's zone offsets: '+05', '+05:30', '+05:30:00', also prefixed by UTC, GMT or UT
+_ZONE_OFFSET = re.compile(r"^(?:UTC|GMT|UT)?([+-])(\d{1,2})(?::?(\d{2}))?(?::?(\d{2}))?$")
+
+
+@functools.lru_cache(maxsize=16)
+def session_time_zone(name: str) -> datetime.tzinfo:
+    """Spark's ``spark.sql.session.timeZone`` as a Python time zone: a region
+    (``'Europe/Paris'``), ``'UTC'``/``'Z'``, or an offset (``'+05:30'``, ``'GMT+8'``).
+
+    >>> session_time_zone("+05:30")
+    datetime.timezone(datetime.timedelta(seconds=19800))
+    """
+    text = name.strip()
+    if text in ("Z", "UTC", "GMT", "UT"):
+        return datetime.timezone.utc
+    match = _ZONE_OFFSET.match(text)
+    if match:
+        sign, hours, minutes, seconds = match.groups()
+        offset = datetime.timedelta(hours=int(hours), minutes=int(minutes or 0), seconds=int(seconds or 0))
+        return datetime.timezone(-offset if sign == "-" else offset)
+    try:
+        return zoneinfo.ZoneInfo(text)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        msg = (
+            f"spark.sql.session.timeZone is {name!r}, a zone Python's zoneinfo does not know on this "
+            "machine; set it to a region such as 'Europe/Paris' or an offset such as '+01:00' "
+            "(or install the tzdata package)"
+        )
+        raise ValueError(msg) from None
+
+
+def event_micros(value: Any, zone: datetime.tzinfo = datetime.timezone.utc) -> int:
+    """An event time read from a record: a Timestamp, seconds, a datetime or RFC 3339 text.
+
+    A datetime without a zone, or text without an offset, is wall-clock time in ``zone``
+    (the session's time zone, as Spark reads such values).
+    """
     if isinstance(value, str):
         text = value.strip()
         try:
             return Timestamp.from_rfc3339(text).micros
         except ValueError:
             parsed = datetime.datetime.fromisoformat(text)
-            return Timestamp.from_utc_datetime(parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)).micros
+            return Timestamp.from_utc_datetime(parsed if parsed.tzinfo else parsed.replace(tzinfo=zone)).micros
     if isinstance(value, datetime.datetime) and value.tzinfo is None:
-        value = value.replace(tzinfo=datetime.timezone.utc)
+        value = value.replace(tzinfo=zone)
     if value is None:
         msg = "the timestamp is missing (null)"
         raise ValueError(msg)
@@ -110,10 +147,16 @@ def wal_records(
     spec: StreamReadSpec,
     ingest_micros: int,
     drop_before: int | None,
+    time_zone: str,
     stats: Any,
     rows: Iterable[Any],
 ) -> Iterator[WindowedValue]:
-    """The write-ahead log's records of one partition of a micro-batch (see module docs)."""
+    """The write-ahead log's records of one partition of a micro-batch (see module docs).
+
+    ``time_zone`` is the session time zone the batch's query ran with, read on the driver:
+    naive datetimes are wall-clock times in it (the executor process's zone plays no part).
+    """
+    zone = session_time_zone(time_zone)
     per_partition: dict[str, list[int]] = {}
     dropped = bad = 0
     names: tuple[str, ...] | None = None
@@ -137,9 +180,9 @@ def wal_records(
             elif spec.timestamp is None:
                 timestamp = ingest_micros
             elif callable(spec.timestamp):
-                timestamp = event_micros(spec.timestamp(element))
+                timestamp = event_micros(spec.timestamp(element), zone)
             else:
-                timestamp = event_micros(record[spec.timestamp])
+                timestamp = event_micros(record[spec.timestamp], zone)
             if not low <= timestamp < high:
                 msg = f"timestamp {timestamp} µs is outside [MIN_TIMESTAMP, MAX_TIMESTAMP)"
                 raise ValueError(msg)
@@ -165,6 +208,55 @@ def wal_records(
             entry[2] = max(entry[2], timestamp)
         yield WindowedValue(element, timestamp, _GLOBAL, PANE_INFO_UNKNOWN)
     stats.add({"partitions": per_partition, "dropped": dropped, "bad": bad})
+
+
+def _naive_local(data_type: Any) -> Any:
+    """``data_type`` with every TIMESTAMP (nested ones too) made TIMESTAMP_NTZ, or None if it
+    has none. Spark casts a TIMESTAMP to TIMESTAMP_NTZ in the session time zone, and PySpark
+    turns TIMESTAMP_NTZ into a naive datetime without the Python process's zone, whereas it
+    turns TIMESTAMP into the executor process's local time."""
+    from pyspark.sql.types import (
+        ArrayType,
+        MapType,
+        StructField,
+        StructType,
+        TimestampNTZType,
+        TimestampType,
+    )
+
+    if isinstance(data_type, TimestampType):
+        return TimestampNTZType()
+    if isinstance(data_type, ArrayType):
+        element = _naive_local(data_type.elementType)
+        return None if element is None else ArrayType(element, data_type.containsNull)
+    if isinstance(data_type, MapType):
+        key, value = _naive_local(data_type.keyType), _naive_local(data_type.valueType)
+        if key is None and value is None:
+            return None
+        return MapType(key or data_type.keyType, value or data_type.valueType, data_type.valueContainsNull)
+    if isinstance(data_type, StructType):
+        fields = [_naive_local(field.dataType) for field in data_type.fields]
+        if all(field is None for field in fields):
+            return None
+        return StructType(
+            [
+                StructField(field.name, new or field.dataType, field.nullable, field.metadata)
+                for field, new in zip(data_type.fields, fields)
+            ]
+        )
+    return None
+
+
+def _session_local_columns(frame: Any) -> list[Any]:
+    """The frame's columns, with timestamps as naive wall-clock times of the session's zone."""
+    from pyspark.sql import functions as F
+
+    columns = []
+    for field in frame.schema.fields:
+        column = F.col("`" + field.name.replace("`", "``") + "`")
+        local = _naive_local(field.dataType)
+        columns.append(column if local is None else column.cast(local).alias(field.name))
+    return columns
 
 
 def _merge_stats(total: dict, part: dict) -> dict:
@@ -247,6 +339,7 @@ class StreamIntake:
 
     # -- the query -----------------------------------------------------------------------
     def start(self) -> None:
+        self.check_time_zone()
         frame = self._frame()
         writer = (
             frame.writeStream.foreachBatch(self._on_batch)
@@ -272,7 +365,13 @@ class StreamIntake:
 
     def _frame(self) -> Any:
         from pyspark.sql import functions as F
-        from pyspark.sql.types import StringType, StructField, StructType, TimestampType
+        from pyspark.sql.types import (
+            StringType,
+            StructField,
+            StructType,
+            TimestampNTZType,
+            TimestampType,
+        )
 
         spec = self.spec
         reader = self.spark.readStream.format(spec.format)
@@ -306,8 +405,12 @@ class StreamIntake:
                 raise TransformError(msg)
         extra = []
         time_column = spec.timestamp if isinstance(spec.timestamp, str) else spec.source_time_column
-        if time_column is not None and isinstance(frame.schema[time_column].dataType, TimestampType):
-            extra.append(F.unix_micros(F.col(time_column)).alias(EVENT_MICROS))
+        if time_column is not None:
+            time_type = frame.schema[time_column].dataType
+            if isinstance(time_type, TimestampType):
+                extra.append(F.unix_micros(F.col(time_column)).alias(EVENT_MICROS))
+            elif isinstance(time_type, TimestampNTZType):  # wall-clock time: Spark's cast reads it in the session zone
+                extra.append(F.unix_micros(F.col(time_column).cast("timestamp")).alias(EVENT_MICROS))
         if spec.partition_by is None:
             if spec.format == "kafka":
                 extra.append(F.concat_ws("-", F.col("topic"), F.col("partition").cast("string")).alias(PARTITION))
@@ -319,7 +422,18 @@ class StreamIntake:
             extra.append(
                 F.format_string("kafka %s-%s offset %s", F.col("topic"), F.col("partition"), F.col("offset")).alias(ORIGIN)
             )
-        return frame.select("*", *extra)
+        return frame.select(*_session_local_columns(frame), *extra)
+
+    def check_time_zone(self) -> str:
+        """The session time zone this source's query will read naive times in; refused before
+        any data is read if Python cannot use it."""
+        name = self.spark.conf.get("spark.sql.session.timeZone")
+        try:
+            session_time_zone(name)
+        except ValueError as error:
+            msg = f"{self.where}: {error}"
+            raise TransformError(msg) from None
+        return name
 
     def _infer_schema(self) -> Any:
         spec = self.spec
@@ -351,7 +465,11 @@ class StreamIntake:
         sc = self.spark.sparkContext
         stats = sc.accumulator({"partitions": {}, "dropped": 0, "bad": 0}, _stats_param())
         ingest = Timestamp.now().micros
-        records = frame.rdd.mapPartitions(functools.partial(wal_records, self.spec, ingest, self.drop_before(), stats))
+        # The zone Spark used for this batch's casts: the query's own copy of the session conf.
+        time_zone = frame.sparkSession.conf.get("spark.sql.session.timeZone")
+        records = frame.rdd.mapPartitions(
+            functools.partial(wal_records, self.spec, ingest, self.drop_before(), time_zone, stats)
+        )
         final = os.path.join(self.wal_dir, f"{batch_id:010d}")
         temp = os.path.join(self.wal_dir, f".tmp-{batch_id:010d}-{uuid.uuid4().hex}")
         records.saveAsPickleFile(temp)

@@ -4,17 +4,27 @@ Bounded pipelines run as batch: one step, the watermark going from -inf to +inf.
 with unbounded input (or ``--streaming``) run as a stream of steps. Either way the result
 has every stage's watermark timeline (``result.watermarks()``) and what captured
 PCollections emitted (``result.emissions(pcoll)``).
+
+``run()`` waits for the end of the run unless ``--no_block_on_run``: then the run goes on
+in a background thread and the result is RUNNING until it ends; ``wait_until_finish``
+waits for it and ``cancel()`` stops it at a step boundary (with a checkpoint).
 """
 
 from __future__ import annotations
 
+import atexit
+import logging
+import threading
 import time
+import weakref
+from collections.abc import Callable
 from typing import Any
 
 from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.pipeline import Pipeline
 from sparkbeam.runner import PipelineResult, PipelineRunner, PipelineState
 from sparkbeam.runners.core.clock import Clock, ManualClock, WallClock
+from sparkbeam.runners.core.history import run_history
 from sparkbeam.runners.core.ops import (
     GroupOp,
     ParDoOp,
@@ -24,10 +34,13 @@ from sparkbeam.runners.core.ops import (
     lower,
 )
 from sparkbeam.runners.core.plan import StagePlan, plan_stages
+from sparkbeam.runners.core.side_input_wait import refuse_side_inputs_never_ready
 from sparkbeam.runners.core.steps import StepLoop
-from sparkbeam.runners.core.timeline import Emission, Emissions, Timeline, emissions_of
+from sparkbeam.runners.core.timeline import Emissions, Timeline, emissions_of
 
 __all__ = ["SparkPipelineResult", "SparkRunner", "check_picklable"]
+
+_LOG = logging.getLogger(__name__)
 
 
 def check_picklable(plan: StagePlan) -> None:
@@ -69,41 +82,131 @@ def _check_supported(plan: StagePlan) -> None:
                 local_prefix(sink)
 
 
-def _timeline_logger(path: str) -> Any:
-    """Appends each WatermarkRecord to ``path`` as a JSON line, flushed as the step ends."""
-    import json
+class _Execution:
+    """One run of a planned pipeline: the step loop and what it holds open (the sources'
+    queries, the backend, settings changed on the user's session), run in the caller's
+    thread or in a background one. Cleans up once, whichever way the run ends."""
 
-    def log(record: Any) -> None:
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record.as_dict()) + "\n")
+    def __init__(self, loop: StepLoop, stream_run: Any, backend: Any, cleanups: list[Callable[[], None]]) -> None:
+        self.loop = loop
+        self.stream_run = stream_run
+        self.backend = backend
+        self.cleanups = cleanups
+        self.state = PipelineState.RUNNING
+        self.error: BaseException | None = None
+        self.seconds: float | None = None
+        self.done = threading.Event()
+        self._started = time.perf_counter()
 
-    return log
+    def run(self) -> None:
+        """Run to the end (or to a cancel); never raises: the failure is kept in ``error``."""
+        state = PipelineState.FAILED
+        try:
+            if self.stream_run is not None:
+                self.stream_run.attach(self.loop)
+            self.loop.run()
+            if self.loop.cancelled and self.stream_run is not None:
+                self.stream_run.checkpoint_on_stop()
+            state = PipelineState.CANCELLED if self.loop.cancelled else PipelineState.DONE
+        except BaseException as error:  # kept for the caller: raised by run() or wait_until_finish()
+            self.error = error
+        finally:
+            state = self._clean_up(state)
+            self.seconds = time.perf_counter() - self._started
+            self.state = state
+            self.done.set()
+
+    def _clean_up(self, state: PipelineState) -> PipelineState:
+        for cleanup in [*(() if self.stream_run is None else (self.stream_run.close,)), self.backend.close, *self.cleanups]:
+            try:
+                cleanup()
+            except Exception as error:
+                if self.error is None:
+                    self.error = error
+                    state = PipelineState.FAILED
+                else:
+                    _LOG.warning("cleaning up after a failed run failed too", exc_info=True)
+        return state
+
+    def start(self, name: str) -> None:
+        global _EXIT_HOOK_REGISTERED
+        if not _EXIT_HOOK_REGISTERED:
+            # Registered after Spark's gateway registered its own exit hook (which kills the
+            # JVM), so that it runs first: exit hooks run last registered, first.
+            atexit.register(_cancel_background_runs)
+            _EXIT_HOOK_REGISTERED = True
+        _BACKGROUND_RUNS.add(self)
+        threading.Thread(target=self.run, name=f"sparkbeam-run-{name}", daemon=True).start()
+
+    def cancel(self) -> None:
+        self.loop.request_stop()
+        if self.stream_run is not None:
+            self.stream_run.request_stop()
+
+
+#: Background runs still going: cancelled cleanly (checkpoint included) if the program
+#: ends without waiting for them, instead of being killed mid-step with its daemon thread.
+_BACKGROUND_RUNS: weakref.WeakSet[_Execution] = weakref.WeakSet()
+_EXIT_HOOK_REGISTERED = False
+
+
+def _cancel_background_runs() -> None:
+    for execution in list(_BACKGROUND_RUNS):
+        if not execution.done.is_set():
+            execution.cancel()
+            execution.done.wait()
 
 
 class SparkPipelineResult(PipelineResult):
-    """A finished run: its state, stage plan, watermark timeline and captured emissions."""
+    """A run: its state, stage plan, watermark timeline and captured emissions.
 
-    def __init__(
-        self,
-        state: PipelineState,
-        plan: StagePlan,
-        timeline: Timeline,
-        emitted: dict[int, list[Emission]],
-        seconds: float,
-    ) -> None:
-        super().__init__(state)
+    While the run goes on (``--no_block_on_run``), ``state`` is RUNNING and the timeline
+    and emissions are those of the steps run so far.
+    """
+
+    def __init__(self, plan: StagePlan, execution: _Execution) -> None:
+        super().__init__(PipelineState.RUNNING)
         self.plan = plan
-        self._timeline = timeline
-        self._emitted = emitted
-        self.seconds = seconds
+        self._execution = execution
+
+    @property
+    def state(self) -> PipelineState:
+        return self._execution.state
+
+    @property
+    def seconds(self) -> float | None:
+        """How long the run took (None while it runs)."""
+        return self._execution.seconds
+
+    def wait_until_finish(self, duration: Any = None) -> PipelineState:
+        """Wait for the run to end, at most ``duration`` milliseconds (None or 0: no limit,
+        as Beam's); return its state, RUNNING if it is still going. A failed run raises its
+        error."""
+        if duration is not None and (isinstance(duration, bool) or not isinstance(duration, (int, float)) or duration < 0):
+            msg = f"wait_until_finish: duration is a number of milliseconds, got {duration!r}"
+            raise ValueError(msg)
+        self._execution.done.wait(duration / 1000 if duration else None)
+        if self._execution.error is not None:
+            raise self._execution.error
+        return self.state
+
+    def cancel(self) -> PipelineState:
+        """Stop the run at the next step boundary, write a checkpoint if the run has a
+        ``--checkpoint_dir``, and return the final state: CANCELLED, or the state it had
+        already reached (a batch run is one step, which is not interrupted)."""
+        if not self._execution.done.is_set():
+            self._execution.cancel()
+            self._execution.done.wait()
+        return self.state
 
     def watermarks(self) -> Timeline:
         """Every stage's input and output watermark per step, with what holds it back."""
-        return self._timeline
+        return self._execution.loop.history.timeline([stage.name for stage in self.plan.stages])
 
     def emissions(self, pcoll: Any) -> Emissions:
         """What a captured PCollection emitted: value, timestamp, window, pane, step, time."""
-        return emissions_of(self.plan, self._emitted, pcoll)
+        labels = {info.id: info.label for info in self.plan.lowered.pcollections}
+        return emissions_of(self.plan, self._execution.loop.history.emitted(labels), pcoll)
 
     def plot_watermarks(self, panes: Any = None, **kwargs: Any) -> Any:
         """A matplotlib figure of the watermark timeline (see ``sparkbeam.plotting``)."""
@@ -112,7 +215,7 @@ class SparkPipelineResult(PipelineResult):
         return plot_watermarks(self, panes, **kwargs)
 
     def metrics(self) -> Any:
-        return self._timeline
+        return self.watermarks()
 
 
 class SparkRunner(PipelineRunner):
@@ -127,38 +230,59 @@ class SparkRunner(PipelineRunner):
         plan = plan_stages(lowered)
         streaming = bool(settings["streaming"]) or any(not pc.is_bounded for pc in lowered.pcollections)
         _check_supported(plan)
+        refuse_side_inputs_never_ready(plan, sources_end=bool(settings["available_now"]))
         check_picklable(plan)
         from sparkbeam.runners.spark.backend import SparkBackend
-        from sparkbeam.runners.spark.session import get_session
-
-        spark = get_session(settings["spark_master"], settings["spark_conf"], settings["job_name"])
-        backend = SparkBackend(
-            spark,
-            num_partitions=settings["state_partitions"],
-            overlapping_window_rule=settings["overlapping_window_rule"],
+        from sparkbeam.runners.spark.dependencies import (
+            check_dependency_options,
+            install_for_executors,
         )
-        has_test_stream = any(isinstance(op, TestStreamOp) for op in lowered.ops)
-        real_sources = any(isinstance(op, StreamReadOp) for op in lowered.ops)
-        clock = self.clock or (ManualClock() if has_test_stream else WallClock())
-        stream_run = None
-        if real_sources:
-            from sparkbeam.runners.spark.streaming import StreamRun
+        from sparkbeam.runners.spark.session import executors_share_this_interpreter, get_session
 
-            stream_run = StreamRun(spark, plan, backend, settings)
-            clock = stream_run.clock
-        on_record = _timeline_logger(settings["timeline_log"]) if settings["timeline_log"] else None
-        loop = StepLoop(
-            plan, backend, clock, batch=not streaming, max_steps=settings["max_steps"], hooks=stream_run, on_record=on_record
-        )
-        started = time.perf_counter()
+        check_dependency_options(settings["requirements_file"], settings["setup_file"])
+        spark, session_settings = get_session(settings["spark_master"], settings["spark_conf"], settings["job_name"])
+        cleanups: list[Callable[[], None]] = [session_settings.restore]
+        backend = None
         try:
-            if stream_run is not None:
-                stream_run.attach(loop)
-            loop.run()
-        finally:
-            if stream_run is not None:
-                stream_run.close()
-            backend.close()
-        timeline = Timeline(loop.records, [stage.name for stage in plan.stages])
-        return SparkPipelineResult(PipelineState.DONE, plan, timeline, loop.emissions, time.perf_counter() - started)
+            context = spark.sparkContext
+            cleanups.append(
+                install_for_executors(
+                    context,
+                    settings["requirements_file"],
+                    settings["setup_file"],
+                    same_machine=executors_share_this_interpreter(context),
+                )
+            )
+            backend = SparkBackend(
+                spark,
+                num_partitions=settings["state_partitions"],
+                overlapping_window_rule=settings["overlapping_window_rule"],
+            )
+            has_test_stream = any(isinstance(op, TestStreamOp) for op in lowered.ops)
+            real_sources = any(isinstance(op, StreamReadOp) for op in lowered.ops)
+            clock = self.clock or (ManualClock() if has_test_stream else WallClock())
+            stream_run = None
+            if real_sources:
+                from sparkbeam.runners.spark.streaming import StreamRun
 
+                stream_run = StreamRun(spark, plan, backend, settings)
+                clock = stream_run.clock
+            history = run_history(lowered, settings, streaming=streaming)
+            loop = StepLoop(
+                plan, backend, clock, batch=not streaming, max_steps=settings["max_steps"], hooks=stream_run, history=history
+            )
+        except BaseException:
+            if backend is not None:
+                backend.close()
+            for cleanup in cleanups:
+                cleanup()
+            raise
+        execution = _Execution(loop, stream_run, backend, cleanups)
+        result = SparkPipelineResult(plan, execution)
+        if not settings["block_on_run"]:
+            execution.start(settings["job_name"] or "pipeline")
+            return result
+        execution.run()
+        if execution.error is not None:
+            raise execution.error
+        return result

@@ -3,6 +3,11 @@
 Executors run Python with the driver's interpreter (``PYSPARK_PYTHON``), so sparkbeam and
 the user's modules import there as on the driver. For a master that is not local, the
 sparkbeam package is zipped and shipped with ``addPyFile``.
+
+With a session already active, ``--spark_conf`` settings that Spark can change at runtime
+(SQL settings such as ``spark.sql.session.timeZone``) are set for the run and restored
+after it; a setting fixed when the session started (``spark.executor.memory``, static SQL
+settings) is refused, naming it, unless the session already has that value.
 """
 
 from __future__ import annotations
@@ -14,7 +19,17 @@ import tempfile
 import zipfile
 from typing import Any
 
-__all__ = ["get_session", "ship_package"]
+import attrs
+
+__all__ = [
+    "RuntimeSettings",
+    "apply_runtime_settings",
+    "executors_share_this_interpreter",
+    "get_session",
+    "parse_spark_conf",
+    "ship_for_run",
+    "ship_package",
+]
 
 _LOG = logging.getLogger(__name__)
 
@@ -25,17 +40,110 @@ _DEFAULT_CONF = {
     "spark.scheduler.minRegisteredResourcesRatio": "1.0",
 }
 
+#: sparkbeam's own setting: the SparkContext's log level
+LOG_LEVEL = "sparkbeam.log_level"
+
+#: Settings Spark reads only when the SparkContext starts, even those it does not register
+#: (a runtime ``conf.set`` of them is accepted by Spark and has no effect).
+_READ_AT_START = (
+    "spark.executorEnv.", "spark.driver.", "spark.executor.", "spark.jars", "spark.files",
+    "spark.submit.", "spark.yarn.", "spark.kubernetes.", "spark.master", "spark.app.",
+)
+
 
 def _is_local(master: str) -> bool:
     return master.startswith("local")
 
 
-def get_session(master: str = "local[*]", conf: list[str] | tuple[str, ...] = (), app_name: str | None = None) -> Any:
-    """The active SparkSession if there is one (and it has a compatible master), else a new one."""
+def parse_spark_conf(conf: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """``--spark_conf key=value`` items as a dict (the last one wins for a repeated key)."""
+    settings: dict[str, str] = {}
+    for item in conf:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            msg = f"--spark_conf takes key=value, got {item!r}"
+            raise ValueError(msg)
+        settings[key.strip()] = value.strip()
+    return settings
+
+
+@attrs.frozen
+class RuntimeSettings:
+    """The settings a run changed on a session it did not start, with their previous
+    values (None: unset), so that ``restore`` leaves the session as the user had it."""
+
+    session: Any
+    previous: tuple[tuple[str, str | None], ...] = ()
+
+    def restore(self) -> None:
+        for key, value in reversed(self.previous):
+            if value is None:
+                self.session.conf.unset(key)
+            else:
+                self.session.conf.set(key, value)
+
+
+def _current(session: Any, key: str) -> str | None:
+    value = session.conf.get(key, None)
+    if value is None:
+        value = session.sparkContext.getConf().get(key, None)
+    return value
+
+
+def apply_runtime_settings(session: Any, requested: dict[str, str]) -> RuntimeSettings:
+    """Set ``requested`` on a running session, or change nothing and raise naming every
+    setting Spark cannot change while the session runs."""
+    previous: list[tuple[str, str | None]] = []
+    refused: list[str] = []
+    runtime: dict[str, str] = {}
+    for key, value in requested.items():
+        if key == LOG_LEVEL:
+            continue
+        current = _current(session, key)
+        if current == value:
+            continue  # already what the run asks for, fixed or not
+        if session.conf.isModifiable(key):
+            runtime[key] = value
+        elif key.startswith(_READ_AT_START):
+            refused.append(f"{key}={value} (the session has {current!r})")
+        else:
+            # Not a SQL setting: Spark refuses static and core settings, and keeps others
+            # (spark.hadoop.*, an application's own keys) as session settings.
+            try:
+                session.conf.set(key, value)
+            except Exception:
+                refused.append(f"{key}={value} (the session has {current!r})")
+            else:
+                previous.append((key, current))
+    if refused:
+        RuntimeSettings(session, tuple(previous)).restore()
+        msg = (
+            "--spark_conf: a SparkSession is already running in this process, and Spark cannot change "
+            f"these settings on a running session: {'; '.join(refused)}. Stop the session "
+            "(spark.stop()) so that the runner starts one with them, or pass them when you create "
+            "the session (SparkSession.builder.config(key, value) or spark-submit --conf)"
+        )
+        raise RuntimeError(msg)
+    for key, value in runtime.items():
+        previous.append((key, session.conf.get(key, None)))
+        session.conf.set(key, value)
+    if LOG_LEVEL in requested:
+        session.sparkContext.setLogLevel(requested[LOG_LEVEL])
+    if previous:
+        _LOG.info("set on the running SparkSession for this run: %s", ", ".join(k for k, _ in previous))
+    return RuntimeSettings(session, tuple(previous))
+
+
+def get_session(
+    master: str = "local[*]", conf: list[str] | tuple[str, ...] = (), app_name: str | None = None
+) -> tuple[Any, RuntimeSettings]:
+    """The active SparkSession if there is one (and it has a compatible master), with the
+    run's settings applied, else a new one; and what to restore after the run."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    requested = parse_spark_conf(conf)
     active = SparkSession.getActiveSession()
     if active is not None:
         active_master = active.sparkContext.master
@@ -45,31 +153,62 @@ def get_session(master: str = "local[*]", conf: list[str] | tuple[str, ...] = ()
                 f"stop it before running with --spark_master={master}, or drop that option to use it"
             )
             raise RuntimeError(msg)
-        return active
+        applied = apply_runtime_settings(active, requested)
+        ship_for_run(active.sparkContext)
+        return active, applied
     builder = SparkSession.builder.master(master).appName(app_name or "sparkbeam")
-    settings = dict(_DEFAULT_CONF)
-    for item in conf:
-        key, sep, value = item.partition("=")
-        if not sep:
-            msg = f"--spark_conf takes key=value, got {item!r}"
-            raise ValueError(msg)
-        settings[key.strip()] = value.strip()
+    settings = {**_DEFAULT_CONF, **requested}
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
-    session.sparkContext.setLogLevel(settings.get("sparkbeam.log_level", "ERROR"))
-    if not _is_local(master):
-        ship_package(session.sparkContext)
-    return session
+    session.sparkContext.setLogLevel(settings.get(LOG_LEVEL, "ERROR"))
+    ship_for_run(session.sparkContext)
+    return session, RuntimeSettings(session)
+
+
+def _same_interpreter(python: str | None) -> bool:
+    if not python:
+        return False
+    try:
+        return os.path.samefile(python, sys.executable) or os.path.realpath(python) == os.path.realpath(sys.executable)
+    except OSError:
+        return False
+
+
+def executors_share_this_interpreter(spark_context: Any) -> bool:
+    """A local (or local-cluster) master whose executors run this very interpreter on this
+    machine: they import what the driver can import from its installation."""
+    return _is_local(spark_context.master) and _same_interpreter(spark_context.pythonExec)
+
+
+def ship_for_run(spark_context: Any) -> str | None:
+    """Ship sparkbeam to the executors unless they already import it: on a local master
+    whose executors run this very interpreter on this machine, they import sparkbeam from
+    where the driver does, so nothing is shipped (and the log says so)."""
+    master = spark_context.master
+    if executors_share_this_interpreter(spark_context):
+        _LOG.info(
+            "not shipping sparkbeam: the executors of %s run this interpreter (%s) on this machine "
+            "and import sparkbeam from where the driver does",
+            master,
+            sys.executable,
+        )
+        return None
+    return ship_package(spark_context)
 
 
 def ship_package(spark_context: Any) -> str:
-    """Zip the installed sparkbeam package and add it to every executor's Python path."""
+    """Zip the installed sparkbeam package and add it to every executor's Python path
+    (once per SparkContext: Spark refuses a second file of the same name)."""
+    shipped = getattr(spark_context, "_sparkbeam_shipped", None)
+    if shipped is not None:
+        return shipped
     target = os.path.join(tempfile.mkdtemp(prefix="sparkbeam-ship-"), "sparkbeam.zip")
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         for module in _package_files():
             archive.write(module[0], module[1])
     spark_context.addPyFile(target)
+    spark_context._sparkbeam_shipped = target
     _LOG.info("shipped sparkbeam to executors as %s", target)
     return target
 

@@ -16,6 +16,7 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 import time
 from typing import Any
 
@@ -64,6 +65,7 @@ class StreamRun:
         self.replay: dict[int, dict[str, Any]] = {}
         self.restored_step: int | None = None
         self._last_start: float | None = None
+        self._stopping = threading.Event()  # set by cancel(): no more waiting between steps
 
     # -- start and stop -------------------------------------------------------------------
     def attach(self, loop: StepLoop) -> None:
@@ -89,6 +91,20 @@ class StreamRun:
             intake.start()
         for intake in self.intakes.values():
             intake.wait_until_running()
+
+    def request_stop(self) -> None:
+        """Cut short the wait before the next step (the loop itself stops at the boundary)."""
+        self._stopping.set()
+
+    def checkpoint_on_stop(self) -> None:
+        """After a cancelled run: a checkpoint at the step where it stopped, so a restart
+        resumes there, if the run has a checkpoint directory of its own and none is there yet."""
+        loop = self.loop
+        if self.temporary or loop is None:
+            return
+        newest = self.store.newest()
+        if newest is None or newest["step"] != loop.step:
+            self.checkpoint()
 
     def close(self) -> None:
         for intake in self.intakes.values():
@@ -119,7 +135,7 @@ class StreamRun:
         if self._last_start is not None:
             wait = self._last_start + self.step_interval - now
             if wait > 0:
-                time.sleep(wait)
+                self._stopping.wait(wait)
         self._last_start = time.monotonic()
 
     def after_step(self, step: int) -> None:

@@ -24,13 +24,14 @@ from sparkbeam.runners.core.grouping_step import (
 )
 from sparkbeam.runners.core.ops import GroupOp
 from sparkbeam.runners.core.plan import Stage
+from sparkbeam.runners.core.side_input_wait import OUTPUT, PARKED, run_waiting
 from sparkbeam.runners.core.steps import StageSummary, StepParams
 from sparkbeam.utils.windowed_value import WindowedValue
 
-__all__ = ["OUT", "grouping_partition", "keyed_elements", "run_body", "tagged"]
+__all__ = ["OUT", "grouping_partition", "keyed_elements", "run_body", "tagged", "waiting_partition"]
 
 #: record tag of an element leaving a stage: (None, (OUT, pcoll_id, WindowedValue))
-OUT = "O"
+OUT = OUTPUT
 
 
 def _side(side_broadcast: Any) -> SideInputs | None:
@@ -115,3 +116,38 @@ def grouping_partition(
     yield None, (SUMMARY, summary)
     body.finalize_bundle()  # Spark has consumed the task's whole output
 
+
+
+def waiting_partition(
+    stage: Stage,
+    side_broadcast: Any,
+    params: StepParams,
+    num_partitions: int,
+    from_parked: bool,
+    index: int,
+    records: Iterable[Any],
+) -> Iterator[tuple[Any, tuple]]:
+    """One step of a stage reading side inputs over one partition: of its new elements, or
+    (``from_parked``) of the elements parked in that partition of its state.
+
+    Yields (None, (OUT, pcoll, element)) and (None, (SUMMARY, summary)) for the driver, and
+    (partition, (PARKED, element)) for what waits on: a parked element stays in the
+    partition it is in; a new one is spread over the state's partitions, in turn.
+    """
+    if from_parked:
+        arriving: Iterable[WindowedValue] = ()
+        parked: Iterable[WindowedValue] = (record[1] for _, record in records)
+    else:
+        arriving, parked = records, ()
+    spread = index
+    for tag, payload in run_waiting(stage, _side(side_broadcast), params, arriving, parked):
+        if tag == PARKED:
+            if from_parked:
+                yield index, (PARKED, payload)
+            else:
+                yield spread % num_partitions, (PARKED, payload)
+                spread += 1
+        elif tag == OUT:
+            yield None, (OUT, *payload)
+        else:  # the summary, and when anything parked can be released
+            yield None, (tag, payload)

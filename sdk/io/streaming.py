@@ -7,7 +7,9 @@ loop. Every read takes the same event-time settings:
   Parquet rows), or a function of the element returning a ``Timestamp``, a number of
   seconds, a ``datetime`` or an RFC 3339 string. Without one, the source's own time is
   used where it has one (the rate source's ``timestamp``, Kafka's record timestamp) and
-  the arrival (ingestion) time otherwise.
+  the arrival (ingestion) time otherwise. A naive ``datetime`` (and text without an
+  offset) is wall-clock time in Spark's session time zone (``spark.sql.session.timeZone``),
+  and ``TIMESTAMP`` fields reach the element as naive datetimes of that zone.
 - ``watermark``: a ``sparkbeam.io.watermarks`` estimator, run once per source partition
   (default: bounded out-of-orderness with no delay; with ingestion time, the wall clock).
 - ``allowed_delay``: records behind the source's watermark by more than this are dropped

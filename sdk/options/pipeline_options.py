@@ -19,6 +19,7 @@ import attrs
 from sparkbeam.beam_surface import module_getattr
 
 __all__ = [
+    "DEFAULT_TIMELINE_RETENTION_STEPS",
     "DebugOptions",
     "DirectOptions",
     "GoogleCloudOptions",
@@ -71,6 +72,9 @@ class _Option:
 
 
 _OPTIONS: dict[str, _Option] = {}
+
+#: Steps of timeline and captured emissions a stream keeps in memory (--timeline_retention_steps).
+DEFAULT_TIMELINE_RETENTION_STEPS = 1000
 
 
 def _define(*options: _Option) -> tuple[str, ...]:
@@ -213,9 +217,17 @@ class SparkRunnerOptions(PipelineOptions):
         _Option("step_interval", _non_negative_float, 1.0,
                 "seconds between micro-batches of a real (unbounded) stream"),
         _Option("max_steps", _positive_int, None, "stop a streaming run after N steps"),
+        _Option("block_on_run", _to_bool, True,
+                "run() waits for the end of the run (as Beam Java's --blockOnRun); with "
+                "--no_block_on_run it returns a RUNNING result at once, to wait for with "
+                "wait_until_finish(duration) or stop with cancel()", is_flag=True),
         _Option("timeline_log", str, None,
                 "append every stage's watermarks to this file as JSON lines, step by step, "
-                "to follow a running stream"),
+                "to follow a running stream; it keeps the history that memory does not"),
+        _Option("timeline_retention_steps", _positive_int, DEFAULT_TIMELINE_RETENTION_STEPS,
+                "in a stream, keep the watermark timeline and captured emissions of only the "
+                "last N steps in memory and in checkpoints (the full history goes to "
+                "--timeline_log and to sparkbeam.capture(pcoll, log=path))"),
         _Option("available_now", _to_bool, False,
                 "read what real sources hold when the run starts, as a stream of steps with "
                 "checkpoints, then finish (Spark's Trigger.AvailableNow)", is_flag=True),
@@ -241,8 +253,11 @@ class SetupOptions(PipelineOptions):
     _names = _define(
         _Option("save_main_session", _to_bool, False,
                 "accepted for Beam compatibility: functions are shipped with cloudpickle", is_flag=True),
-        _Option("setup_file", str, None, "accepted for Beam compatibility"),
-        _Option("requirements_file", str, None, "accepted for Beam compatibility"),
+        _Option("setup_file", str, None,
+                "the setup.py or pyproject.toml of a project to install, with its dependencies, "
+                "for the executors (see the README's 'Running on a cluster')"),
+        _Option("requirements_file", str, None,
+                "a pip requirements file whose packages are installed for the executors"),
     )
 
 
@@ -267,7 +282,7 @@ class GoogleCloudOptions(PipelineOptions):
 
 IGNORED_BEAM_OPTIONS = (
     "allow_unsafe_triggers", "save_main_session",
-    "setup_file", "requirements_file", "direct_num_workers", "direct_running_mode",
+    "direct_num_workers", "direct_running_mode",
     "temp_location", "project",
 )
 

@@ -1,9 +1,12 @@
-"""Transcript drivers for the core ``GroupingEngine`` alone (one key, no Spark)."""
+"""Transcript drivers for the core ``GroupingEngine`` alone (one key, no Spark), and the
+pytest parameters of the engine's transcript tests. Nothing here needs apache_beam."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+import pytest
 
 from sparkbeam.combine import CombineFn
 from sparkbeam.runners.core.clock import ManualClock
@@ -13,11 +16,16 @@ from sparkbeam.utils.windowed_value import WindowedValue
 from sparkbeam.window import WindowFn
 
 from .transcripts import (
+    DROP_KEYS,
     StateExpectation,
     Transcript,
     TranscriptMismatch,
+    batch_final_panes,
+    bundle_variants,
     check_final_panes,
     pane_info_dict,
+    run_case,
+    run_transcript,
     split_bundles,
     whole_seconds,
 )
@@ -121,7 +129,7 @@ class EngineDriver:
             window_state = by_window.get(window)
             if window_state is None or not window_state.closed:
                 problems.append(f"{list(window)} should be closed")
-        for counter in ("late_dropped", "closed_dropped"):
+        for counter in DROP_KEYS:
             wanted = getattr(expectation, counter)
             if wanted is not None and getattr(self.stats, counter) != wanted:
                 problems.append(f"{counter} is {getattr(self.stats, counter)}, not {wanted}")
@@ -162,3 +170,39 @@ def run_batch(case: Transcript, final_panes: list[dict], *, combine_fn: CombineF
         msg = f"batch grouping left state behind: {state.windows}"
         raise TranscriptMismatch(msg)
     check_final_panes([pane_info_dict(pane) for pane in panes], final_panes)
+
+
+# ---------------------------------------------------------------------------- pytest parameters
+
+
+def streaming_params(cases: list[Transcript]):
+    """pytest params: each case in each bundling Beam's harness replays it with, grouped and combined."""
+    for case in cases:
+        for bundling, seed in bundle_variants(case):
+            suffix = f"{bundling}({seed})" if bundling == "reshuffled" else bundling
+            for aggregation in ("group", "combine"):
+                yield pytest.param(case, bundling, seed, aggregation, id=f"{case.name}-{suffix}-{aggregation}")
+
+
+def batch_params(cases: list[Transcript]):
+    """pytest params: each case in batch (skipped where Beam's BatchTranscriptTest skips it)."""
+    for case in cases:
+        finals = batch_final_panes(case)
+        for aggregation in ("group", "combine"):
+            marks = [pytest.mark.skip(reason=finals)] if isinstance(finals, str) else []
+            yield pytest.param(case, finals, aggregation, id=f"{case.name}-{aggregation}", marks=marks)
+
+
+def play_streaming(case: Transcript, bundling: str, seed: int, aggregation: str, *, check_state: bool) -> None:
+    combine_fn = ConcatCombineFn() if aggregation == "combine" else None
+
+    def play(case: Transcript) -> None:
+        driver = EngineDriver(case, combine_fn=combine_fn, bundling=bundling, seed=seed)
+        run_transcript(case, driver, check_state=check_state)
+
+    run_case(case, play)
+
+
+def play_batch(case: Transcript, finals: list[dict], aggregation: str) -> None:
+    combine_fn = ConcatCombineFn() if aggregation == "combine" else None
+    run_case(case, lambda case: run_batch(case, finals, combine_fn=combine_fn))

@@ -13,6 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
 import sparkbeam as beam
 from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.testing.test_stream import TestStream
@@ -24,6 +26,7 @@ from .engine_driver import ConcatCombineFn
 from .transcripts import (
     StateExpectation,
     Transcript,
+    batch_final_panes,
     check_final_panes,
     pane_info_dict,
     run_transcript,
@@ -132,3 +135,32 @@ def play_batch(case: Transcript, finals: list[dict]) -> None:
     for pcoll in outputs.values():
         infos = [pane_info_dict(WindowedValue(e.value, e.timestamp.micros, e.windows, e.pane)) for e in result.emissions(pcoll)]
         check_final_panes(infos, finals)
+
+
+# ---------------------------------------------------------------------------- pytest parameters
+
+
+def spark_streaming_params(cases: Sequence[Transcript]) -> list[Any]:
+    """One pytest param per case. A case that must fail on a ``state`` claim is skipped:
+    window state is not observable through Spark's outputs, so on Spark it would pass."""
+    return [
+        pytest.param(
+            case,
+            id=case.name,
+            marks=[pytest.mark.skip(reason="a state claim: window state is not observable through Spark's outputs")]
+            if case.error and "State" in case.error
+            else [],
+        )
+        for case in cases
+    ]
+
+
+def spark_batch_params(cases: Sequence[Transcript]) -> list[Any]:
+    """One pytest param per case, with its final panes (skipped as Beam's BatchTranscriptTest
+    skips it)."""
+    params = []
+    for case in cases:
+        finals = batch_final_panes(case)
+        marks = [pytest.mark.skip(reason=finals)] if isinstance(finals, str) else []
+        params.append(pytest.param(case, finals, id=case.name, marks=marks))
+    return params

@@ -5,11 +5,16 @@ random bundles and watermark moves; after each action both executors fire their 
 timers, and their panes must agree (window, values, timestamp, pane info). Allowed
 lateness is large, because Beam Python has no garbage collection (DESIGN §3 adds Java's).
 
-One documented difference is left out: Beam fires a window once per due *timer*, so a
-trigger tree with several end-of-window timers (``AfterAny(DefaultTrigger(),
-AfterWatermark())``) emits empty duplicate panes; the engine evaluates a window once per
-time domain per firing round. Seeds where Beam fires a window twice in one round are
-counted and skipped.
+Two documented differences are left out:
+
+- Beam fires a window once per due *timer*, so a trigger tree with several end-of-window
+  timers (``AfterAny(DefaultTrigger(), AfterWatermark())``) emits empty duplicate panes;
+  the engine evaluates a window once per time domain per firing round. Seeds where Beam
+  fires a window twice in one round are counted and skipped.
+- Beam Python merges a new session with a closed one (its trigger finished) and the merged
+  session stays closed, losing what it held; the engine follows Beam Java, where a closed
+  window takes no part in merging (README, "Where sparkbeam deliberately differs"). A
+  seed stops being compared at the first bundle with a session overlapping a closed one.
 """
 
 from __future__ import annotations
@@ -17,21 +22,18 @@ from __future__ import annotations
 import collections
 import random
 
-import pytest
+import apache_beam.transforms.trigger as bt
+from apache_beam.runners.direct import clock as beam_clock
+from apache_beam.transforms import window as beam_window
+from apache_beam.transforms.core import Windowing as BeamWindowing
+from apache_beam.utils.timestamp import MIN_TIMESTAMP as BEAM_MIN
 
-bt = pytest.importorskip("apache_beam.transforms.trigger")
-
-from apache_beam.runners.direct import clock as beam_clock  # noqa: E402
-from apache_beam.transforms import window as beam_window  # noqa: E402
-from apache_beam.transforms.core import Windowing as BeamWindowing  # noqa: E402
-from apache_beam.utils.timestamp import MIN_TIMESTAMP as BEAM_MIN  # noqa: E402
-
-from sparkbeam import trigger as st  # noqa: E402
-from sparkbeam import window as sw  # noqa: E402
-from sparkbeam.runners.core.grouping import GroupingEngine, GroupingStats  # noqa: E402
-from sparkbeam.utils.timestamp import MIN_TIMESTAMP  # noqa: E402
-from sparkbeam.utils.windowed_value import WindowedValue  # noqa: E402
-from sparkbeam.windowing import Windowing  # noqa: E402
+from sparkbeam import trigger as st
+from sparkbeam import window as sw
+from sparkbeam.runners.core.grouping import GroupingEngine, GroupingStats
+from sparkbeam.utils.timestamp import MIN_TIMESTAMP
+from sparkbeam.utils.windowed_value import WindowedValue
+from sparkbeam.windowing import Windowing
 
 SEEDS = range(400)
 LATENESS = 10_000  # seconds: no window is ever collected or late-dropped in these runs
@@ -96,8 +98,19 @@ def pane_key(window, values, timestamp, pane) -> tuple:
     )
 
 
+def overlaps_a_closed_window(state, elements) -> bool:
+    closed = [window for window, window_state in state.windows.items() if window_state.closed]
+    return any(
+        window.start < other.end and other.start < window.end
+        for element in elements
+        for window in element.windows
+        for other in closed
+    )
+
+
 def play(seed: int) -> str | None:
-    """None when both agree, "beam-duplicate" for the documented difference, else a diff."""
+    """None when both agree, "beam-duplicate" or "closed-merge" for the documented
+    differences, else a diff."""
     rng = random.Random(seed)
     window_kind = rng.choice(sorted(WINDOW_FNS))
     ours_fn, beams_fn = (make() for make in WINDOW_FNS[window_kind])
@@ -134,16 +147,18 @@ def play(seed: int) -> str | None:
         if rng.random() < 0.6:
             stamps = [rng.randint(0, 60) for _ in range(rng.randint(1, 4))]
             history.append(("input", stamps))
+            elements = [
+                WindowedValue(t, t * 1_000_000, tuple(ours_fn.assign(sw.WindowFn.AssignContext(t, t))))
+                for t in stamps
+            ]
+            if ours_fn.is_merging() and overlaps_a_closed_window(state, elements):
+                return "closed-merge"
             bundle = [
                 beam_window.WindowedValue(t, t, beams_fn.assign(beam_window.WindowFn.AssignContext(t, t)))
                 for t in stamps
             ]
             for wv in beam_driver.process_elements(beam_state, bundle, beam_watermark, beam_watermark):
                 beam_out.append(pane_key(wv.windows[0], wv.value, wv.timestamp, wv.pane_info))
-            elements = [
-                WindowedValue(t, t * 1_000_000, tuple(ours_fn.assign(sw.WindowFn.AssignContext(t, t))))
-                for t in stamps
-            ]
             panes = engine.add_elements(
                 state, "k", elements, input_watermark=watermark, output_watermark=watermark, now=0, stats=stats
             )
@@ -174,7 +189,8 @@ def play(seed: int) -> str | None:
 
 def test_engine_agrees_with_beams_trigger_driver_on_random_cases():
     outcomes = [play(seed) for seed in SEEDS]
-    differences = [o for o in outcomes if o not in (None, "beam-duplicate")]
+    differences = [o for o in outcomes if o not in (None, "beam-duplicate", "closed-merge")]
     assert not differences, "\n".join(differences[:5])
-    # The documented difference must stay rare, or the comparison proves little.
+    # The documented differences must stay rare, or the comparison proves little.
     assert outcomes.count("beam-duplicate") < len(SEEDS) // 10
+    assert outcomes.count("closed-merge") < len(SEEDS) // 10

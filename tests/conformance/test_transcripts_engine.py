@@ -11,57 +11,17 @@ from __future__ import annotations
 
 import os
 
+import apache_beam
 import pytest
 
-from .engine_driver import ConcatCombineFn, EngineDriver, run_batch
-from .transcripts import (
-    StateExpectation,
-    Transcript,
-    batch_final_panes,
-    bundle_variants,
-    load_transcripts,
-    run_case,
-    run_transcript,
-)
-
-apache_beam = pytest.importorskip("apache_beam", reason="Beam's transcripts ship with apache-beam")
+from .engine_driver import EngineDriver, batch_params, play_batch, play_streaming, streaming_params
+from .transcripts import StateExpectation, load_transcripts
 
 BEAM_TRANSCRIPTS = os.path.join(
     os.path.dirname(apache_beam.__file__), "testing", "data", "trigger_transcripts.yaml"
 )
 BEAM_CASES = load_transcripts(BEAM_TRANSCRIPTS)
 _BY_NAME = {case.name: case for case in BEAM_CASES}
-
-
-def _streaming_params(cases: list[Transcript]):
-    for case in cases:
-        for bundling, seed in bundle_variants(case):
-            suffix = f"{bundling}({seed})" if bundling == "reshuffled" else bundling
-            for aggregation in ("group", "combine"):
-                yield pytest.param(case, bundling, seed, aggregation, id=f"{case.name}-{suffix}-{aggregation}")
-
-
-def _batch_params(cases: list[Transcript]):
-    for case in cases:
-        finals = batch_final_panes(case)
-        for aggregation in ("group", "combine"):
-            marks = [pytest.mark.skip(reason=finals)] if isinstance(finals, str) else []
-            yield pytest.param(case, finals, aggregation, id=f"{case.name}-{aggregation}", marks=marks)
-
-
-def play_streaming(case: Transcript, bundling: str, seed: int, aggregation: str, *, check_state: bool) -> None:
-    combine_fn = ConcatCombineFn() if aggregation == "combine" else None
-
-    def play(case: Transcript) -> None:
-        driver = EngineDriver(case, combine_fn=combine_fn, bundling=bundling, seed=seed)
-        run_transcript(case, driver, check_state=check_state)
-
-    run_case(case, play)
-
-
-def play_batch(case: Transcript, finals: list[dict], aggregation: str) -> None:
-    combine_fn = ConcatCombineFn() if aggregation == "combine" else None
-    run_case(case, lambda case: run_batch(case, finals, combine_fn=combine_fn))
 
 
 def test_beam_file_has_the_cases_we_expect():
@@ -75,12 +35,12 @@ def test_beam_file_has_the_cases_we_expect():
     }
 
 
-@pytest.mark.parametrize(("case", "bundling", "seed", "aggregation"), list(_streaming_params(BEAM_CASES)))
+@pytest.mark.parametrize(("case", "bundling", "seed", "aggregation"), list(streaming_params(BEAM_CASES)))
 def test_beam_transcript_streaming(case, bundling, seed, aggregation):
     play_streaming(case, bundling, seed, aggregation, check_state=False)
 
 
-@pytest.mark.parametrize(("case", "finals", "aggregation"), list(_batch_params(BEAM_CASES)))
+@pytest.mark.parametrize(("case", "finals", "aggregation"), list(batch_params(BEAM_CASES)))
 def test_beam_transcript_batch(case, finals, aggregation):
     play_batch(case, finals, aggregation)
 

@@ -19,6 +19,7 @@ from sparkbeam.trigger import (
     Always,
     DefaultTrigger,
     Never,
+    OrFinally,
     Repeatedly,
 )
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
@@ -365,12 +366,60 @@ def test_merging_keeps_pane_indices_when_the_merged_window_is_one_of_the_parts()
     assert summary(key.add(2)) == [(1, [2], 15 * S - 1, EARLY, 1, -1, False)]  # [2, 12) inside
 
 
-def test_merging_with_a_closed_window_closes_the_merged_window():
+def test_a_closed_session_takes_no_part_in_later_merges():
+    # Issue 10's case: [0, 11) fires and closes; b at 15 waits in [15, 25); c at 8 joins
+    # [15, 25) only (Beam Java removes a closed window from its active set), so b is emitted.
+    key = Key(sessions(trigger=AfterCount(2), accumulation_mode=DISCARDING))
+    assert [p.value for p in key.add(0, 1)] == [("k", [0, 1])]
+    assert key.add(15) == []
+    assert summary(key.add(8)) == [(8, [15, 8], 25 * S - 1, EARLY, 0, -1, True)]
+    assert key.stats.dropped == 0
+    assert key.state.windows[IntervalWindow(0, 11)].closed
+    assert key.state.windows[IntervalWindow(8, 25)].closed
+
+
+def test_a_window_equal_to_a_closed_one_merges_as_a_new_window():
+    # Beam Java's testMergingWithClosedDoesNotPoison: [2, 12) is closed; 1, 2 and 3 merge
+    # into [1, 13), which is open.
+    key = Key(sessions(trigger=AfterCount(1), accumulation_mode=DISCARDING))
+    assert len(key.add(2)) == 1
+    assert summary(key.add(1, 2, 3)) == [(1, [1, 2, 3], 13 * S - 1, EARLY, 0, -1, True)]
+    assert key.stats.dropped == 0
+
+
+def test_an_element_for_a_closed_session_alone_is_dropped_as_closed():
     key = Key(sessions(trigger=AfterCount(1)))
     key.add(1)  # [1, 11) fires and closes
-    assert key.add(5) == []
-    assert key.stats.closed_dropped == 1
-    assert key.state.windows[IntervalWindow(1, 15)].closed
+    assert key.add(1) == []
+    assert (key.stats.closed_dropped, key.stats.merged_into_closed_dropped) == (1, 0)
+
+
+def test_a_merge_into_a_closed_window_keeps_it_closed_and_counts_what_merged():
+    # Beam Java's testMergingWithClosedRepresentative, with a buffered part: the merge of
+    # [1, 11), [8, 18) and the waiting [2, 12) is [1, 18), which is closed.
+    key = Key(sessions(trigger=AfterCount(2), accumulation_mode=DISCARDING, allowed_lateness=100))
+    assert [p.value for p in key.add(1, 8)] == [("k", [1, 8])]
+    assert key.add(2) == []  # [2, 12) overlaps the closed [1, 18) but stays apart, open
+    assert not key.state.windows[IntervalWindow(2, 12)].closed
+    assert key.add(1, 8) == []
+    assert key.stats.merged_into_closed_dropped == 3  # 2 buffered, 1 and 8 new
+    assert key.stats.closed_dropped == 0
+    assert list(key.state.windows) == [IntervalWindow(1, 18)]
+    assert key.state.windows[IntervalWindow(1, 18)].closed
+    assert key.watermark(200) == []
+    assert key.stats.dropped == 3 and key.engine.is_empty(key.state)
+
+
+def test_merging_into_a_closed_window_counts_only_unemitted_contents_when_accumulating():
+    key = Key(sessions(trigger=OrFinally(Repeatedly(AfterCount(1)), AfterCount(3)), allowed_lateness=100))
+    key.add(1, 8)  # [1, 18) fires
+    key.add(5, 5)  # and closes: four elements
+    assert key.state.windows[IntervalWindow(1, 18)].closed
+    key.add(2)  # [2, 12): open; it fires at once and keeps [2] (accumulating)
+    key.add(3)  # [2, 13): fires again; nothing is pending after it
+    assert key.state.windows[IntervalWindow(2, 13)].pending == 0
+    assert key.add(1, 8) == []  # [1, 11), [8, 18) and [2, 13) merge into the closed [1, 18)
+    assert key.stats.merged_into_closed_dropped == 2  # 1 and 8; 2 and 3 were emitted
 
 
 def test_sessions_merge_combine_accumulators():
@@ -402,6 +451,57 @@ def test_next_timers_and_is_empty_track_the_windows():
     assert key.engine.next_timers(key.state) == (15 * S, None)  # GC: 14.999999 s + 1 µs
     key.watermark(15)
     assert key.engine.is_empty(key.state)
+
+
+def regrouping_in_the_global_window(**engine_options) -> Key:
+    """Reshuffle's windowing: the global window, a pane per bundle, discarding, EARLIEST."""
+    windowing = Windowing(
+        GlobalWindows(), Always(), DISCARDING, TimestampCombiner.OUTPUT_AT_EARLIEST
+    )
+    return Key(windowing, **engine_options)
+
+
+def test_a_fired_window_keeps_its_pane_index_until_it_expires():
+    key = regrouping_in_the_global_window()
+    (first,) = key.add(1)
+    key.watermark(5)
+    assert not key.engine.is_empty(key.state)  # the global window never expires
+    (second,) = key.add(7)
+    assert (first.pane_info.index, second.pane_info.index) == (0, 1)
+    assert not second.pane_info.is_first
+
+
+def test_without_pane_indices_a_key_whose_windows_all_fired_keeps_no_state():
+    key = regrouping_in_the_global_window(keep_pane_indices=False)
+    (first,) = key.add(1, 2)
+    assert first.value == ("k", [1, 2]) and first.timestamp_micros == 1 * S
+    assert key.watermark(5) == []
+    assert key.engine.is_empty(key.state)
+    (second,) = key.add(7)
+    assert second.value == ("k", [7]) and second.timestamp_micros == 7 * S
+    key.watermark(8)
+    assert key.engine.is_empty(key.state)
+
+
+@pytest.mark.parametrize(
+    "windowing",
+    [
+        # contents kept for the next pane
+        fixed(trigger=Repeatedly(AfterCount(1)), accumulation_mode=ACCUMULATING),
+        # an end-of-window timer still to fire
+        fixed(trigger=AfterWatermark(early=AfterCount(1))),
+        # a closed window must count what comes for it until it expires
+        fixed(trigger=AfterCount(1)),
+        # a session that may still merge
+        Windowing(Sessions(10), Repeatedly(AfterCount(1))),
+    ],
+    ids=["accumulating", "timer", "closed", "sessions"],
+)
+def test_windows_that_still_hold_something_are_kept_without_pane_indices(windowing):
+    key = Key(windowing, keep_pane_indices=False)
+    assert len(key.add(1)) == 1
+    key.watermark(2)
+    assert not key.engine.is_empty(key.state)
 
 
 def test_the_default_trigger_fast_path_matches_the_trigger_machine():

@@ -30,21 +30,6 @@ def listing(directory: Any) -> list[str]:
     )
 
 
-def beam_dataframe_imports() -> bool:
-    """Whether Beam's dataframe API (behind its CSV and JSON transforms) imports here."""
-    try:
-        import apache_beam.dataframe.convert  # noqa: F401
-    except Exception:  # it breaks on import with pandas 3
-        return False
-    return True
-
-
-needs_beam_dataframe = pytest.mark.skipif(
-    not beam_dataframe_imports(),
-    reason="Beam's dataframe API (behind its ReadFromCsv/ReadFromJson) does not import with this pandas",
-)
-
-
 @pytest.fixture
 def runner(spark: Any) -> Any:
     return run

@@ -14,7 +14,7 @@ import pytest
 
 import sparkbeam as beam
 from sparkbeam.io import BadRecordError
-from tests.io.conftest import listing, needs_beam_dataframe
+from tests.io.conftest import listing
 from tests.oracle import assert_same_as_beam
 
 pytestmark = pytest.mark.spark
@@ -128,7 +128,6 @@ def test_unsupported_options_say_so():
         beam.io.ReadFromCsv("x.csv", header=None)
 
 
-@needs_beam_dataframe
 def test_same_rows_as_beams_read_from_csv(tmp_path, spark):
     path = write(tmp_path / "in.csv", BEAM_CSV)
     assert_same_as_beam(lambda ns, p: p | ns.beam.io.ReadFromCsv(path))

@@ -15,7 +15,7 @@ import pytest
 
 import sparkbeam as beam
 from sparkbeam.io import BadRecord, BadRecordError
-from tests.io.conftest import listing, needs_beam_dataframe
+from tests.io.conftest import listing
 from tests.oracle import assert_same_as_beam
 
 pytestmark = pytest.mark.spark
@@ -150,7 +150,6 @@ def test_unsupported_options_say_so():
         beam.io.ReadFromJson("gs://bucket/x.jsonl")
 
 
-@needs_beam_dataframe
 def test_same_rows_as_beams_read_from_json(tmp_path, spark):
     path = write_lines(tmp_path / "in.jsonl", MIXED_LINES)
     assert_same_as_beam(lambda ns, p: p | ns.beam.io.ReadFromJson(path))

@@ -6,15 +6,14 @@ from __future__ import annotations
 import os
 import sys
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-pa = pytest.importorskip("pyarrow")
-pq = pytest.importorskip("pyarrow.parquet")
-
-import sparkbeam as beam  # noqa: E402
-from sparkbeam.io import BadRecord, BadRecordError  # noqa: E402
-from tests.io.conftest import listing  # noqa: E402
-from tests.oracle import assert_same_as_beam, run_beam  # noqa: E402
+import sparkbeam as beam
+from sparkbeam.io import BadRecord, BadRecordError
+from tests.io.conftest import listing
+from tests.oracle import assert_same_as_beam, run_beam
 
 pytestmark = pytest.mark.spark
 

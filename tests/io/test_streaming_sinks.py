@@ -14,6 +14,8 @@ import gzip
 import json
 import os
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import sparkbeam as beam
@@ -26,9 +28,6 @@ from sparkbeam.runners.core.plan import plan_stages
 from sparkbeam.testing.test_stream import TestStream
 from sparkbeam.utils.windowed_value import WindowedValue
 from tests.io.conftest import listing
-
-pa = pytest.importorskip("pyarrow")
-pq = pytest.importorskip("pyarrow.parquet")
 
 SCHEMA = pa.schema([("user", pa.string()), ("score", pa.int64())])
 STEPS_WITH_OUTPUT = {1, 3, 5}  # the steps whose watermark closes a window

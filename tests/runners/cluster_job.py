@@ -8,8 +8,13 @@ from __future__ import annotations
 
 import collections
 import csv
+import importlib
 import json
 import sys
+import tempfile
+import uuid
+
+from wheels import write_requirements, write_wheel  # beside this script
 
 import sparkbeam as beam
 from sparkbeam.examples import hourly_team_score
@@ -49,6 +54,23 @@ def streaming_pipeline() -> tuple:
     return p, beam.capture(out)
 
 
+DEPENDENCY = f"sbclusterdep_{uuid.uuid4().hex[:8]}"
+
+
+def triple_on_executor(x: int) -> int:
+    return importlib.import_module(DEPENDENCY).triple(x)
+
+
+def requirements_on_executors(master: str) -> list:
+    """A package only a --requirements_file provides, imported on the executors."""
+    folder = tempfile.mkdtemp(prefix="sparkbeam-cluster-deps-")
+    write_wheel(f"{folder}/wheels", DEPENDENCY, "def triple(x):\n    return 3 * x\n")
+    requirements = write_requirements(f"{folder}/requirements.txt", f"{folder}/wheels", f"{DEPENDENCY}==1.0")
+    p = beam.Pipeline(options=PipelineOptions(spark_master=master, requirements_file=requirements))
+    out = beam.capture(p | beam.Create(list(range(6))) | beam.Map(triple_on_executor))
+    return sorted(e.value for e in p.run().emissions(out))
+
+
 def rows_of(result, pcoll) -> list:
     return sorted(
         [e.value[0], e.value[1], float(e.timestamp), e.pane.timing.name, e.pane.index, e.step] for e in result.emissions(pcoll)
@@ -68,6 +90,7 @@ def main() -> None:
         for stage in spark_result.watermarks().stage_names
         for earlier, later in zip(spark_result.watermarks().for_stage(stage), spark_result.watermarks().for_stage(stage)[1:])
     )
+    report["requirements"] = requirements_on_executors(master)
     print("RESULT " + json.dumps(report))
 
 

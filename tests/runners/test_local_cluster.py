@@ -13,7 +13,7 @@ import pytest
 pytestmark = pytest.mark.cluster
 
 
-def test_batch_example_and_a_stream_on_a_local_cluster():
+def test_batch_example_a_stream_and_a_requirements_file_on_a_local_cluster():
     script = os.path.join(os.path.dirname(__file__), "cluster_job.py")
     completed = subprocess.run(
         [sys.executable, script, "local-cluster[2,1,1024]"],
@@ -32,3 +32,5 @@ def test_batch_example_and_a_stream_on_a_local_cluster():
     assert report["streaming_spark"] == report["streaming_engine"]
     assert report["streaming_spark"]  # early and on-time panes were emitted
     assert report["watermarks_monotonic"]
+    # --requirements_file reached executors in other processes (through their PYTHONPATH)
+    assert report["requirements"] == [0, 3, 6, 9, 12, 15]

@@ -273,7 +273,7 @@ def test_csv_stream_with_a_user_estimator(spark, tmp_path):
 
 
 def test_parquet_stream_reads_records_as_dicts(spark, tmp_path):
-    pyarrow = pytest.importorskip("pyarrow")
+    import pyarrow
     import pyarrow.parquet as pq
 
     directory = tmp_path / "in"
@@ -288,3 +288,57 @@ def test_parquet_stream_reads_records_as_dicts(spark, tmp_path):
         ("d1", 3.5, 30_000_000),
         ("d2", 2.5, 20_000_000),
     ]
+
+
+def test_a_long_stream_keeps_its_last_steps_and_a_resumed_run_logs_every_element_once(spark, tmp_path):
+    """Retention of 4 steps and a checkpoint every 4 steps, one file per step: the first run
+    stops after step 5 (its checkpoint resumes at 4); the second replays steps 4 and 5 and
+    reads the rest."""
+    import pickle
+
+    from sparkbeam.runners.core.timeline import TrimmedHistoryError
+
+    directory = tmp_path / "in"
+    directory.mkdir()
+    expected = []
+    for index in range(16):
+        lines = [f"f{index}-{j},{index * 10 + j}" for j in range(3)]
+        write_lines(str(directory / f"f{index:02d}.txt"), lines, mtime=1_700_000_000 + index)
+        expected += lines
+    timeline_log, capture_log, checkpoint = tmp_path / "timeline.jsonl", tmp_path / "lines.jsonl", tmp_path / "ck"
+
+    def run(**settings):
+        settings.update(timeline_log=str(timeline_log), timeline_retention_steps=4, checkpoint_interval=4)
+        p = beam.Pipeline(options=options(available_now=True, checkpoint_dir=str(checkpoint), **settings))
+        lines = beam.capture(
+            p | "Read" >> beam.io.ReadFromTextStream(
+                str(directory), timestamp=lambda line: int(line.split(",")[1]), max_files_per_trigger=1
+            ),
+            log=str(capture_log),
+        )
+        return p.run(), lines
+
+    first, _ = run(max_steps=6)
+    assert first.watermarks().steps == 6  # stopped by max_steps, with input left
+    result, lines = run()
+    timeline = result.watermarks()
+    steps = timeline.steps
+    assert steps > 8 and timeline.first_step == steps - 4
+    assert sorted({r.step for r in timeline}) == list(range(steps - 4, steps))
+    with pytest.raises(TrimmedHistoryError, match=str(timeline_log)):
+        timeline.at_step(3)
+    emitted = result.emissions(lines)
+    assert emitted.first_step == steps - 4 and all(e.step >= steps - 4 for e in emitted)
+    # the timeline's log has every step, the replayed steps 4 and 5 twice
+    logged = [json.loads(line) for line in timeline_log.read_text().splitlines()]
+    assert sorted({r["step"] for r in logged}) == list(range(steps))
+    assert sorted(r["step"] for r in logged if r["step"] in (4, 5) and r["stage_id"] == 0) == [4, 4, 5, 5]
+    # the capture's log has every line once, though steps 4 and 5 ran twice
+    captured = [json.loads(line) for line in capture_log.read_text().splitlines()]
+    assert sorted(line["value"] for line in captured) == sorted(expected)
+    assert sorted(e.value for e in emitted) == sorted(c["value"] for c in captured if c["step"] >= steps - 4)
+    # a checkpoint holds only the steps kept
+    newest = max(checkpoint.glob("checkpoints/*/loop.pickle"))
+    with open(newest, "rb") as handle:
+        history = pickle.load(handle)["loop"]["history"]
+    assert len(history["records"]) == 4

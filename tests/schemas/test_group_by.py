@@ -199,7 +199,9 @@ def test_empty_input(spark):
             global_=rows | "Global" >> ns.beam.GroupBy().aggregate_field("qty", sum, "n"),
         )
 
-    assert_same_as_beam(build)
+    # Emptiness is the point: no group, not even a global one, comes from no rows (Beam's
+    # GroupBy() aggregates per key, with the empty key, so it has no default row).
+    assert_same_as_beam(build, expect_empty=True)
 
 
 def test_none_values_in_keys_and_aggregated_fields(spark):

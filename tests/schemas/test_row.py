@@ -8,11 +8,10 @@ import sys
 import typing
 
 import pytest
+from apache_beam.pvalue import Row as BeamRow
 
 import sparkbeam
 from sparkbeam import Row
-
-BeamRow = pytest.importorskip("apache_beam.pvalue").Row
 
 
 class Point(typing.NamedTuple):

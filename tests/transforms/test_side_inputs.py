@@ -7,10 +7,21 @@ such one, as Beam), and a side input in the global window is seen whole from any
 
 from __future__ import annotations
 
+import collections
+
 import pytest
 
 import sparkbeam as beam
-from tests.oracle import assert_same_as_beam
+from sparkbeam.options.pipeline_options import PipelineOptions
+from sparkbeam.runners.core.memory import run_in_memory
+from tests.oracle import (
+    _pane_key,
+    _sparkbeam_ns,
+    _window_key,
+    assert_same_as_beam,
+    canonical,
+    run_beam,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -138,3 +149,233 @@ def test_a_multimap_gives_no_values_for_a_missing_key(spark):
         return p | "Main" >> ns.beam.Create([0]) | ns.beam.Map(lambda x, m: list(m["zz"]), ns.pvalue.AsMultiMap(kv))
 
     assert_same_as_beam(build)
+
+
+# -- streaming: a main-input element waits until its side input is ready for its window ----
+#
+# As in Beam's direct runner, a side input is ready for a window once the watermark of what
+# produces it has reached the window's end; until then the element waits. One TestStream
+# with a "main" and a "side" output (Beam's direct runner runs one TestStream at a time).
+
+SIDE = [("a", 1, 2), ("b", 2, 4), ("c", 3, 12), ("d", 4, 27)]  # key, value, event time
+MAIN = [("m1", 1), ("m2", 11), ("m3", 25)]
+
+
+def _side(ns, stream, key):
+    (k, v, t) = next(s for s in SIDE if s[0] == key)
+    return stream.add_elements([ns.TimestampedValue((k, v), t)], tag="side")
+
+
+def _main(ns, stream):
+    return stream.add_elements([ns.TimestampedValue(m, t) for m, t in MAIN], tag="main")
+
+
+def side_then_main(ns):
+    """Window [0, 10) of the side input is complete before the main input arrives; the
+    later windows are not, so their main elements wait."""
+    stream = ns.TestStream()
+    stream = _side(ns, _side(ns, stream, "a"), "b").advance_watermark_to(10, tag="side")
+    stream = _side(ns, stream, "c")
+    stream = _main(ns, stream).advance_watermark_to(30, tag="main")
+    stream = stream.advance_watermark_to(15, tag="side").advance_watermark_to(20, tag="side")
+    return _side(ns, stream, "d").advance_watermark_to(40, tag="side").advance_watermark_to_infinity()
+
+
+def main_then_side(ns):
+    """Every main element arrives before any side element: each waits for its window."""
+    stream = _main(ns, ns.TestStream()).advance_watermark_to(30, tag="main")
+    stream = _side(ns, stream, "a").advance_watermark_to(3, tag="side")
+    stream = _side(ns, _side(ns, stream, "b"), "c").advance_watermark_to(10, tag="side")
+    stream = _side(ns, stream, "d").advance_watermark_to(20, tag="side")
+    return stream.advance_watermark_to_infinity()
+
+
+def every_view_over_a_stream(script, windowing):
+    def build(ns, p):
+        b, pv, w = ns.beam, ns.pvalue, ns.window
+        windowfn = w.FixedWindows(10) if windowing == "fixed" else w.GlobalWindows()
+        stream = p | "Stream" >> script(ns)
+        main = stream["main"] | "MainWindows" >> b.WindowInto(windowfn)
+        side = stream["side"] | "SideWindows" >> b.WindowInto(windowfn)
+        only_a = side | "OnlyA" >> b.Filter(lambda kv: kv[0] == "a") | "AValue" >> b.Map(lambda kv: kv[1])
+        by_parity = side | "ByParity" >> b.Map(lambda kv: (kv[1] % 2, kv[0]))
+        branches = [
+            main | "Singleton" >> b.Map(lambda x, s: ("Singleton", x, s), pv.AsSingleton(only_a, default_value=-1)),
+            main | "Iter" >> b.Map(lambda x, s: ("Iter", x, sorted(s)), pv.AsIter(side)),
+            main | "List" >> b.Map(lambda x, s: ("List", x, s), pv.AsList(side)),
+            main | "Dict" >> b.Map(lambda x, d: ("Dict", x, dict(d)), pv.AsDict(side)),
+            main | "MultiMap" >> b.Map(lambda x, m: ("MultiMap", x, sorted(m[0]), sorted(m[1])), pv.AsMultiMap(by_parity)),
+        ]
+        if windowing == "fixed":
+            # A side input produced by a grouping: ready once that stage's watermark passes
+            # (Beam's direct runner cannot run this CombineGlobally in the global window).
+            total = side | "Values" >> b.Map(lambda kv: kv[1]) | "Sum" >> b.CombineGlobally(sum).without_defaults()
+            branches.append(main | "Total" >> b.Map(lambda x, s: ("Total", x, s), pv.AsSingleton(total, default_value=None)))
+        return branches | "Views" >> b.Flatten()
+
+    return build
+
+
+def run_in_memory_as_rows(build) -> collections.Counter:
+    """The engine alone (no Spark), reduced as the oracle reduces a run."""
+    p = beam.Pipeline(options=PipelineOptions(streaming=True))
+    output = beam.capture(build(_sparkbeam_ns(), p))
+    result = run_in_memory(p, streaming=True)
+    return collections.Counter(
+        (canonical(e.value), e.timestamp.micros // 1000, _window_key(w), _pane_key(e.pane))
+        for e in result.emissions(output)
+        for w in e.windows
+    )
+
+
+def assert_spark_and_engine_same_as_beam(build) -> collections.Counter:
+    expected = run_beam(build, streaming=True)
+    assert expected, "the oracle produced nothing: the test would compare nothing"
+    assert run_in_memory_as_rows(build) == expected
+    assert assert_same_as_beam(build, streaming=True) == expected
+    return expected
+
+
+@pytest.mark.parametrize("windowing", ["fixed", "global"])
+@pytest.mark.parametrize("script", [side_then_main, main_then_side])
+def test_streaming_main_elements_wait_for_their_side_window_in_every_view(spark, script, windowing):
+    rows = assert_spark_and_engine_same_as_beam(every_view_over_a_stream(script, windowing))
+    # Each main element saw its own window's side input, complete.
+    lists = {row[0][1]: row[0][2] for row in rows if row[0][0] == "List"}
+    totals = {row[0][1]: row[0][2] for row in rows if row[0][0] == "Total"}
+    if windowing == "fixed":
+        assert lists == {
+            "m1": ("<list>", (("a", 1), ("b", 2))),
+            "m2": ("<list>", (("c", 3),)),
+            "m3": ("<list>", (("d", 4),)),
+        }
+        assert totals == {"m1": 3, "m2": 3, "m3": 4}
+    else:
+        assert set(lists.values()) == {("<list>", (("a", 1), ("b", 2), ("c", 3), ("d", 4)))}
+
+
+def test_the_issue_example_main_before_side_sees_the_side_element(spark):
+    def build(ns, p):
+        b, w = ns.beam, ns.window
+        stream = (
+            ns.TestStream()
+            .add_elements([ns.TimestampedValue("main1", 1)], tag="main")
+            .add_elements([ns.TimestampedValue("side1", 2)], tag="side")
+            .advance_watermark_to_infinity()
+        )
+        s = p | "Stream" >> stream
+        main = s["main"] | "MainWindows" >> b.WindowInto(w.FixedWindows(10))
+        side = s["side"] | "SideWindows" >> b.WindowInto(w.FixedWindows(10))
+        return main | "Pair" >> b.Map(lambda x, s: (x, s), ns.pvalue.AsList(side))
+
+    rows = assert_spark_and_engine_same_as_beam(build)
+    assert [row[0] for row in rows] == [("main1", ("<list>", ("side1",)))]
+
+
+def test_early_panes_of_a_global_window_side_input_do_not_release_the_main_input(spark):
+    """Beam's direct runner waits for the watermark, not for a pane: the main elements are
+    processed when the side input ends, and see every pane (three early, one on time)."""
+
+    def build(ns, p):
+        b, t = ns.beam, ns.trigger
+        tv = ns.TimestampedValue
+        stream = (
+            ns.TestStream()
+            .add_elements([tv("s1", 2)], tag="side")
+            .advance_watermark_to(3, tag="side")
+            .add_elements([tv("s2", 4)], tag="side")
+            .advance_watermark_to(100, tag="side")
+            .add_elements([tv("main1", 60)], tag="main")
+            .advance_watermark_to(150, tag="main")
+            .add_elements([tv("s3", 104)], tag="side")
+            .advance_watermark_to(200, tag="side")
+            .add_elements([tv("main2", 210)], tag="main")
+            .advance_watermark_to_infinity()
+        )
+        s = p | "Stream" >> stream
+        panes = (
+            s["side"]
+            | "Early" >> b.WindowInto(
+                ns.window.GlobalWindows(),
+                trigger=t.AfterWatermark(early=t.AfterCount(1)),
+                accumulation_mode=t.AccumulationMode.ACCUMULATING,
+            )
+            | "Key" >> b.Map(lambda x: ("k", x))
+            | "Group" >> b.GroupByKey()
+            | "Values" >> b.Map(lambda kv: sorted(kv[1]))
+        )
+        return s["main"] | "Read" >> b.Map(lambda x, s: (x, s), ns.pvalue.AsList(panes))
+
+    rows = assert_spark_and_engine_same_as_beam(build)
+    everything = ("<list>", (("<list>", ("s1",)), ("<list>", ("s1", "s2")), ("<list>", ("s1", "s2", "s3")), ("<list>", ("s1", "s2", "s3"))))
+    assert sorted(row[0] for row in rows) == [("main1", everything), ("main2", everything)]
+
+
+def test_waiting_elements_are_checkpointed_with_the_keyed_state_and_restored(spark, tmp_path):
+    """On Spark the waiting elements are keyed state: saved by ``save_state``, restored into
+    another backend, and released there exactly as in an uninterrupted run."""
+    from pyspark import cloudpickle
+
+    from sparkbeam.runners.core.clock import ManualClock
+    from sparkbeam.runners.core.ops import lower
+    from sparkbeam.runners.core.plan import plan_stages
+    from sparkbeam.runners.core.steps import StepLoop
+    from sparkbeam.runners.spark.backend import SparkBackend
+
+    p = beam.Pipeline()
+    stream = p | "Stream" >> main_then_side(_sparkbeam_ns())
+    main = stream["main"] | "MainWindows" >> beam.WindowInto(beam.window.FixedWindows(10))
+    side = stream["side"] | "SideWindows" >> beam.WindowInto(beam.window.FixedWindows(10))
+    beam.capture(main | "List" >> beam.Map(lambda x, s: (x, sorted(s)), beam.pvalue.AsList(side)))
+    plan = plan_stages(lower(p))
+    (views,) = plan.lowered.captured
+
+    def emitted(loop):
+        return sorted((canonical(e.value), e.timestamp.micros, str(e.windows), e.step) for e in loop.emissions[views])
+
+    uninterrupted = StepLoop(plan, SparkBackend(spark), ManualClock(), batch=False)
+    uninterrupted.run()
+    uninterrupted.backend.close()
+
+    first = StepLoop(plan, SparkBackend(spark), ManualClock(), batch=False)
+    while not any(r.side_input_waiting for r in first.records if r.step == first.step - 1):
+        first.run_step()
+    first.run_step()  # one more step: the waiting elements are carried over a step, then saved
+    waiting = {r.stage_id: r.side_input_waiting for r in first.records if r.step == first.step - 1 and r.side_input_waiting}
+    assert waiting, "nothing waits at the checkpoint: the test would test nothing"
+    saved = first.backend.save_state(str(tmp_path))
+    assert set(waiting) <= set(saved)
+    snapshot = cloudpickle.loads(cloudpickle.dumps({"loop": first.snapshot(), "backend": first.backend.snapshot()}))
+    first.backend.close()
+
+    resumed = StepLoop(plan, SparkBackend(spark), ManualClock(), batch=False)
+    resumed.restore(snapshot["loop"])
+    resumed.backend.restore(snapshot["backend"], {stage: str(tmp_path / name) for stage, name in saved.items()})
+    resumed.run()
+    resumed.backend.close()
+    assert emitted(resumed) == emitted(uninterrupted)
+    assert [row[0] for row in emitted(resumed)] == [
+        ("m1", ("<list>", (("a", 1), ("b", 2)))),
+        ("m2", ("<list>", (("c", 3),))),
+        ("m3", ("<list>", (("d", 4),))),
+    ]
+
+
+def test_the_timeline_of_a_waiting_stage_on_spark_equals_the_engines(spark):
+    """The hold, the waiting count and the watermarks of the reading stage, step by step:
+    on Spark (per-partition summaries, steps skipped when nothing can be released) as in
+    the engine, whose timeline tests/core/test_side_input_wait.py checks."""
+    from tests.core.test_side_input_wait import stream_with_a_waiting_element
+
+    def timeline(run):
+        p, _ = stream_with_a_waiting_element()
+        result = run(p)
+        return [
+            (r.step, r.input_watermark, r.output_watermark, r.earliest_hold, r.hold_key, r.hold_window,
+             r.side_input_waiting, r.elements_in, r.elements_out)
+            for r in result.watermarks().for_stage("Read")
+        ]
+
+    on_spark = timeline(lambda p: p.run())
+    assert on_spark == timeline(lambda p: run_in_memory(p, streaming=True))
+    assert any(row[6] == 1 and row[3] == 1_000_000 for row in on_spark)

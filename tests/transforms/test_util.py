@@ -335,6 +335,30 @@ def test_reshuffle_spreads_elements(spark):
     assert sorted(e.value for e in result.emissions(out)) == list(range(200))
 
 
+def test_reshuffle_in_a_stream_keeps_no_key_state_after_its_step(spark):
+    """Every element gets a key of its own: none may stay in the keyed state once its pane
+    fired, while the stream goes on (not only when the global window ends)."""
+    from sparkbeam.options.pipeline_options import PipelineOptions
+    from sparkbeam.testing.test_stream import TestStream
+
+    stream = TestStream()
+    for batch in range(4):
+        stream = stream.add_elements([sparkbeam.TimestampedValue(f"e{batch}-{i}", batch * 10 + i) for i in range(6)])
+        stream = stream.advance_watermark_to(batch * 10 + 9)
+    p = sparkbeam.Pipeline(options=PipelineOptions(streaming=True))
+    out = sparkbeam.capture(p | stream | "Spread" >> sparkbeam.Reshuffle())
+    result = p.run()
+    assert sorted(e.value for e in result.emissions(out)) == sorted(f"e{b}-{i}" for b in range(4) for i in range(6))
+    records = result.watermarks().for_stage("Spread/ReshufflePerKey/GroupByKey")
+    assert sum(r.elements_in for r in records) == 24
+    # elements came in steps long before the end of the global window ...
+    assert [r.step for r in records if r.elements_in] and all(
+        r.input_watermark < 40_000_000 for r in records if r.elements_in
+    )
+    # ... and after every step no key was left in the grouping's state
+    assert [r.state_keys for r in records] == [0] * len(records)
+
+
 # -- bad input ------------------------------------------------------------------------------------
 
 

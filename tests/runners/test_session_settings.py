@@ -1,0 +1,123 @@
+"""``--spark_conf`` with a SparkSession already running: what Spark can change at runtime is
+set for the run and restored after it; what it cannot is refused, naming each setting,
+before anything changes. And whether sparkbeam is shipped to the executors, and why."""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+import pytest
+
+import sparkbeam as beam
+from sparkbeam.options.pipeline_options import PipelineOptions
+from sparkbeam.runners.spark import session as session_module
+from sparkbeam.runners.spark.session import apply_runtime_settings, parse_spark_conf, ship_for_run
+
+ZONE = "spark.sql.session.timeZone"
+PARTITIONS = "spark.sql.shuffle.partitions"
+
+
+@pytest.mark.spark
+def test_runtime_settings_are_set_and_restored(spark):
+    zone_before = spark.conf.get(ZONE)
+    partitions_before = spark.conf.get(PARTITIONS)
+    applied = apply_runtime_settings(
+        spark, {ZONE: "Asia/Kolkata", PARTITIONS: "7", "sparkbeam.test.own_key": "x"}
+    )
+    assert (spark.conf.get(ZONE), spark.conf.get(PARTITIONS), spark.conf.get("sparkbeam.test.own_key")) == (
+        "Asia/Kolkata",
+        "7",
+        "x",
+    )
+    applied.restore()
+    assert (spark.conf.get(ZONE), spark.conf.get(PARTITIONS)) == (zone_before, partitions_before)
+    assert spark.conf.get("sparkbeam.test.own_key", None) is None
+
+
+@pytest.mark.spark
+def test_settings_fixed_at_start_are_refused_by_name_and_nothing_changes(spark):
+    partitions_before = spark.conf.get(PARTITIONS)
+    with pytest.raises(RuntimeError) as failure:
+        apply_runtime_settings(
+            spark,
+            {
+                PARTITIONS: "9",
+                "spark.executor.memory": "7g",  # a core setting
+                "spark.sql.warehouse.dir": "/elsewhere",  # a static SQL setting
+                "spark.executorEnv.SOMETHING": "1",  # read when the context starts
+            },
+        )
+    message = str(failure.value)
+    for refused in ("spark.executor.memory=7g", "spark.sql.warehouse.dir=/elsewhere", "spark.executorEnv.SOMETHING=1"):
+        assert refused in message
+    assert PARTITIONS not in message
+    assert "Stop the session" in message and "SparkSession.builder.config" in message
+    assert spark.conf.get(PARTITIONS) == partitions_before
+
+
+@pytest.mark.spark
+def test_a_fixed_setting_the_session_already_has_is_accepted(spark):
+    master = spark.sparkContext.master
+    applied = apply_runtime_settings(spark, {"spark.master": master, "spark.app.name": spark.sparkContext.appName})
+    assert applied.previous == ()
+
+
+@pytest.mark.spark
+def test_a_pipeline_with_a_setting_spark_cannot_change_fails_before_running(spark):
+    partitions_before = spark.conf.get(PARTITIONS)
+    p = beam.Pipeline(options=PipelineOptions(spark_conf=[f"{PARTITIONS}=5", "spark.executor.memory=7g"]))
+    _ = p | beam.Create([1]) | beam.Map(lambda x: x)
+    with pytest.raises(RuntimeError, match=r"spark.executor.memory=7g"):
+        p.run()
+    assert spark.conf.get(PARTITIONS) == partitions_before
+
+
+@pytest.mark.spark
+def test_a_pipeline_runs_with_its_runtime_settings_and_leaves_the_session_as_it_was(spark, monkeypatch):
+    partitions_before = spark.conf.get(PARTITIONS)
+    during_run = []
+    restore = session_module.RuntimeSettings.restore
+
+    def note_then_restore(self):
+        during_run.append(spark.conf.get(PARTITIONS))  # what the run ran with, as it ends
+        restore(self)
+
+    monkeypatch.setattr(session_module.RuntimeSettings, "restore", note_then_restore)
+    p = beam.Pipeline(options=PipelineOptions(spark_conf=[f"{PARTITIONS}=3"]))
+    out = beam.capture(p | beam.Create([1, 2]) | beam.Map(lambda x: x))
+    result = p.run()
+    assert sorted(e.value for e in result.emissions(out)) == [1, 2]
+    assert during_run == ["3"]
+    assert spark.conf.get(PARTITIONS) == partitions_before
+
+
+def test_spark_conf_items_must_be_key_value():
+    assert parse_spark_conf(["a=1", " b = x=y "]) == {"a": "1", "b": "x=y"}
+    with pytest.raises(ValueError, match="--spark_conf takes key=value, got 'oops'"):
+        parse_spark_conf(["oops"])
+
+
+class FakeContext:
+    def __init__(self, master, python):
+        self.master = master
+        self.pythonExec = python
+        self.added = []
+
+    def addPyFile(self, path):
+        self.added.append(path)
+
+
+def test_local_executors_running_this_interpreter_get_nothing_shipped_and_the_log_says_why(caplog):
+    context = FakeContext("local[2]", sys.executable)
+    with caplog.at_level(logging.INFO, logger="sparkbeam.runners.spark.session"):
+        assert ship_for_run(context) is None
+    assert context.added == []
+    assert "not shipping sparkbeam: the executors of local[2] run this interpreter" in caplog.text
+
+
+def test_other_executors_get_the_package_once_per_context():
+    for context in (FakeContext("spark://host:7077", sys.executable), FakeContext("local[2]", "/opt/other/python3")):
+        first = ship_for_run(context)
+        assert ship_for_run(context) == first
+        assert len(context.added) == 1 and context.added[0].endswith("sparkbeam.zip")
