@@ -18,11 +18,14 @@ pipeline runs.
 """
 
 from sparkbeam import (
+    coders,
     io,
     pvalue,
     transforms,
+    typehints,
     window,
 )
+from sparkbeam.beam_surface import install_module_finder, module_getattr
 from sparkbeam.combine import (
     CombineFn,
     CombineGlobally,
@@ -36,6 +39,7 @@ from sparkbeam.core import (
     FlatMap,
     FlatMapTuple,
     Flatten,
+    FlattenWith,
     GroupByKey,
     Impulse,
     Map,
@@ -51,12 +55,11 @@ from sparkbeam.row import Row
 from sparkbeam.runner import PipelineResult, PipelineState
 from sparkbeam.schemas import GroupBy, Select
 from sparkbeam.transforms import (  # Beam's transform library, as apache_beam exports it
+    ApproximateQuantiles,
+    ApproximateUnique,
     BatchElements,
     CoGroupByKey,
     Distinct,
-    GcpHsmGeneratedSecret,
-    GcpSecret,
-    GroupByEncryptedKey,
     GroupIntoBatches,
     Keys,
     KvSwap,
@@ -67,7 +70,6 @@ from sparkbeam.transforms import (  # Beam's transform library, as apache_beam e
     Reify,
     RemoveDuplicates,
     Reshuffle,
-    Secret,
     SortAndBatchElements,
     Tee,
     ToString,
@@ -94,6 +96,7 @@ __all__ = [
     "FlatMap",
     "FlatMapTuple",
     "Flatten",
+    "FlattenWith",
     "GroupBy",
     "GroupByKey",
     "Impulse",
@@ -113,22 +116,23 @@ __all__ = [
     "TimestampedValue",
     "WindowInto",
     "capture",
+    "coders",
     "io",
     "ptransform_fn",
     "pvalue",
     "transforms",
     "trigger",
+    "typehints",
     "window",
 ]
 
-# Beam's transform library (combiners and util), as apache_beam exports it.
+# Beam's transform library (combiners, util and stats), as apache_beam exports it.
 __all__ += [
+    "ApproximateQuantiles",
+    "ApproximateUnique",
     "BatchElements",
     "CoGroupByKey",
     "Distinct",
-    "GcpHsmGeneratedSecret",
-    "GcpSecret",
-    "GroupByEncryptedKey",
     "GroupIntoBatches",
     "Keys",
     "KvSwap",
@@ -139,7 +143,6 @@ __all__ += [
     "Reify",
     "RemoveDuplicates",
     "Reshuffle",
-    "Secret",
     "SortAndBatchElements",
     "Tee",
     "ToString",
@@ -148,3 +151,9 @@ __all__ += [
     "WithKeys",
     "combiners",
 ]
+
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam")
+# ... and so do imports of Beam's modules that sparkbeam lacks (import sparkbeam.io.gcp).
+install_module_finder()

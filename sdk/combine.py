@@ -29,6 +29,13 @@ from sparkbeam.core import Create, DoFn, Flatten, Map, ParDo
 from sparkbeam.errors import PipelineConstructionError
 from sparkbeam.ptransform import PTransform, label_from_callable
 from sparkbeam.trigger import AccumulationMode
+from sparkbeam.typehints import typehints
+from sparkbeam.typehints.decorators import (
+    IOTypeHints,
+    TypeCheckError,
+    WithTypeHints,
+    get_type_hints,
+)
 from sparkbeam.window import GlobalWindows
 
 __all__ = [
@@ -40,7 +47,7 @@ __all__ = [
 ]
 
 
-class CombineFn:
+class CombineFn(WithTypeHints):
     """An associative, commutative aggregation in four steps: create, add, merge, extract."""
 
     def setup(self, *args: Any, **kwargs: Any) -> None:
@@ -114,6 +121,20 @@ class CallableWrapperCombineFn(CombineFn):
 
     def default_label(self) -> str:
         return label_from_callable(self._fn)
+
+    def default_type_hints(self) -> IOTypeHints | None:
+        """``fn(Iterable[V]) -> V`` declares a CombineFn from V to V, as in Beam."""
+        hints = get_type_hints(self._fn).with_defaults(IOTypeHints.from_callable(self._fn))
+        element = hints.element_input_type()
+        if element is None:
+            return hints
+        if not typehints.is_consistent_with(element, typehints.Iterable[typehints.Any]):
+            msg = (
+                f"{self.default_label()}: a function combining values must take one argument "
+                f"compatible with Iterable[Any]; it takes {element!r}"
+            )
+            raise TypeCheckError(msg)
+        return hints.with_input_types(typehints.get_yielded_type(element))
 
     def create_accumulator(self, *args: Any, **kwargs: Any) -> list:
         return []
@@ -199,6 +220,17 @@ class CombinePerKey(PTransform):
 
     def default_label(self) -> str:
         return f"CombinePerKey({self.combine_fn.default_label()})"
+
+    def default_type_hints(self) -> IOTypeHints | None:
+        """(K, input) pairs to (K, output) pairs, from the CombineFn's hints (as Beam)."""
+        hints = self.combine_fn.get_type_hints()
+        key = typehints.TypeVariable("K")
+        element = hints.element_input_type()
+        output = hints.simple_output_type(self.label) if hints.has_simple_output_type() else None
+        return IOTypeHints(
+            ((typehints.Tuple[key, typehints.Any if element is None else element],), {}),
+            ((typehints.Tuple[key, typehints.Any if output is None else output],), {}),
+        )
 
     def with_hot_key_fanout(self, fanout: int | Callable[[Any], int] | None) -> PTransform:
         """The same combine in two levels, for keys too hot for one worker (Beam's semantics).
@@ -403,10 +435,15 @@ class CombineGlobally(PTransform):
         self.args = args
         self.kwargs = kwargs
         self.has_defaults = True
+        self.as_view = False
         self.fanout: int | None = None
 
     def default_label(self) -> str:
         return f"CombineGlobally({self.combine_fn.default_label()})"
+
+    def default_type_hints(self) -> IOTypeHints | None:
+        # The input as the CombineFn declares it; the output stays undeclared (Beam's is Any).
+        return IOTypeHints(self.combine_fn.get_type_hints().input_types, None)
 
     def without_defaults(self) -> CombineGlobally:
         self.has_defaults = False
@@ -425,9 +462,12 @@ class CombineGlobally(PTransform):
         self.fanout = fanout
         return self
 
-    def as_singleton_view(self) -> Any:
-        msg = "CombineGlobally(...).as_singleton_view(): use beam.pvalue.AsSingleton(pcoll | CombineGlobally(...))"
-        raise NotImplementedError(msg)
+    def as_singleton_view(self) -> CombineGlobally:
+        """Applied, gives the combined value as a side input (``AsSingleton``) instead of a
+        PCollection: ``total = pcoll | CombineGlobally(sum).as_singleton_view()``. With
+        defaults (the default), a window with no input reads the CombineFn's empty value."""
+        self.as_view = True
+        return self
 
     def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
         combined = (
@@ -436,6 +476,16 @@ class CombineGlobally(PTransform):
             | "CombinePerKey" >> CombinePerKey(self.combine_fn, *self.args, **self.kwargs).with_hot_key_fanout(self.fanout)
             | "UnKey" >> Map(_drop_key)
         )
+        if self.as_view:
+            if not self.has_defaults:
+                return pvalue.AsSingleton(combined)
+            # Evaluated here, as Beam does: the view's value for a window with no input.
+            self.combine_fn.setup(*self.args, **self.kwargs)
+            try:
+                empty = self.combine_fn.apply([], *self.args, **self.kwargs)
+            finally:
+                self.combine_fn.teardown(*self.args, **self.kwargs)
+            return pvalue.AsSingleton(combined, default_value=empty)
         if not self.has_defaults:
             return combined
         if not isinstance(pcoll.windowing.windowfn, GlobalWindows):

@@ -11,14 +11,22 @@ Primitives (translated by a runner): ``Impulse``, ``Create``, ``ParDo``, ``Group
 from __future__ import annotations
 
 import inspect
+import types
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from sparkbeam import pvalue
-from sparkbeam.dofn import SUPPORTED_PARAMS, DoFn, DoFnParam
+from sparkbeam.dofn import DoFn, DoFnParam, is_supported_param
 from sparkbeam.errors import PipelineConstructionError
 from sparkbeam.ptransform import PTransform, label_from_callable
 from sparkbeam.trigger import AccumulationMode, DefaultTrigger, TriggerFn, check_can_fire
+from sparkbeam.typehints import typehints
+from sparkbeam.typehints.decorators import (
+    IOTypeHints,
+    get_type_hints,
+    with_input_types,
+    with_output_types,
+)
 from sparkbeam.window import GlobalWindows, TimestampCombiner, WindowFn
 from sparkbeam.windowing import Windowing
 
@@ -29,6 +37,7 @@ __all__ = [
     "FlatMap",
     "FlatMapTuple",
     "Flatten",
+    "FlattenWith",
     "GroupByKey",
     "Impulse",
     "Map",
@@ -48,6 +57,9 @@ class Impulse(PTransform):
     """One empty-bytes element in the global window: the root of a pipeline branch."""
 
     is_primitive = True
+
+    def infer_output_type(self, unused_input_type: Any) -> Any:
+        return bytes
 
     def expand(self, pbegin: pvalue.PBegin) -> pvalue.PCollection:
         return pvalue.PCollection(pbegin.pipeline)
@@ -73,6 +85,13 @@ class Create(PTransform):
 
     def default_label(self) -> str:
         return "Create"
+
+    def infer_output_type(self, unused_input_type: Any) -> Any:
+        # As Beam: the union of the values' types, so that Create([1, 2]) | GroupByKey()
+        # fails at construction.
+        if not self.values:
+            return typehints.Any
+        return typehints.Union[tuple(typehints.instance_to_type(v) for v in self.values)]
 
     def expand(self, pbegin: pvalue.PBegin) -> pvalue.PCollection:
         if not isinstance(pbegin, pvalue.PBegin):
@@ -101,6 +120,12 @@ class ParDo(PTransform):
             else:
                 msg = f"ParDo takes a DoFn, not {fn!r}"
             raise TypeError(msg)
+        if callable(getattr(fn, "process_batch", None)):
+            msg = (
+                f"ParDo({type(fn).__name__}): batched DoFns (process_batch) are not supported by "
+                "sparkbeam; implement process, or batch with beam.BatchElements"
+            )
+            raise NotImplementedError(msg)
         self.fn = fn
         self.args = args
         self.kwargs = kwargs
@@ -112,6 +137,9 @@ class ParDo(PTransform):
 
     def default_label(self) -> str:
         return f"ParDo({self.fn.default_label()})"
+
+    def default_type_hints(self) -> IOTypeHints | None:
+        return self.fn.get_type_hints()
 
     def with_outputs(self, *tags: str, main: str | None = None, allow_unknown_tags: bool | None = None) -> ParDo:
         for tag in tags:
@@ -160,10 +188,11 @@ def _check_params(method: Callable, pcoll: pvalue.PValue) -> None:
         return
     for param in signature.parameters.values():
         default = param.default
-        if isinstance(default, DoFnParam) and default not in SUPPORTED_PARAMS:
+        if isinstance(default, DoFnParam) and not is_supported_param(default):
             msg = (
                 f"{_here(pcoll)}: parameter {param.name}={default!r} is not supported by sparkbeam "
-                "(supported: DoFn.ElementParam, TimestampParam, WindowParam, PaneInfoParam)"
+                "(supported: DoFn.ElementParam, TimestampParam, WindowParam, PaneInfoParam, "
+                "WindowedValueParam, BundleFinalizerParam, SetupContextParam, BundleContextParam)"
             )
             raise NotImplementedError(msg)
 
@@ -184,6 +213,23 @@ class _CallableDoFn(DoFn):
 
     def default_label(self) -> str:
         return label_from_callable(self.fn)
+
+    def default_type_hints(self) -> IOTypeHints | None:
+        """The function's declared or annotated types, read as the shape reads its results."""
+        hints = get_type_hints(self.fn).with_defaults(IOTypeHints.from_callable(self.fn))
+        if not hints:
+            return None
+        if self.shape in ("MapTuple", "FlatMapTuple"):
+            # Its hints are for the unpacked parts of the element, not the element.
+            hints = IOTypeHints(None, hints.output_types)
+        if self.shape in ("FlatMap", "FlatMapTuple"):
+            hints = hints.strip_iterable()
+        if self.shape == "Filter":
+            # A filter outputs what it is given: its input type, not its predicate's result.
+            element = hints.element_input_type()
+            known = element is not None and element != typehints.Any
+            hints = IOTypeHints(hints.input_types, ((element,), {}) if known else None)
+        return hints
 
     def process(self, element: Any, *args: Any, **kwargs: Any) -> Any:
         fn = self.fn
@@ -208,6 +254,18 @@ class _CallableParDo(ParDo):
 
     def process_callable(self) -> Callable:
         return self.fn.fn
+
+    def infer_output_type(self, input_type: Any) -> Any:
+        if self._shape == "Filter":
+            # Beam infers a filter's output from a Python function's code (its input),
+            # and nothing from a builtin such as bool.
+            return input_type if isinstance(self.fn.fn, types.FunctionType) else typehints.Any
+        if self._shape == "Map" and self.fn.fn in _BUILTIN_CONVERSIONS:
+            return typehints.normalize(self.fn.fn)  # Map(str) outputs str, as Beam infers
+        return typehints.Any
+
+
+_BUILTIN_CONVERSIONS = (str, int, float, bool, bytes, complex, tuple, list, dict, set, frozenset)
 
 
 def Map(fn: Callable, *args: Any, **kwargs: Any) -> ParDo:
@@ -239,6 +297,12 @@ def FlatMapTuple(fn: Callable, *args: Any, **kwargs: Any) -> ParDo:
     return _CallableParDo("FlatMapTuple", fn, *args, **kwargs)
 
 
+_K = typehints.TypeVariable("K")
+_V = typehints.TypeVariable("V")
+
+
+@with_input_types(typehints.Tuple[_K, _V])
+@with_output_types(typehints.Tuple[_K, typehints.Iterable[_V]])
 class GroupByKey(PTransform):
     """Group (key, value) pairs into (key, [values]) per window, emitting panes as triggered."""
 
@@ -248,6 +312,10 @@ class GroupByKey(PTransform):
     #: the runner forgets a window as soon as its panes fired instead of keeping its pane
     #: indices until the window expires (the global window's never does).
     pane_indices_observed = True
+
+    def infer_output_type(self, input_type: Any) -> Any:
+        key_type, value_type = typehints.coerce_to_kv_type(input_type, self.label).tuple_types
+        return typehints.KV[key_type, typehints.Iterable[value_type]]
 
     def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
         if not isinstance(pcoll, pvalue.PCollection):
@@ -275,6 +343,9 @@ class Flatten(PTransform):
             msg = f"Flatten got unexpected arguments {sorted(kwargs)}"
             raise TypeError(msg)
         self.pipeline = pipeline
+
+    def infer_output_type(self, input_type: Any) -> Any:
+        return input_type if input_type is not None else typehints.Any  # the union of the inputs'
 
     def expand(self, pcolls: Any) -> pvalue.PCollection:
         if isinstance(pcolls, pvalue.PBegin):
@@ -309,6 +380,25 @@ class Flatten(PTransform):
         )
 
 
+class FlattenWith(PTransform):
+    """The input flattened with other PCollections, or with the outputs of root transforms:
+    ``pcoll | FlattenWith(other, beam.Create([...]))``."""
+
+    def __init__(self, *others: Any) -> None:
+        super().__init__()
+        for other in others:
+            if not isinstance(other, (pvalue.PCollection, PTransform)):
+                msg = f"FlattenWith takes PCollections and (root) PTransforms, not {other!r}"
+                raise TypeError(msg)
+        self._others = others
+
+    def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
+        pcolls = [pcoll]
+        for other in self._others:
+            pcolls.append(other if isinstance(other, pvalue.PCollection) else pcoll.pipeline | other)
+        return tuple(pcolls) | Flatten()
+
+
 class WindowInto(PTransform):
     """Assign windows (and set the trigger, accumulation, timestamp combiner and lateness).
 
@@ -326,12 +416,16 @@ class WindowInto(PTransform):
         accumulation_mode: AccumulationMode | None = None,
         timestamp_combiner: TimestampCombiner | None = None,
         allowed_lateness: Any = 0,
-        **unused_beam_options: Any,
     ) -> None:
         super().__init__()
         if isinstance(windowfn, Windowing):
-            self.windowing = windowfn
-            return
+            # As Beam: the given settings overlay the Windowing's.
+            windowing = windowfn
+            windowfn = windowing.windowfn
+            trigger = trigger or windowing.triggerfn
+            accumulation_mode = accumulation_mode or windowing.accumulation_mode
+            timestamp_combiner = timestamp_combiner or windowing.timestamp_combiner
+            allowed_lateness = allowed_lateness or windowing.allowed_lateness
         if isinstance(windowfn, type) and issubclass(windowfn, WindowFn):
             windowfn = windowfn()
         if not isinstance(windowfn, WindowFn):
@@ -362,6 +456,9 @@ class WindowInto(PTransform):
 
     def get_windowing(self, unused_inputs: Any = None) -> Windowing:
         return self.windowing
+
+    def infer_output_type(self, input_type: Any) -> Any:
+        return input_type if input_type is not None else typehints.Any
 
     def default_label(self) -> str:
         return f"WindowInto({type(self.windowing.windowfn).__name__})"

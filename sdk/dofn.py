@@ -8,11 +8,18 @@
 
 from __future__ import annotations
 
+import inspect
+import logging
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 
-__all__ = ["DoFn", "DoFnParam"]
+from sparkbeam.typehints.decorators import IOTypeHints, WithTypeHints, get_type_hints
+
+__all__ = ["BundleFinalizer", "DoFn", "DoFnParam"]
+
+_LOGGER = logging.getLogger(__name__)
 
 
 @attrs.frozen
@@ -25,7 +32,128 @@ class DoFnParam:
         return self.name
 
 
-class DoFn:
+class BundleFinalizer:
+    """What ``DoFn.BundleFinalizerParam`` gives a DoFn: ``register(callback)`` runs the
+    callback once the bundle's output has been handed to Spark.
+
+    On Spark a bundle is one task's partition of a step: the callbacks of a bundle run in
+    the executor process when the task has produced all of its output (after
+    ``finish_bundle``), in the order they were registered. An exception in a callback is
+    logged, not raised, and the other callbacks still run (as in Beam). If Spark runs the
+    task again (a failure, or a partition recomputed), the DoFn runs again and so do the
+    callbacks it registers then; a task that fails runs none. Use them for side effects
+    that must follow the output (acknowledging a message), not to produce output.
+    """
+
+    def __init__(self) -> None:
+        self._callbacks: list[Callable[[], Any]] = []
+
+    def register(self, callback: Callable[[], Any]) -> None:
+        if not callable(callback):
+            msg = f"BundleFinalizerParam.register takes a function of no arguments, not {callback!r}"
+            raise TypeError(msg)
+        self._callbacks.append(callback)
+
+    def has_callbacks(self) -> bool:
+        return bool(self._callbacks)
+
+    def finalize_bundle(self) -> None:
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception as error:
+                _LOGGER.warning("a bundle finalization callback failed: %s", error, exc_info=True)
+
+    def reset(self) -> None:
+        self._callbacks = []
+
+
+# Beam's name for the class a DoFn writes as the default: bundle_finalizer=DoFn.BundleFinalizerParam
+_BundleFinalizerParam = BundleFinalizer
+
+
+def is_bundle_finalizer_param(default: Any) -> bool:
+    """Whether a parameter default asks for the bundle's finalizer (the class, or an instance)."""
+    if isinstance(default, BundleFinalizer):
+        return True
+    # Compared by name too: a pickled function's defaults may carry an unpickled copy.
+    return isinstance(default, type) and (issubclass(default, BundleFinalizer) or default.__name__ == "BundleFinalizer")
+
+
+class _ContextParam(DoFnParam):
+    """A context manager the runner enters for the DoFn and passes as this parameter."""
+
+    scope = ""
+    context_manager_constructor: Callable[..., Any]
+    args: tuple
+    kwargs: dict
+
+    def __init__(
+        self,
+        context_manager_constructor: Callable[..., Any],
+        args: tuple = (),
+        kwargs: dict | None = None,
+        *,
+        name: str | None = None,
+    ) -> None:
+        kind = type(self).__name__.strip("_")
+        enter = getattr(context_manager_constructor, "__enter__", None)
+        constructed = enter is not None and not isinstance(context_manager_constructor, type) and _takes_no_arguments(enter)
+        if not callable(context_manager_constructor) or constructed:
+            msg = (
+                f"DoFn.{kind} takes a context manager constructor (not a constructed context "
+                "manager, which could be entered only once and may not pickle): write "
+                f"DoFn.{kind}(tempfile.TemporaryDirectory, args=(...)) rather than "
+                f"DoFn.{kind}(tempfile.TemporaryDirectory(...))"
+            )
+            raise TypeError(msg)
+        object.__setattr__(self, "name", f"{kind}_{name or id(self)}")
+        object.__setattr__(self, "context_manager_constructor", context_manager_constructor)
+        object.__setattr__(self, "args", tuple(args))
+        object.__setattr__(self, "kwargs", dict(kwargs or {}))
+
+    def create_and_enter(self) -> tuple[Any, Any]:
+        """A new context manager and what entering it gives."""
+        manager = self.context_manager_constructor(*self.args, **self.kwargs)
+        return manager, manager.__enter__()
+
+    # Each parameter is its own: compared by identity, not by name.
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+    def __reduce__(self) -> tuple:
+        return (_rebuild_context_param, (type(self), self.name, self.context_manager_constructor, self.args, self.kwargs))
+
+
+def _rebuild_context_param(kind: type[_ContextParam], name: str, constructor: Callable, args: tuple, kwargs: dict) -> _ContextParam:
+    param = kind.__new__(kind)
+    for field, value in (("name", name), ("context_manager_constructor", constructor), ("args", args), ("kwargs", kwargs)):
+        object.__setattr__(param, field, value)
+    return param
+
+
+def _takes_no_arguments(method: Any) -> bool:
+    try:
+        return len(inspect.signature(method).parameters) == 0
+    except (TypeError, ValueError):
+        return False
+
+
+class _SetupContextParam(_ContextParam):
+    """Entered before ``setup``, exited after ``teardown``: a resource for the DoFn's
+    lifetime (on Spark, a DoFn lives for one task of a step)."""
+
+    scope = "setup"
+
+
+class _BundleContextParam(_ContextParam):
+    """Entered before ``start_bundle``, exited after ``finish_bundle``: one per bundle."""
+
+    scope = "bundle"
+
+
+class DoFn(WithTypeHints):
     """Processes elements one at a time.
 
     Lifecycle, as in Beam: ``setup`` once per instance, ``start_bundle`` and
@@ -42,11 +170,15 @@ class DoFn:
     TimestampParam = DoFnParam("TimestampParam")
     WindowParam = DoFnParam("WindowParam")
     PaneInfoParam = DoFnParam("PaneInfoParam")
+    WindowedValueParam = DoFnParam("WindowedValueParam")
+    BundleFinalizerParam = _BundleFinalizerParam
+    SetupContextParam = _SetupContextParam
+    BundleContextParam = _BundleContextParam
     # Recognised so that a DoFn using them gets a clear "not supported" error.
     SideInputParam = DoFnParam("SideInputParam")
     KeyParam = DoFnParam("KeyParam")
-    BundleFinalizerParam = DoFnParam("BundleFinalizerParam")
     WatermarkEstimatorParam = DoFnParam("WatermarkEstimatorParam")
+    DynamicTimerTagParam = DoFnParam("DynamicTimerTagParam")
 
     @staticmethod
     def StateParam(spec: Any) -> DoFnParam:
@@ -60,8 +192,38 @@ class DoFn:
     def RestrictionParam(provider: Any = None) -> DoFnParam:
         return DoFnParam("RestrictionParam")
 
+    @staticmethod
+    def from_callable(fn: Callable) -> DoFn:
+        """A DoFn whose ``process`` is ``fn`` (which returns an iterable of outputs)."""
+        from sparkbeam.core import _CallableDoFn
+
+        return _CallableDoFn(fn, "FlatMap")
+
+    @staticmethod
+    def unbounded_per_element() -> Callable:
+        msg = "DoFn.unbounded_per_element (splittable DoFns) is not supported by sparkbeam"
+        raise NotImplementedError(msg)
+
+    @staticmethod
+    def yields_elements(fn: Callable) -> Callable:
+        msg = "DoFn.yields_elements (batched DoFns, process_batch) is not supported by sparkbeam"
+        raise NotImplementedError(msg)
+
+    @staticmethod
+    def yields_batches(fn: Callable) -> Callable:
+        msg = "DoFn.yields_batches (batched DoFns, process_batch) is not supported by sparkbeam"
+        raise NotImplementedError(msg)
+
     def default_label(self) -> str:
         return type(self).__name__
+
+    def default_type_hints(self) -> IOTypeHints | None:
+        """The class's decorators first, then ``process``'s annotations (its return
+        annotation is an iterable of the output type, as in Beam)."""
+        from_process = IOTypeHints.from_callable(self.process)
+        if from_process is not None:
+            from_process = from_process.strip_iterable()
+        return get_type_hints(type(self)).with_defaults(from_process)
 
     def setup(self) -> None:
         pass
@@ -80,5 +242,10 @@ class DoFn:
 
 
 SUPPORTED_PARAMS = frozenset(
-    {DoFn.ElementParam, DoFn.TimestampParam, DoFn.WindowParam, DoFn.PaneInfoParam}
+    {DoFn.ElementParam, DoFn.TimestampParam, DoFn.WindowParam, DoFn.PaneInfoParam, DoFn.WindowedValueParam}
 )
+
+
+def is_supported_param(default: Any) -> bool:
+    """Whether the runner passes something for a parameter with this default."""
+    return default in SUPPORTED_PARAMS or isinstance(default, _ContextParam) or is_bundle_finalizer_param(default)

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from sparkbeam import pvalue
+from sparkbeam import element_types, pvalue
+from sparkbeam.beam_surface import module_getattr
 from sparkbeam.errors import PipelineConstructionError, UserLocation, caller_location
 from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.ptransform import PTransform
@@ -77,6 +78,13 @@ class Pipeline:
         elif not isinstance(options, PipelineOptions):
             msg = f"Pipeline options must be a PipelineOptions, not {options!r}"
             raise TypeError(msg)
+        if options.runtime_type_check or options.performance_runtime_type_check:
+            flag = "runtime_type_check" if options.runtime_type_check else "performance_runtime_type_check"
+            msg = (
+                f"--{flag} is not supported by sparkbeam: element types are checked when the "
+                "pipeline is built (--pipeline_type_check, on by default), not while it runs"
+            )
+            raise NotImplementedError(msg)
         self._options = options
         if runner is None:
             runner = options.get_all_options()["runner"]
@@ -124,7 +132,10 @@ class Pipeline:
         self._labels[full_label] = node
         parent.parts.append(node)
         self._stack.append(node)
+        type_check = self._options.pipeline_type_check
         try:
+            if type_check:
+                element_types.check_input_types(node, transform, pvalueish)
             result = transform.expand(pvalueish)
         finally:
             self._stack.pop()
@@ -134,6 +145,8 @@ class Pipeline:
                 if isinstance(pv, pvalue.PCollection) and pv.tag is None:
                     pv.tag = tag
             node.outputs[tag] = pv
+        if type_check:
+            element_types.set_output_types(node, transform, result)
         return result
 
     def current_transform(self) -> AppliedTransform:
@@ -233,3 +246,7 @@ def capture(pcoll: pvalue.PCollection, log: str | os.PathLike[str] | None = None
     if pcoll not in pipeline.captured:
         pipeline.captured.append(pcoll)
     return pcoll
+
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.pipeline")

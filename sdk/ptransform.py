@@ -15,8 +15,16 @@ from collections.abc import Callable
 from typing import Any
 
 from sparkbeam import pvalue
+from sparkbeam.typehints import typehints
+from sparkbeam.typehints.decorators import IOTypeHints, WithTypeHints, get_type_hints
 
 __all__ = ["PTransform", "label_from_callable", "ptransform_fn"]
+
+# The resource hint names Beam knows (apache_beam.transforms.resources).
+_RESOURCE_HINTS = frozenset({
+    "accelerator", "min_ram", "minRam", "cpu_count", "cpuCount", "max_active_bundles_per_worker",
+    "MaxActiveBundlesPerWorker", "max_active_bundle_per_worker", "MaxActiveBundlePerWorker",
+})
 
 
 def label_from_callable(fn: Any) -> str:
@@ -34,20 +42,30 @@ def label_from_callable(fn: Any) -> str:
     return type(fn).__name__
 
 
-class PTransform:
+class PTransform(WithTypeHints):
     """A transform from inputs to outputs. Subclasses implement ``expand``.
 
     A composite's ``expand`` applies other transforms; primitives are the runner's
-    business. ``'Label' >> transform`` names an application.
+    business. ``'Label' >> transform`` names an application. Element types are declared
+    with ``with_input_types``/``with_output_types`` (or the decorators of
+    ``sparkbeam.typehints``) and checked when the transform is applied.
     """
 
     # Set for the primitives the runner translates directly.
     is_primitive = False
+    # Whether the declared input type is checked against the input when applied.
+    checks_input_types = True
     _label: str | None = None
 
     def __init__(self, label: str | None = None) -> None:
         if label is not None:
             self.label = label
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is not None:
+            cls.__init__ = _naming_keyword_errors(init)  # type: ignore[method-assign]
 
     @property
     def label(self) -> str:
@@ -66,15 +84,19 @@ class PTransform:
     def expand(self, input_or_inputs: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} must implement expand()")
 
-    def with_input_types(self, *args: Any, **kwargs: Any) -> PTransform:
-        """Accepted for Beam compatibility; sparkbeam does not check element types."""
-        return self
-
-    def with_output_types(self, *args: Any, **kwargs: Any) -> PTransform:
-        """Accepted for Beam compatibility; sparkbeam does not check element types."""
-        return self
+    def infer_output_type(self, input_type: Any) -> Any:
+        """The element type of the output, from the input's, when none is declared."""
+        return typehints.Any
 
     def with_resource_hints(self, **kwargs: Any) -> PTransform:
+        """Beam's resource hints (``min_ram``, ``accelerator``, ``cpu_count``, ...) are hints a
+        runner may ignore; Spark's executors are sized by Spark's own settings, so sparkbeam
+        records them and ignores them, as Beam's local runners do. An unknown name is an error."""
+        unknown = sorted(set(kwargs) - _RESOURCE_HINTS)
+        if unknown:
+            msg = f"{self.label}.with_resource_hints: unknown resource hint(s) {unknown}; Beam's are {sorted(_RESOURCE_HINTS)}"
+            raise ValueError(msg)
+        self.resource_hints = {**getattr(self, "resource_hints", {}), **kwargs}
         return self
 
     def __rrshift__(self, label: str) -> PTransform:
@@ -108,6 +130,27 @@ class PTransform:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.label!r}>"
+
+
+def _naming_keyword_errors(init: Callable) -> Callable:
+    """``init``, with a misspelt keyword reported under the transform's name: Python's own
+    error names the ``__init__`` that refused it, which may be a base class's."""
+
+    @functools.wraps(init)
+    def checked_init(self: PTransform, *args: Any, **kwargs: Any) -> None:
+        try:
+            init(self, *args, **kwargs)
+        except TypeError as error:
+            text = str(error)
+            owner = type(self).__name__
+            if "unexpected keyword argument" in text and not text.startswith(f"{owner}"):
+                raise TypeError(f"{owner}: {text}") from None
+            raise
+
+    return checked_init
+
+
+PTransform.__init__ = _naming_keyword_errors(PTransform.__init__)  # type: ignore[method-assign]
 
 
 def _flat_pvalues(value: Any) -> list[pvalue.PValue]:
@@ -151,6 +194,13 @@ class _PTransformFnPTransform(PTransform):
     def default_label(self) -> str:
         return self._fn.__name__
 
+    # As Beam (without --type_check_additional=ptransform_fn): a ptransform_fn's declared
+    # input type is not checked, its output type is.
+    checks_input_types = False
+
+    def default_type_hints(self) -> IOTypeHints | None:
+        return get_type_hints(self._fn)
+
     def expand(self, pcoll: Any) -> Any:
         return self._fn(pcoll, *self._args, **self._kwargs)
 
@@ -171,6 +221,10 @@ def ptransform_fn(fn: Callable) -> Callable[..., PTransform]:
     def make(*args: Any, **kwargs: Any) -> PTransform:
         label = kwargs.pop("label", None)
         transform = _PTransformFnPTransform(fn, args, kwargs)
+        # Hints declared with the decorators, above (on ``make``) or below (on ``fn``) this one.
+        declared = get_type_hints(make).with_defaults(get_type_hints(fn))
+        if declared:
+            transform._type_hints = declared
         if label:
             transform.label = label
         return transform

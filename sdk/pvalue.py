@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from sparkbeam.beam_surface import module_getattr
 from sparkbeam.row import Row  # Beam's path apache_beam.pvalue.Row
 from sparkbeam.windowing import Windowing
 
@@ -238,3 +239,7 @@ class AsMultiMap(AsSideInput):
         for key, value in values:
             grouped[key].append(value)
         return grouped
+
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.pvalue")

@@ -14,19 +14,31 @@ __all__ = ["PipelineResult", "PipelineRunner", "PipelineState", "create_runner"]
 
 
 class PipelineState(str, enum.Enum):
+    """Where a run is, with Beam's state names (compare with ``PipelineState.DONE``)."""
+
     UNKNOWN = "UNKNOWN"
+    STARTING = "STARTING"
+    STOPPED = "STOPPED"
     RUNNING = "RUNNING"
     DONE = "DONE"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
+    UPDATED = "UPDATED"
+    DRAINING = "DRAINING"
+    DRAINED = "DRAINED"
+    PENDING = "PENDING"
+    CANCELLING = "CANCELLING"
+    RESOURCE_CLEANING_UP = "RESOURCE_CLEANING_UP"
+    UNRECOGNIZED = "UNRECOGNIZED"
 
     def __str__(self) -> str:
         return self.value
 
     @classmethod
-    def is_terminal(cls, state: PipelineState) -> bool:
-        """DONE, FAILED and CANCELLED: the run is over and its state will not change."""
-        return state in (cls.DONE, cls.FAILED, cls.CANCELLED)
+    def is_terminal(cls, state: str) -> bool:
+        """Whether the run is over and its state will not change: DONE, FAILED, CANCELLED
+        (and Beam's UPDATED and DRAINED, which a Spark run does not reach)."""
+        return state in (cls.DONE, cls.FAILED, cls.CANCELLED, cls.UPDATED, cls.DRAINED)
 
 
 class PipelineRunner:

@@ -14,6 +14,7 @@ import numbers
 
 import attrs
 
+from sparkbeam.beam_surface import module_getattr
 from sparkbeam.utils.timestamp import Duration, DurationLike, seconds_text
 
 __all__ = [
@@ -333,3 +334,7 @@ def check_can_fire(trigger: TriggerFn) -> None:
             "remove the Never or use Never() alone to emit only when the window closes"
         )
         raise ValueError(msg)
+
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.transforms.trigger")

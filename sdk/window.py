@@ -17,6 +17,7 @@ from typing import Any, Generic, TypeVar
 
 import attrs
 
+from sparkbeam.beam_surface import module_getattr
 from sparkbeam.utils.timestamp import (
     MAX_TIMESTAMP,
     MIN_TIMESTAMP,
@@ -58,33 +59,142 @@ class TimestampCombiner(enum.Enum):
         return f"TimestampCombiner.{self.name}"
 
 
-class BoundedWindow(abc.ABC):
-    """A window: a span of event time ending at ``end`` (exclusive)."""
+class BoundedWindow:
+    """A window: a span of event time ending at ``end`` (exclusive).
+
+    As in Beam, a window class of your own either subclasses ``IntervalWindow`` (and is
+    compared and hashed by its bounds, unless it says otherwise) or subclasses
+    ``BoundedWindow``, calls ``super().__init__(end)`` and defines ``__eq__`` and
+    ``__hash__`` (the runner groups by window, so windows must compare by value; a hash
+    must not depend on the process, so hash numbers or strings, not ``id``).
+    """
+
+    # No __slots__ entries: a user subclass gets a __dict__ for its own attributes.
+    __slots__ = ()
+
+    def __init__(self, end: TimestampLike) -> None:
+        self._end = Timestamp.of(end)  # type: ignore[misc]  # subclasses have a __dict__
 
     @property
-    @abc.abstractmethod
-    def start(self) -> Timestamp: ...
+    def start(self) -> Timestamp:
+        msg = f"{type(self).__name__} has no start; windows that have one subclass IntervalWindow"
+        raise NotImplementedError(msg)
 
     @property
-    @abc.abstractmethod
-    def end(self) -> Timestamp: ...
+    def end(self) -> Timestamp:
+        return self._end
 
     def max_timestamp(self) -> Timestamp:
         """The last instant in the window: ``end`` minus one microsecond."""
         return self.end.predecessor()
 
+    def __eq__(self, other: object) -> bool:
+        msg = f"{type(self).__name__} must define __eq__ (and __hash__): windows are grouped by value"
+        raise NotImplementedError(msg)
 
-@attrs.frozen(repr=False, order=False, cache_hash=True)
+    def __hash__(self) -> int:
+        msg = f"{type(self).__name__} must define __hash__ (and __eq__): windows are grouped by value"
+        raise NotImplementedError(msg)
+
+    # Ordered by end, then arbitrarily but consistently (by hash), as Beam orders windows.
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, BoundedWindow):
+            return NotImplemented
+        return window_sort_key(self) < window_sort_key(other)
+
+    def __le__(self, other: object) -> bool:
+        if not isinstance(other, BoundedWindow):
+            return NotImplemented
+        return window_sort_key(self) <= window_sort_key(other)
+
+    def __gt__(self, other: object) -> bool:
+        if not isinstance(other, BoundedWindow):
+            return NotImplemented
+        return window_sort_key(self) > window_sort_key(other)
+
+    def __ge__(self, other: object) -> bool:
+        if not isinstance(other, BoundedWindow):
+            return NotImplemented
+        return window_sort_key(self) >= window_sort_key(other)
+
+    def __repr__(self) -> str:
+        return f"[?, {seconds_text(self.end.micros)})"
+
+
+def window_sort_key(window: BoundedWindow) -> tuple[int, int]:
+    """Beam's window order as a sort key: by end, then by start (interval windows) or hash."""
+    bounds = getattr(window, "_bounds", None)
+    if bounds is not None:  # interval windows: by end, then start
+        return bounds[1], bounds[0]
+    return window.end.micros, hash(window)
+
+
+# The attributes that make an IntervalWindow what it is: set once, by __init__.
+_INTERVAL_SLOTS = frozenset({"start", "end", "_bounds", "_hash"})
+
+
 class IntervalWindow(BoundedWindow):
-    """The window [start, end). ``IntervalWindow(0, 60)`` is the first minute."""
+    """The window [start, end). ``IntervalWindow(0, 60)`` is the first minute.
 
-    start: Timestamp = attrs.field(converter=Timestamp.of)  # type: ignore[misc]  # mypy's attrs plugin cannot read classmethod converters
-    end: Timestamp = attrs.field(converter=Timestamp.of)  # type: ignore[misc]  # mypy's attrs plugin cannot read classmethod converters
+    Compared and hashed by its bounds and its class, as Beam's: a subclass that carries
+    data of its own (set in its ``__init__`` after ``super().__init__(start, end)``) is
+    equal to another of the same class with the same bounds, unless it defines
+    ``__eq__``/``__hash__`` itself.
+    """
 
-    def __attrs_post_init__(self) -> None:
-        if self.end.micros <= self.start.micros:
-            msg = f"IntervalWindow end {self.end!r} must be after its start {self.start!r}"
+    # start and end are slots (not properties) so the engine reads them at C speed;
+    # _bounds is (start, end) in microseconds, the identity used for equality and hashing.
+    __slots__ = ("_bounds", "_hash", "end", "start")
+    start: Timestamp  # a slot here, a property on BoundedWindow
+    end: Timestamp
+    _bounds: tuple[int, int]
+    _hash: int
+
+    def __init__(self, start: TimestampLike, end: TimestampLike) -> None:
+        if type(start) is not Timestamp:
+            start = Timestamp.of(start)
+        if type(end) is not Timestamp:
+            end = Timestamp.of(end)
+        bounds = (start.micros, end.micros)
+        if bounds[1] <= bounds[0]:
+            msg = f"IntervalWindow end {end!r} must be after its start {start!r}"
             raise ValueError(msg)
+        _set_start(self, start)
+        _set_end(self, end)
+        _set_bounds(self, bounds)
+        # hash((start, end)) in microseconds, as Beam's: the same in every process.
+        _set_hash(self, hash(bounds))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _INTERVAL_SLOTS:
+            msg = f"{type(self).__name__}.{name} cannot be changed: a window's bounds are its identity"
+            raise AttributeError(msg)
+        object.__setattr__(self, name, value)  # a subclass's own attributes
+
+    def __delattr__(self, name: str) -> None:
+        if name in _INTERVAL_SLOTS:
+            msg = f"{type(self).__name__}.{name} cannot be deleted: a window's bounds are its identity"
+            raise AttributeError(msg)
+        object.__delattr__(self, name)
+
+    def __eq__(self, other: object) -> bool:
+        # Same class and same bounds, as Beam's IntervalWindow.
+        return type(other) is type(self) and self._bounds == other._bounds
+
+    def __ne__(self, other: object) -> bool:
+        return not self == other
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple:
+        cls = type(self)
+        start, end = self._bounds
+        if cls is IntervalWindow:
+            return _interval_window, (start, end)
+        # A subclass: rebuilt without calling its __init__ (whose signature is its own),
+        # then given back the attributes it set.
+        return _rebuild_interval_window, (cls, start, end), _subclass_state(self)
 
     def intersects(self, other: IntervalWindow) -> bool:
         return other.start.micros < self.end.micros and self.start.micros < other.end.micros
@@ -96,17 +206,49 @@ class IntervalWindow(BoundedWindow):
         micros = Timestamp.of(timestamp).micros
         return self.start.micros <= micros < self.end.micros
 
-    # Ordered by end, then start, as Beam orders windows.
-    def __lt__(self, other: object) -> bool:
-        if not isinstance(other, BoundedWindow):
-            return NotImplemented
-        return (self.end.micros, self.start.micros) < (other.end.micros, other.start.micros)
-
     def __repr__(self) -> str:
-        return f"IntervalWindow({self.start!r}, {self.end!r})"
+        return f"{type(self).__name__}({self.start!r}, {self.end!r})"
 
     def __str__(self) -> str:
         return f"[{seconds_text(self.start.micros)}, {seconds_text(self.end.micros)})"
+
+
+# The slots' own setters: IntervalWindow.__setattr__ refuses these names to everyone else.
+_set_start = IntervalWindow.__dict__["start"].__set__
+_set_end = IntervalWindow.__dict__["end"].__set__
+_set_bounds = IntervalWindow.__dict__["_bounds"].__set__
+_set_hash = IntervalWindow.__dict__["_hash"].__set__
+
+
+def _init_from_micros(window: IntervalWindow, start_micros: int, end_micros: int) -> IntervalWindow:
+    bounds = (start_micros, end_micros)
+    _set_start(window, Timestamp.from_micros(start_micros))
+    _set_end(window, Timestamp.from_micros(end_micros))
+    _set_bounds(window, bounds)
+    _set_hash(window, hash(bounds))
+    return window
+
+
+def _interval_window(start_micros: int, end_micros: int) -> IntervalWindow:
+    return _init_from_micros(object.__new__(IntervalWindow), start_micros, end_micros)
+
+
+def _rebuild_interval_window(cls: type[IntervalWindow], start_micros: int, end_micros: int) -> IntervalWindow:
+    return _init_from_micros(cls.__new__(cls), start_micros, end_micros)
+
+
+def _subclass_state(window: IntervalWindow) -> Any:
+    own_getstate = getattr(type(window), "__getstate__", None)
+    if own_getstate is not None and own_getstate is not getattr(object, "__getstate__", None):
+        return own_getstate(window)
+    slots = {
+        name: getattr(window, name)
+        for klass in type(window).__mro__
+        for name in klass.__dict__.get("__slots__", ())
+        if name not in _INTERVAL_SLOTS and name != "__dict__" and hasattr(window, name)
+    }
+    attributes = getattr(window, "__dict__", None) or None
+    return (attributes, slots or None) if slots else attributes
 
 
 class GlobalWindow(BoundedWindow):
@@ -118,6 +260,9 @@ class GlobalWindow(BoundedWindow):
         if cls._instance is None:
             cls._instance = super().__new__(cls)
         return cls._instance
+
+    def __init__(self) -> None:
+        pass  # its end is fixed: nothing to set
 
     def __reduce__(self):
         return (GlobalWindow, ())
@@ -137,11 +282,6 @@ class GlobalWindow(BoundedWindow):
         # A constant: the default (identity-based) hash would differ between the
         # executor processes that shuffle by it.
         return 0x9E3779B9
-
-    def __lt__(self, other: object) -> bool:
-        if not isinstance(other, BoundedWindow):
-            return NotImplemented
-        return self.end.micros < other.end.micros
 
     def __repr__(self) -> str:
         return "GlobalWindow"
@@ -335,3 +475,7 @@ class Sessions(WindowFn):
 
 
 __all__ += ["MAX_TIMESTAMP", "MIN_TIMESTAMP", "Duration", "Timestamp"]
+
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.transforms.window")

@@ -4,6 +4,7 @@ Beam's module paths work here too: ``sparkbeam.transforms.window``,
 ``sparkbeam.transforms.trigger``, ``sparkbeam.transforms.core``, ...
 """
 
+from sparkbeam.beam_surface import module_getattr
 from sparkbeam.combine import CombineFn, CombineGlobally, CombinePerKey, CombineValues
 from sparkbeam.core import (
     Create,
@@ -12,6 +13,7 @@ from sparkbeam.core import (
     FlatMap,
     FlatMapTuple,
     Flatten,
+    FlattenWith,
     GroupByKey,
     Impulse,
     Map,
@@ -21,15 +23,13 @@ from sparkbeam.core import (
 )
 from sparkbeam.ptransform import PTransform, ptransform_fn
 from sparkbeam.schemas import GroupBy, Select
-from sparkbeam.transforms import combiners, core, ptransform, trigger, util, window
+from sparkbeam.transforms import combiners, core, ptransform, stats, trigger, util, window
 from sparkbeam.transforms._element_wise import Partition, PartitionFn
+from sparkbeam.transforms.stats import ApproximateQuantiles, ApproximateUnique
 from sparkbeam.transforms.util import (
     BatchElements,
     CoGroupByKey,
     Distinct,
-    GcpHsmGeneratedSecret,
-    GcpSecret,
-    GroupByEncryptedKey,
     GroupIntoBatches,
     Keys,
     KvSwap,
@@ -38,7 +38,6 @@ from sparkbeam.transforms.util import (
     Reify,
     RemoveDuplicates,
     Reshuffle,
-    Secret,
     SortAndBatchElements,
     Tee,
     ToString,
@@ -48,6 +47,8 @@ from sparkbeam.transforms.util import (
 )
 
 __all__ = [
+    "ApproximateQuantiles",
+    "ApproximateUnique",
     "CombineFn",
     "CombineGlobally",
     "CombinePerKey",
@@ -58,6 +59,7 @@ __all__ = [
     "FlatMap",
     "FlatMapTuple",
     "Flatten",
+    "FlattenWith",
     "GroupBy",
     "GroupByKey",
     "Impulse",
@@ -70,6 +72,7 @@ __all__ = [
     "core",
     "ptransform",
     "ptransform_fn",
+    "stats",
     "trigger",
     "window",
 ]
@@ -79,9 +82,6 @@ __all__ += [
     "BatchElements",
     "CoGroupByKey",
     "Distinct",
-    "GcpHsmGeneratedSecret",
-    "GcpSecret",
-    "GroupByEncryptedKey",
     "GroupIntoBatches",
     "Keys",
     "KvSwap",
@@ -92,7 +92,6 @@ __all__ += [
     "Reify",
     "RemoveDuplicates",
     "Reshuffle",
-    "Secret",
     "SortAndBatchElements",
     "Tee",
     "ToString",
@@ -102,3 +101,7 @@ __all__ += [
     "combiners",
     "util",
 ]
+
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.transforms")

@@ -19,9 +19,13 @@ from typing import Any
 from sparkbeam import pvalue
 from sparkbeam.core import DoFn, ParDo
 from sparkbeam.ptransform import PTransform
+from sparkbeam.typehints import typehints
+from sparkbeam.typehints.decorators import with_input_types, with_output_types
 from sparkbeam.utils.windowed_value import WindowedValue
 
 __all__ = ["BatchElements", "SortAndBatchElements"]
+
+_T = typehints.TypeVariable("T")  # element types as Beam declares them
 
 # A bundle buffers at most this many windows before flushing the fullest one (as Beam).
 _MAX_LIVE_WINDOWS = 10
@@ -170,6 +174,8 @@ class _BatchElementsDoFn(DoFn):
             yield from self._flush(window)
 
 
+@with_input_types(_T)
+@with_output_types(typehints.List[_T])
 class BatchElements(PTransform):
     """Lists of consecutive elements, for operations with a high fixed cost per call.
 
@@ -270,6 +276,8 @@ class _SortAndBatchDoFn(DoFn):
             yield from self._flush(window)
 
 
+@with_input_types(_T)
+@with_output_types(typehints.List[_T])
 class SortAndBatchElements(PTransform):
     """Batches of elements of similar size: each bundle is sorted by ``element_size_fn``
     (``len``, or 1 for elements without one) and cut into batches of at most

@@ -16,6 +16,8 @@ from typing import Any
 from sparkbeam import pvalue
 from sparkbeam.core import DoFn, FlatMap, Map, ParDo
 from sparkbeam.ptransform import PTransform, label_from_callable, ptransform_fn
+from sparkbeam.typehints import typehints
+from sparkbeam.typehints.decorators import with_input_types, with_output_types
 from sparkbeam.window import TimestampedValue
 
 __all__ = [
@@ -63,6 +65,12 @@ def _swapped(element: Any) -> tuple:
     return (value, key)
 
 
+_K = typehints.TypeVariable("K")
+_V = typehints.TypeVariable("V")
+
+
+@with_input_types(typehints.Tuple[_K, _V])
+@with_output_types(_K)
 @ptransform_fn
 def Keys(pcoll: pvalue.PCollection) -> pvalue.PCollection:
     """The key of each (key, value) pair: ``("a", 1) -> "a"``.
@@ -72,6 +80,8 @@ def Keys(pcoll: pvalue.PCollection) -> pvalue.PCollection:
     return pcoll | "Keys" >> Map(_key_of)
 
 
+@with_input_types(typehints.Tuple[_K, _V])
+@with_output_types(_V)
 @ptransform_fn
 def Values(pcoll: pvalue.PCollection) -> pvalue.PCollection:
     """The value of each (key, value) pair: ``("a", 1) -> 1``.
@@ -81,6 +91,8 @@ def Values(pcoll: pvalue.PCollection) -> pvalue.PCollection:
     return pcoll | "Values" >> Map(_value_of)
 
 
+@with_input_types(typehints.Tuple[_K, _V])
+@with_output_types(typehints.Tuple[_V, _K])
 @ptransform_fn
 def KvSwap(pcoll: pvalue.PCollection) -> pvalue.PCollection:
     """Each (key, value) pair swapped: ``("a", 1) -> (1, "a")``.

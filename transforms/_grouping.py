@@ -18,6 +18,8 @@ from sparkbeam.core import Create, DoFn, FlatMap, Flatten, GroupByKey, Map, ParD
 from sparkbeam.ptransform import PTransform, ptransform_fn
 from sparkbeam.transforms._element_wise import Keys
 from sparkbeam.trigger import AccumulationMode, Always
+from sparkbeam.typehints import typehints
+from sparkbeam.typehints.decorators import with_input_types, with_output_types
 from sparkbeam.utils.windowed_value import WindowedValue
 from sparkbeam.window import GlobalWindows, TimestampCombiner
 
@@ -30,6 +32,11 @@ __all__ = [
     "ReshufflePerKey",
     "WaitOn",
 ]
+
+# Element types as Beam's transforms declare them (checked when the pipeline is built).
+_T = typehints.TypeVariable("T")
+_K = typehints.TypeVariable("K")
+_V = typehints.TypeVariable("V")
 
 
 def _has_pvalues(value: Any) -> bool:
@@ -150,6 +157,8 @@ def _pair_with_none(element: Any) -> tuple:
     return (element, None)
 
 
+@with_input_types(_T)
+@with_output_types(_T)
 @ptransform_fn
 def Distinct(pcoll: pvalue.PCollection) -> pvalue.PCollection:
     """Each distinct element once per window (elements must be hashable).
@@ -160,6 +169,8 @@ def Distinct(pcoll: pvalue.PCollection) -> pvalue.PCollection:
     return pcoll | "ToPairs" >> Map(_pair_with_none) | "Group" >> CombinePerKey(_KeepNothing()) | "Distinct" >> Keys()
 
 
+@with_input_types(_T)
+@with_output_types(_T)
 @ptransform_fn
 def RemoveDuplicates(pcoll: pvalue.PCollection) -> pvalue.PCollection:
     """Beam's older name for ``Distinct``."""
@@ -190,6 +201,8 @@ class _RegroupByKey(GroupByKey):
     pane_indices_observed = False
 
 
+@with_input_types(typehints.Tuple[_K, _V])
+@with_output_types(typehints.Tuple[_K, _V])
 class ReshufflePerKey(PTransform):
     """The (key, value) input unchanged (values, timestamps, windows, panes), redistributed by key.
 
@@ -231,6 +244,8 @@ def _drop_key(pair: tuple) -> Any:
     return pair[1]
 
 
+@with_input_types(_T)
+@with_output_types(_T)
 class Reshuffle(PTransform):
     """The input unchanged, redistributed at random across workers: a fusion break.
 
@@ -288,6 +303,8 @@ class _Batches(DoFn):
             yield WindowedValue((key, batch), window.end.micros, (window,))
 
 
+@with_input_types(typehints.Tuple[_K, _V])
+@with_output_types(typehints.Tuple[_K, typehints.Iterable[_V]])
 class GroupIntoBatches(PTransform):
     """``(key, [up to batch_size values])`` batches of each key's values, per window.
 

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sparkbeam import pvalue
+from sparkbeam.beam_surface import module_getattr
 from sparkbeam.combine import CombineFn, CombineGlobally, CombinePerKey
 from sparkbeam.core import Create, DoFn, FlatMap, Flatten, Map
 from sparkbeam.ptransform import PTransform, ptransform_fn
@@ -47,6 +48,8 @@ from sparkbeam.transforms._combine_fns import (
     _SkipUnseen,
     _Unseen,
 )
+from sparkbeam.typehints import typehints
+from sparkbeam.typehints.decorators import with_input_types, with_output_types
 
 __all__ = [
     "CombinerWithoutDefaults",
@@ -73,6 +76,11 @@ __all__ = [
     "TopCombineFn",
     "TupleCombineFn",
 ]
+
+# Element types as Beam's combiners declare them (checked when the pipeline is built).
+_T = typehints.TypeVariable("T")
+_K = typehints.TypeVariable("K")
+_V = typehints.TypeVariable("V")
 
 
 class CombinerWithoutDefaults(PTransform):
@@ -119,18 +127,24 @@ class Count:
     ("a", 2)
     """
 
+    @with_input_types(_T)
+    @with_output_types(int)
     class Globally(CombinerWithoutDefaults):
         """The number of elements (per window): ``[x, y, z] -> 3``."""
 
         def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
             return pcoll | self._globally(CountCombineFn())
 
+    @with_input_types(typehints.Tuple[_K, _V])
+    @with_output_types(typehints.Tuple[_K, int])
     class PerKey(_Keyed):
         """The number of values of each key: ``(k, v)... -> (k, n)``."""
 
         def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
             return pcoll | CombinePerKey(CountCombineFn())
 
+    @with_input_types(_T)
+    @with_output_types(typehints.Tuple[_T, int])
     class PerElement(_Keyed):
         """How often each distinct element occurs: ``x... -> (x, n)``."""
 
@@ -181,6 +195,8 @@ class Top:
     ("a", [1])
     """
 
+    @with_input_types(_T)
+    @with_output_types(typehints.List[_T])
     class Of(CombinerWithoutDefaults):
         """A list of the ``n`` greatest elements (per window)."""
 
@@ -208,6 +224,8 @@ class Top:
                 | "UnKey" >> Map(_drop_key)
             )
 
+    @with_input_types(typehints.Tuple[_K, _V])
+    @with_output_types(typehints.Tuple[_K, typehints.List[_V]])
     class PerKey(_Keyed):
         """``(k, [the n greatest values of k])`` for each key."""
 
@@ -309,6 +327,8 @@ class Sample:
             )
 
 
+@with_input_types(_T)
+@with_output_types(typehints.List[_T])
 class ToList(CombinerWithoutDefaults):
     """Every element (per window) in one list: ``[x, y] -> [[x, y]]``.
 
@@ -320,6 +340,8 @@ class ToList(CombinerWithoutDefaults):
         return pcoll | self._globally(ToListCombineFn())
 
 
+@with_input_types(typehints.Tuple[_K, _V])
+@with_output_types(typehints.Dict[_K, _V])
 class ToDict(CombinerWithoutDefaults):
     """(key, value) elements (per window) in one dict; one value survives per key.
 
@@ -331,6 +353,8 @@ class ToDict(CombinerWithoutDefaults):
         return pcoll | self._globally(ToDictCombineFn())
 
 
+@with_input_types(_T)
+@with_output_types(typehints.Set[_T])
 class ToSet(CombinerWithoutDefaults):
     """The distinct elements (per window) in one set.
 
@@ -385,3 +409,7 @@ class LiftedCombinePerKey(PTransform):
 
     def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
         return pcoll | CombinePerKey(self._combine_fn, *self._args, **self._kwargs)
+
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.transforms.combiners")

@@ -1,5 +1,6 @@
 """Beam's path ``apache_beam.transforms.core``: the primitives, ParDo family and combining."""
 
+from sparkbeam.beam_surface import module_getattr
 from sparkbeam.combine import CombineFn, CombineGlobally, CombinePerKey, CombineValues
 from sparkbeam.core import (
     Create,
@@ -8,6 +9,7 @@ from sparkbeam.core import (
     FlatMap,
     FlatMapTuple,
     Flatten,
+    FlattenWith,
     GroupByKey,
     Impulse,
     Map,
@@ -30,6 +32,7 @@ __all__ = [
     "FlatMap",
     "FlatMapTuple",
     "Flatten",
+    "FlattenWith",
     "GroupBy",
     "GroupByKey",
     "Impulse",
@@ -42,3 +45,7 @@ __all__ = [
     "WindowInto",
     "Windowing",
 ]
+
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.transforms.core")

@@ -17,13 +17,12 @@ Each is a composite of the primitives (``ParDo``, ``GroupByKey``, ``Flatten``,
 ...     joined = {"emails": emails, "phones": phones} | beam.CoGroupByKey()
 
 Beam's encrypted grouping (``GroupByEncryptedKey`` and its ``Secret`` classes) is not
-supported: using it raises ``NotImplementedError`` naming it.
+supported: naming it raises ``NotImplementedError`` (``sparkbeam.beam_surface``).
 """
 
 from __future__ import annotations
 
-from typing import Any, NoReturn
-
+from sparkbeam.beam_surface import module_getattr
 from sparkbeam.transforms._batching import BatchElements, SortAndBatchElements
 from sparkbeam.transforms._element_wise import (
     Keys,
@@ -50,9 +49,6 @@ __all__ = [
     "BatchElements",
     "CoGroupByKey",
     "Distinct",
-    "GcpHsmGeneratedSecret",
-    "GcpSecret",
-    "GroupByEncryptedKey",
     "GroupIntoBatches",
     "Keys",
     "KvSwap",
@@ -62,7 +58,6 @@ __all__ = [
     "RemoveDuplicates",
     "Reshuffle",
     "ReshufflePerKey",
-    "Secret",
     "SortAndBatchElements",
     "Tee",
     "ToString",
@@ -71,23 +66,6 @@ __all__ = [
     "WithKeys",
 ]
 
-class _NotSupported:
-    """A Beam name that sparkbeam does not implement: constructing it says so."""
 
-    _beam_name = ""
-    _why = ""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> NoReturn:
-        msg = f"apache_beam.transforms.util.{self._beam_name} is not supported by sparkbeam: {self._why}"
-        raise NotImplementedError(msg)
-
-
-def _not_supported(name: str, why: str) -> type:
-    return type(name, (_NotSupported,), {"_beam_name": name, "_why": why, "__doc__": f"Not supported: {why}"})
-
-
-_ENCRYPTION = "encrypted grouping (GroupByEncryptedKey and its secrets) is not implemented; use GroupByKey"
-GroupByEncryptedKey = _not_supported("GroupByEncryptedKey", _ENCRYPTION)
-Secret = _not_supported("Secret", _ENCRYPTION)
-GcpSecret = _not_supported("GcpSecret", _ENCRYPTION)
-GcpHsmGeneratedSecret = _not_supported("GcpHsmGeneratedSecret", _ENCRYPTION)
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.transforms.util")

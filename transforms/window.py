@@ -1,5 +1,6 @@
 """Beam's path ``apache_beam.transforms.window``: re-exports ``sparkbeam.window``."""
 
+from sparkbeam.beam_surface import module_getattr
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Duration, Timestamp
 from sparkbeam.window import (
     BoundedWindow,
@@ -34,3 +35,7 @@ __all__ = [
     "WindowFn",
     "Windowing",
 ]
+
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.transforms.window")

@@ -10,12 +10,19 @@ from its new timestamp, as in Beam's Python SDK (``TaggedOutput`` wraps either).
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from sparkbeam.core import _CallableDoFn
-from sparkbeam.dofn import DoFn, DoFnParam
+from sparkbeam.dofn import (
+    BundleFinalizer,
+    DoFn,
+    DoFnParam,
+    _ContextParam,
+    is_bundle_finalizer_param,
+)
 from sparkbeam.pvalue import TaggedOutput
 from sparkbeam.runners.core.errors import UserCodeError
 from sparkbeam.runners.core.ops import ParDoOp, SideInputSlot
@@ -70,12 +77,14 @@ def side_window_for(windowfn: WindowFn, main_window: Any) -> Any:
     return windows[-1]
 
 
-def _param_names(fn: Callable) -> dict[str, DoFnParam]:
+def _param_names(fn: Callable) -> dict[str, Any]:
     try:
         parameters = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         return {}
-    return {p.name: p.default for p in parameters if isinstance(p.default, DoFnParam)}
+    return {
+        p.name: p.default for p in parameters if isinstance(p.default, DoFnParam) or is_bundle_finalizer_param(p.default)
+    }
 
 
 class DoFnRunner:
@@ -96,7 +105,17 @@ class DoFnRunner:
             self.fn = dofn.process
             self.shape = "DoFn"
         params = _param_names(self.fn)
-        self.params = params
+        # Parameters whose value is the same for the whole bundle: context managers the
+        # runner enters (DoFn.SetupContextParam, BundleContextParam) and the finalizer.
+        self.contexts = {name: p for name, p in params.items() if isinstance(p, _ContextParam)}
+        self.finalizer: BundleFinalizer | None = None
+        if any(is_bundle_finalizer_param(p) for p in params.values()):
+            self.finalizer = BundleFinalizer()
+        self.params = {name: p for name, p in params.items() if name not in self.contexts and not is_bundle_finalizer_param(p)}
+        self.bundle_values: dict[str, Any] = {
+            name: self.finalizer for name, p in params.items() if is_bundle_finalizer_param(p)
+        }
+        self.open_contexts: dict[str, list[Any]] = {"setup": [], "bundle": []}
         self.explode_windows = DoFn.WindowParam in params.values() or bool(op.side_inputs)
         self.has_slots = bool(op.side_inputs)
         self.dofn = dofn
@@ -105,8 +124,28 @@ class DoFnRunner:
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
+        self._enter_contexts("setup")
         self._guard(self.dofn.setup)
+        self._enter_contexts("bundle")
         self._guard(self.dofn.start_bundle)
+
+    def _enter_contexts(self, scope: str) -> None:
+        for name, param in self.contexts.items():
+            if param.scope == scope:
+                manager, value = self._guard(param.create_and_enter)
+                self.open_contexts[scope].append(manager)
+                self.bundle_values[name] = value
+
+    def _exit_contexts(self, scope: str) -> None:
+        managers, self.open_contexts[scope] = self.open_contexts[scope], []
+        for manager in reversed(managers):
+            self._guard(functools.partial(manager.__exit__, None, None, None))
+
+    def finalize_bundle(self) -> None:
+        """Run the callbacks registered with DoFn.BundleFinalizerParam (the bundle's output
+        has been handed on)."""
+        if self.finalizer is not None:
+            self.finalizer.finalize_bundle()
 
     def finish(self) -> None:
         results = self._guard(self.dofn.finish_bundle)
@@ -123,9 +162,14 @@ class DoFnRunner:
                     )
                     raise TypeError(msg)
                 self._emitter(tag)(item)
+        self._exit_contexts("bundle")
 
     def teardown(self) -> None:
-        self._guard(self.dofn.teardown)
+        try:
+            self._exit_contexts("bundle")  # still open if the bundle failed
+            self._guard(self.dofn.teardown)
+        finally:
+            self._exit_contexts("setup")
 
     # -- elements --------------------------------------------------------------------
     def process(self, wv: WindowedValue) -> None:
@@ -167,6 +211,8 @@ class DoFnRunner:
                 kwargs = {k: self.side_inputs.view(v, window) if isinstance(v, SideInputSlot) else v for k, v in kwargs.items()}  # type: ignore[union-attr]
             except ValueError as error:
                 raise UserCodeError(self.label, self.location, error, wv.value) from error
+        if self.bundle_values:
+            kwargs = {**kwargs, **self.bundle_values}
         if self.params:
             kwargs = dict(kwargs)
             # Compared by value: a pickled function carries copies of the DoFn.*Param markers.
@@ -179,6 +225,8 @@ class DoFnRunner:
                     kwargs[name] = wv.pane_info
                 elif param == DoFn.ElementParam:
                     kwargs[name] = wv.value
+                elif param == DoFn.WindowedValueParam:
+                    kwargs[name] = wv
         return args, kwargs
 
     def _output(self, item: Any, wv: WindowedValue) -> None:

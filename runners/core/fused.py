@@ -109,6 +109,11 @@ class FusedBody:
 
         return receive
 
+    def finalize_bundle(self) -> None:
+        """After the bundle's output has been handed on: run its finalization callbacks."""
+        for runner in self._runners:
+            runner.finalize_bundle()
+
     def run(self, elements: Iterable[Tagged]) -> Iterator[Tagged]:
         """Process a bundle: lifecycle calls around it, outputs yielded as they are made."""
         out = self._out

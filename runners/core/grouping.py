@@ -56,7 +56,13 @@ from sparkbeam.trigger import (
 )
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
 from sparkbeam.utils.windowed_value import PaneInfo, PaneInfoTiming, WindowedValue
-from sparkbeam.window import BoundedWindow, GlobalWindow, GlobalWindows, IntervalWindow
+from sparkbeam.window import (
+    BoundedWindow,
+    GlobalWindow,
+    GlobalWindows,
+    IntervalWindow,
+    window_sort_key,
+)
 from sparkbeam.windowing import Windowing
 
 from .drops import DropReason, GroupingStats
@@ -538,7 +544,7 @@ class GroupingEngine:
         expired = [window for window in windows if self._gc_time(window) < input_watermark]
         if not expired:
             return
-        expired.sort(key=lambda window: (window.end.micros, window.start.micros))
+        expired.sort(key=window_sort_key)  # a user's BoundedWindow may have no start
         for window in expired:
             window_state = windows.pop(window)
             if window_state.pending and window_state.closed:

@@ -127,6 +127,7 @@ class MemoryBackend:
                 produced[pcoll].append(wv)
         except UserCodeError as failure:
             raise add_transform_note(failure.error, failure.label, failure.location) from None
+        body.finalize_bundle()
         if grouping is None:
             summary.elements_out = sum(len(v) for v in produced.values())
         return StageResult(produced, summary)

@@ -15,12 +15,14 @@ import gzip
 import os
 import shutil
 import uuid
+import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from sparkbeam.coders.coders import ToBytesCoder
 from sparkbeam.io.filebased import FileSink
-from sparkbeam.io.textio import WriteToText
-from sparkbeam.runners.core.errors import TransformError
+from sparkbeam.io.textio import WriteToText, split_records
+from sparkbeam.runners.core.errors import TransformError, UserCodeError
 from sparkbeam.runners.core.ops import ReadTextOp, WriteTextOp
 from sparkbeam.runners.core.steps import StepParams
 from sparkbeam.utils.timestamp import MIN_TIMESTAMP
@@ -61,20 +63,54 @@ def _skip_header(count: int, index: int, lines: Iterator[str]) -> Iterator[str]:
     return lines
 
 
+def _decompressed(compression: str, path: str, data: bytes) -> bytes:
+    if compression == "auto":  # by extension, as Beam
+        compression = "gzip" if path.endswith(".gz") else "bzip2" if path.endswith(".bz2") else "deflate" if path.endswith(".deflate") else "uncompressed"
+    if compression == "gzip":
+        return gzip.decompress(data)
+    if compression == "bzip2":
+        return bz2.decompress(data)
+    if compression == "deflate":
+        return zlib.decompress(data)
+    return data
+
+
+def _decoded_lines(op: ReadTextOp, files: Iterable[tuple[str, bytes]]) -> Iterator[WindowedValue]:
+    """Beam's line splitting and the source's coder over whole files (path, bytes)."""
+    source = op.source
+    window = (GlobalWindow(),)
+    start = MIN_TIMESTAMP.micros
+    decode = source.coder.decode
+    for path, data in files:
+        records = split_records(
+            _decompressed(source.compression_type, path, data),
+            delimiter=source.delimiter,
+            escapechar=source.escapechar,
+            strip_trailing_newlines=source.strip_trailing_newlines,
+            skip_header_lines=source.skip_header_lines,
+        )
+        for number, record in enumerate(records, start=source.skip_header_lines + 1):
+            try:
+                value = decode(record)
+            except Exception as error:
+                note = TransformError(f"{path}, record {number}: {source.coder!r} could not decode {record[:80]!r}: {error}")
+                raise UserCodeError(op.label, op.location, note, record) from error
+            yield WindowedValue(value, start, window, PANE_INFO_UNKNOWN)
+
+
 def read_text(sc: Any, op: ReadTextOp) -> Any:
     source = op.source
-    if not source.strip_trailing_newlines:
-        msg = (
-            f"'{op.label}' (applied at {op.location}): strip_trailing_newlines=False is not "
-            "supported on Spark (Spark's text reader removes line endings)"
-        )
-        raise TransformError(msg)
     files = expand_glob(sc, source.file_pattern)
     if not files:
         if source.validate:
             msg = f"'{op.label}' (applied at {op.location}): no files match {source.file_pattern!r}"
             raise TransformError(msg)
         return sc.emptyRDD()
+    if source.splits_lines_in_python():
+        # Whole files as bytes: Spark's text reader decodes UTF-8 in the JVM and splits on a
+        # lone \r too, so a coder would not see the file's bytes and lines would differ.
+        contents = sc.binaryFiles(",".join(files), minPartitions=max(1, min(len(files), sc.defaultParallelism)))
+        return contents.mapPartitions(functools.partial(_decoded_lines, op))
     if source.skip_header_lines:
         # Headers are per file, so each file is read on its own (its first partition skips them).
         per_file = [
@@ -100,26 +136,35 @@ def _opener(path: str, compression: str) -> Any:
     raise ValueError(msg)
 
 
-def _encode(value: Any) -> bytes:
-    # Beam's ToStringCoder: bytes as they are, anything else as str() in UTF-8.
-    return value if isinstance(value, bytes) else str(value).encode("utf-8")
+_TO_BYTES = ToBytesCoder()
 
 
 class _TextShardWriter:
+    """One shard: the header, each element encoded by the sink's coder, the footer.
+
+    As Beam: the header and footer are written with ToBytesCoder whatever the coder, and
+    each line (header and footer too) ends with a newline only if append_trailing_newlines.
+    """
+
     def __init__(self, handle: Any, sink: WriteToText) -> None:
         self.handle = handle
         self.footer = sink.footer
+        self.encode = sink.coder.encode
         self.newline = b"\n" if sink.append_trailing_newlines else b""
         if sink.header is not None:
-            handle.write(_encode(sink.header) + b"\n")
+            handle.write(_TO_BYTES.encode(sink.header) + self.newline)
 
     def write(self, value: Any) -> None:
-        self.handle.write(_encode(value) + self.newline)
+        encoded = self.encode(value)
+        if not isinstance(encoded, bytes):
+            msg = f"the coder's encode() returned {type(encoded).__name__}, not bytes: {encoded!r}"
+            raise TypeError(msg)
+        self.handle.write(encoded + self.newline)
 
     def close(self) -> None:
         try:
             if self.footer is not None:
-                self.handle.write(_encode(self.footer) + b"\n")
+                self.handle.write(_TO_BYTES.encode(self.footer) + self.newline)
         finally:
             self.handle.close()
 
@@ -147,16 +192,22 @@ def local_prefix(op: WriteTextOp) -> str:
     return os.path.abspath(prefix.removeprefix("file://"))
 
 
-def _write_shard(op: WriteTextOp, sink: TextFileSink, temp_dir: str, num_shards: int, index: int, elements: Iterator[WindowedValue]) -> Iterator[str]:
+def _write_shard(op: WriteTextOp, sink: TextFileSink, temp_dir: str, num_shards: int, index: int, elements: Iterator[WindowedValue]) -> Iterator[tuple[str, str, int]]:
     final_name = op.sink.shard_name(index, num_shards)
     temp_path = os.path.join(temp_dir, f"shard-{index:05d}")
     writer = sink.open(temp_path)
+    count = 0
+    value = None
     try:
         for wv in elements:
-            writer.write(wv.value)
+            value = wv.value
+            writer.write(value)
+            count += 1
+    except Exception as error:
+        raise UserCodeError(op.label, op.location, error, value) from error
     finally:
         writer.close()
-    yield f"{temp_path}\t{final_name}"
+    yield temp_path, final_name, count
 
 
 def write_text(sc: Any, op: WriteTextOp, rdd: Any, params: StepParams) -> list[str]:
@@ -173,10 +224,11 @@ def write_text(sc: Any, op: WriteTextOp, rdd: Any, params: StepParams) -> list[s
     os.makedirs(temp_dir)
     try:
         write = functools.partial(_write_shard, op, TextFileSink(sink), temp_dir, num_shards)
-        written = rdd.mapPartitionsWithIndex(write).collect()
+        written = sorted(rdd.mapPartitionsWithIndex(write).collect())
+        if sink.skip_if_empty and not any(count for _, _, count in written):
+            return []  # Beam's skip_if_empty: no shards at all for an empty PCollection
         finals = []
-        for entry in sorted(written):
-            temp_path, final_name = entry.split("\t")
+        for temp_path, final_name, _ in written:
             final_name = os.path.abspath(final_name.removeprefix("file://"))
             os.replace(temp_path, final_name)
             finals.append(final_name)

@@ -63,6 +63,8 @@ def run_body(
     for item in body.run(entering()):
         emitted += 1
         yield item
+    # Spark has consumed the task's whole output: the bundle is done.
+    body.finalize_bundle()
     if counters is not None:
         counters[0].add(seen)
         counters[1].add(emitted)
@@ -112,6 +114,7 @@ def grouping_partition(
     for pcoll, wv in body.run((head_output, wv) for wv in panes):
         yield None, (OUT, pcoll, wv)
     yield None, (SUMMARY, summary)
+    body.finalize_bundle()  # Spark has consumed the task's whole output
 
 
 

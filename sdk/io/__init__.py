@@ -5,6 +5,7 @@ that read and write through Python on the executors (see ``sparkbeam.io.filebase
 Parquet needs pyarrow (``pip install 'sparkbeam[parquet]'``), imported only when used.
 """
 
+from sparkbeam.beam_surface import module_getattr
 from sparkbeam.io.csvio import ReadFromCsv, WriteToCsv
 from sparkbeam.io.filebased import BadRecord, BadRecordError
 from sparkbeam.io.filesystem import CompressionTypes
@@ -62,3 +63,7 @@ __all__ = [
     "WriteToParquetBatched",
     "WriteToText",
 ]
+
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.io")

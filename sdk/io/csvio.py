@@ -44,6 +44,7 @@ from sparkbeam.io.filebased import (
     ReadMatchingFiles,
     WriteShardedFiles,
     as_record_dict,
+    refuse_pandas_options,
     schema_row_type,
     where,
 )
@@ -70,13 +71,6 @@ DEFAULT_NA_VALUES = frozenset({
 })
 _INT = re.compile(r"[+-]?\d+")
 _FLOAT = re.compile(r"[+-]?(?:(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|inf|infinity)", re.IGNORECASE)
-
-
-def _unsupported(owner: str, options: dict[str, Any]) -> None:
-    if options:
-        names = ", ".join(f"{name}=" for name in sorted(options))
-        msg = f"{owner}: the pandas option(s) {names} are not supported by sparkbeam"
-        raise NotImplementedError(msg)
 
 
 class _Dialect:
@@ -294,7 +288,7 @@ class ReadFromCsv(ExceptionHandling, PTransform):
     def __init__(self, path: str, *, splittable: bool = True, filename_column: str | None = None, **pandas_options: Any) -> None:
         super().__init__()
         owner = "ReadFromCsv"
-        _unsupported(owner, {k: v for k, v in pandas_options.items() if k not in _READ_DEFAULTS})
+        refuse_pandas_options(owner, "read_csv", {k: v for k, v in pandas_options.items() if k not in _READ_DEFAULTS})
         options = {**_READ_DEFAULTS, **pandas_options}
         if not isinstance(path, str) or not path:
             msg = f"{owner}: path must be a non-empty path or glob, got {path!r}"
@@ -511,7 +505,7 @@ class WriteToCsv(PTransform):
     ) -> None:
         super().__init__()
         owner = "WriteToCsv"
-        _unsupported(owner, {k: v for k, v in pandas_options.items() if k not in _WRITE_DEFAULTS})
+        refuse_pandas_options(owner, "to_csv", {k: v for k, v in pandas_options.items() if k not in _WRITE_DEFAULTS})
         if file_naming is not None:
             msg = f"{owner}: file_naming= (a fileio.FileNaming) is not supported by sparkbeam; use file_name_suffix= and shard_name_template="
             raise NotImplementedError(msg)

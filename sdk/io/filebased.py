@@ -598,3 +598,49 @@ class WriteShardedFiles(PTransform):
             | "GatherWritten" >> GroupByKey()
             | "Finalize" >> FlatMap(finalize)
         )
+
+
+# pandas' own options (pandas 2.x), by the function Beam hands them to: an option of these
+# that sparkbeam does not implement says so; a name that is none of them is a typo.
+PANDAS_OPTIONS = {
+    "read_csv": frozenset({
+        "cache_dates", "chunksize", "comment", "compression", "converters", "date_format", "date_parser",
+        "dayfirst", "decimal", "delim_whitespace", "delimiter", "dialect", "doublequote", "dtype",
+        "dtype_backend", "encoding", "encoding_errors", "engine", "escapechar", "false_values", "float_precision",
+        "header", "index_col", "infer_datetime_format", "iterator", "keep_date_col", "keep_default_na",
+        "lineterminator", "low_memory", "memory_map", "na_filter", "na_values", "names", "nrows", "on_bad_lines",
+        "parse_dates", "quotechar", "quoting", "sep", "skip_blank_lines", "skipfooter", "skipinitialspace",
+        "skiprows", "storage_options", "thousands", "true_values", "usecols", "verbose",
+    }),
+    "to_csv": frozenset({
+        "chunksize", "columns", "compression", "date_format", "decimal", "doublequote", "encoding", "errors",
+        "escapechar", "float_format", "header", "index", "index_label", "lineterminator", "mode", "na_rep",
+        "quotechar", "quoting", "sep", "storage_options",
+    }),
+    "read_json": frozenset({
+        "chunksize", "compression", "convert_axes", "convert_dates", "date_unit", "dtype", "dtype_backend",
+        "encoding", "encoding_errors", "engine", "keep_default_dates", "lines", "nrows", "orient",
+        "precise_float", "storage_options", "typ",
+    }),
+    "to_json": frozenset({
+        "compression", "date_format", "date_unit", "default_handler", "double_precision", "force_ascii",
+        "indent", "index", "lines", "mode", "orient", "storage_options",
+    }),
+}
+
+
+def refuse_pandas_options(owner: str, pandas_function: str, options: dict[str, Any]) -> None:
+    """Keywords sparkbeam does not implement: TypeError for names pandas does not know either
+    (a misspelt option must not run with the default), NotImplementedError for pandas' own."""
+    if not options:
+        return
+    unknown = sorted(name for name in options if name not in PANDAS_OPTIONS[pandas_function])
+    if unknown:
+        msg = (
+            f"{owner} got unexpected keyword argument(s) {', '.join(repr(name) for name in unknown)}: "
+            f"neither sparkbeam's options nor pandas' {pandas_function}'s"
+        )
+        raise TypeError(msg)
+    names = ", ".join(f"{name}=" for name in sorted(options))
+    msg = f"{owner}: the pandas option(s) {names} are not supported by sparkbeam"
+    raise NotImplementedError(msg)

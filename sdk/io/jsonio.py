@@ -48,6 +48,7 @@ from sparkbeam.io.filebased import (
     ReadMatchingFiles,
     WriteShardedFiles,
     as_record_dict,
+    refuse_pandas_options,
     schema_row_type,
     where,
 )
@@ -64,13 +65,6 @@ from sparkbeam.ptransform import PTransform
 __all__ = ["ReadFromJson", "WriteToJson"]
 
 _HINT = "Use ReadFromJson(...).with_exception_handling() to route bad records to a second output."
-
-
-def _unsupported(owner: str, options: dict[str, Any]) -> None:
-    if options:
-        names = ", ".join(f"{name}=" for name in sorted(options))
-        msg = f"{owner}: the pandas option(s) {names} are not supported by sparkbeam"
-        raise NotImplementedError(msg)
 
 
 def check_encoding(owner: str, encoding: str) -> str:
@@ -261,7 +255,7 @@ class ReadFromJson(ExceptionHandling, PTransform):
     ) -> None:
         super().__init__()
         owner = "ReadFromJson"
-        _unsupported(owner, pandas_options)
+        refuse_pandas_options(owner, "read_json", pandas_options)
         if not isinstance(path, str) or not path:
             msg = f"{owner}: path must be a non-empty path or glob, got {path!r}"
             raise ValueError(msg)
@@ -453,7 +447,7 @@ class WriteToJson(PTransform):
     ) -> None:
         super().__init__()
         owner = "WriteToJson"
-        _unsupported(owner, pandas_options)
+        refuse_pandas_options(owner, "to_json", pandas_options)
         if file_naming is not None:
             msg = f"{owner}: file_naming= (a fileio.FileNaming) is not supported by sparkbeam; use file_name_suffix= and shard_name_template="
             raise NotImplementedError(msg)

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from sparkbeam import pvalue
+from sparkbeam.beam_surface import module_getattr
 from sparkbeam.io.filebased import (
     BadRecord,
     ExceptionHandling,
@@ -440,3 +441,7 @@ class WriteToParquetBatched(_WriteParquet):
             use_compliant_nested_type, file_name_suffix, num_shards, shard_name_template,
             triggering_frequency,
         )
+
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.io.parquetio")

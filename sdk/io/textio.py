@@ -6,16 +6,26 @@
 Both are primitives the runner executes with Spark's own file reading and writing; writes
 are atomic (a failed run leaves nothing under the final names). Streaming runs write one
 committed directory per step (``out/counts-step-00000042/counts-00000-of-00001.txt``).
+
+``coder=`` works as in Beam: a read decodes each line's bytes with it (default
+``StrUtf8Coder``), a write encodes each element with it (default ``ToBytesCoder``: bytes
+as they are, anything else as ``str()`` in UTF-8). A read with another coder, a
+``delimiter``, an ``escapechar`` or ``strip_trailing_newlines=False`` splits lines the way
+Beam does (on ``\n`` and ``\r\n``, or on the delimiter), in Python on the executors.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 from sparkbeam import pvalue
+from sparkbeam.beam_surface import module_getattr
+from sparkbeam.coders.coders import Coder, StrUtf8Coder, ToBytesCoder
 from sparkbeam.ptransform import PTransform
+from sparkbeam.typehints import typehints
 
-__all__ = ["ReadFromText", "WriteToText"]
+__all__ = ["ReadFromText", "WriteToText", "split_records"]
 
 _COMPRESSIONS = {"auto", "uncompressed", "gzip", "bzip2", "deflate"}
 
@@ -28,37 +38,136 @@ def _compression(owner: str, value: Any) -> str:
     return name
 
 
+def _coder(owner: str, coder: Any, needs: str) -> Any:
+    if isinstance(coder, type):
+        msg = f"{owner}: coder must be a coder instance, e.g. {coder.__name__}(), not the class"
+        raise TypeError(msg)
+    if not callable(getattr(coder, needs, None)):
+        msg = f"{owner}: coder must be a Coder (with {needs}()), got {coder!r}"
+        raise TypeError(msg)
+    return coder
+
+
+def _is_self_overlapping(delimiter: bytes) -> bool:
+    return any(delimiter[:i] == delimiter[len(delimiter) - i :] for i in range(1, len(delimiter)))
+
+
+def _is_escaped(data: bytes, position: int, escapechar: bytes) -> bool:
+    """Whether the byte at ``position`` follows an odd number of escape characters."""
+    count = 0
+    while position - count - 1 >= 0 and data[position - count - 1 : position - count] == escapechar:
+        count += 1
+    return count % 2 == 1
+
+
+def _separator(data: bytes, start: int, delimiter: bytes | None, escapechar: bytes | None) -> tuple[int, int] | None:
+    """(start, end) of the next record separator at or after ``start``, as Beam finds it."""
+    separator = delimiter or b"\n"
+    position = start
+    while True:
+        found = data.find(separator, position)
+        if found < 0:
+            return None
+        if delimiter is None and data[found - 1 : found] == b"\r" and found > start:
+            if escapechar is not None and _is_escaped(data, found - 1, escapechar):
+                return found, found + 1  # the \r is escaped: \n alone separates
+            return found - 1, found + 1
+        if escapechar is not None and _is_escaped(data, found, escapechar):
+            position = found + len(separator) + 1  # Beam skips the byte after an escaped one too
+            continue
+        return found, found + len(separator)
+
+
+def split_records(
+    data: bytes,
+    *,
+    delimiter: bytes | None = None,
+    escapechar: bytes | None = None,
+    strip_trailing_newlines: bool = True,
+    skip_header_lines: int = 0,
+) -> Iterator[bytes]:
+    """The records of one file's bytes, exactly as Beam's text source reads them: split on
+    ``\n`` or ``\r\n`` (or ``delimiter``), an empty last record dropped.
+
+    >>> list(split_records(b"a\r\nb\n\nc"))
+    [b'a', b'b', b'', b'c']
+    """
+    position = 0
+    skipped = 0
+    while position < len(data):
+        bounds = _separator(data, position, delimiter, escapechar)
+        if bounds is None:
+            record, position = data[position:], len(data)
+        else:
+            record = data[position : bounds[0] if strip_trailing_newlines else bounds[1]]
+            position = bounds[1]
+        if skipped < skip_header_lines:
+            skipped += 1
+            continue
+        yield record
+
+
 class ReadFromText(PTransform):
-    """Each line of the files matching ``file_pattern`` (a path or glob) as a string element."""
+    """Each line of the files matching ``file_pattern`` (a path or glob), decoded by ``coder``."""
 
     is_primitive = True
 
     def __init__(
         self,
-        file_pattern: str,
+        file_pattern: str | None = None,
         min_bundle_size: int = 0,
         compression_type: Any = "auto",
         strip_trailing_newlines: bool = True,
-        coder: Any = None,
+        coder: Coder = StrUtf8Coder(),  # noqa: B008 - Beam's default; coders are stateless
         validate: bool = True,
         skip_header_lines: int = 0,
-        **unused_beam_options: Any,
+        delimiter: bytes | None = None,
+        escapechar: bytes | None = None,
+        label: str | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(label)
         if not isinstance(file_pattern, str) or not file_pattern:
             msg = f"ReadFromText: file_pattern must be a non-empty path or glob, got {file_pattern!r}"
             raise ValueError(msg)
         if not isinstance(skip_header_lines, int) or skip_header_lines < 0:
             msg = f"ReadFromText: skip_header_lines must be a non-negative integer, got {skip_header_lines!r}"
             raise ValueError(msg)
+        if delimiter is not None:
+            if not isinstance(delimiter, bytes) or not delimiter:
+                msg = f"ReadFromText: delimiter must be a non-empty bytes sequence, got {delimiter!r}"
+                raise ValueError(msg)
+            if _is_self_overlapping(delimiter):
+                msg = f"ReadFromText: delimiter must not self-overlap, got {delimiter!r}"
+                raise ValueError(msg)
+        if escapechar is not None and not (isinstance(escapechar, bytes) and len(escapechar) == 1):
+            msg = f"ReadFromText: escapechar must be bytes of size 1, got {escapechar!r}"
+            raise ValueError(msg)
         self.file_pattern = file_pattern
         self.compression_type = _compression("ReadFromText", compression_type)
         self.strip_trailing_newlines = strip_trailing_newlines
+        self.coder = _coder("ReadFromText", coder, "decode")
         self.validate = validate
         self.skip_header_lines = skip_header_lines
+        self.delimiter = delimiter
+        self.escapechar = escapechar
 
     def default_label(self) -> str:
         return "ReadFromText"
+
+    def splits_lines_in_python(self) -> bool:
+        """Whether the read needs Beam's own line splitting and decoding (not Spark's text reader)."""
+        return (
+            type(self.coder) is not StrUtf8Coder
+            or not self.strip_trailing_newlines
+            or self.delimiter is not None
+            or self.escapechar is not None
+        )
+
+    def infer_output_type(self, unused_input_type: Any) -> Any:
+        try:
+            return self.coder.to_type_hint()
+        except NotImplementedError:
+            return typehints.Any
 
     def expand(self, pbegin: pvalue.PBegin) -> pvalue.PCollection:
         if not isinstance(pbegin, pvalue.PBegin):
@@ -68,7 +177,8 @@ class ReadFromText(PTransform):
 
 
 class WriteToText(PTransform):
-    """Write each element's ``str()`` as a line into shards ``prefix-00000-of-0000N suffix``.
+    """Write each element, encoded by ``coder`` (by default its ``str()``), as a line into
+    shards ``prefix-00000-of-0000N suffix``.
 
     >>> counts | WriteToText("out/counts", file_name_suffix=".txt")     # doctest: +SKIP
 
@@ -90,13 +200,30 @@ class WriteToText(PTransform):
         append_trailing_newlines: bool = True,
         num_shards: int = 0,
         shard_name_template: str | None = None,
-        coder: Any = None,
+        coder: Coder = ToBytesCoder(),  # noqa: B008 - Beam's default; coders are stateless
         compression_type: Any = "auto",
         header: str | None = None,
         footer: str | None = None,
-        **unused_beam_options: Any,
+        *,
+        max_records_per_shard: int | None = None,
+        max_bytes_per_shard: int | None = None,
+        skip_if_empty: bool = False,
+        triggering_frequency: Any = None,
+        label: str | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(label)
+        unsupported = {
+            "max_records_per_shard": max_records_per_shard,
+            "max_bytes_per_shard": max_bytes_per_shard,
+            "triggering_frequency": triggering_frequency,
+        }
+        for name, value in unsupported.items():
+            if value is not None:
+                msg = (
+                    f"WriteToText: {name}= is not supported by sparkbeam (shards follow num_shards "
+                    "or the partitions; a stream writes one directory per step)"
+                )
+                raise NotImplementedError(msg)
         if not isinstance(file_path_prefix, str) or not file_path_prefix:
             msg = f"WriteToText: file_path_prefix must be a non-empty path, got {file_path_prefix!r}"
             raise ValueError(msg)
@@ -115,6 +242,8 @@ class WriteToText(PTransform):
         self.compression_type = _compression("WriteToText", compression_type)
         self.header = header
         self.footer = footer
+        self.coder = _coder("WriteToText", coder, "encode")
+        self.skip_if_empty = bool(skip_if_empty)
 
     def default_label(self) -> str:
         return "WriteToText"
@@ -144,3 +273,7 @@ from sparkbeam.io.csvio import ReadFromCsv, WriteToCsv  # noqa: E402
 from sparkbeam.io.jsonio import ReadFromJson, WriteToJson  # noqa: E402
 
 __all__ += ["ReadFromCsv", "ReadFromJson", "WriteToCsv", "WriteToJson"]
+
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.io.textio")

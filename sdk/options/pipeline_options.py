@@ -16,6 +16,8 @@ from typing import Any
 
 import attrs
 
+from sparkbeam.beam_surface import module_getattr
+
 __all__ = [
     "DEFAULT_TIMELINE_RETENTION_STEPS",
     "DebugOptions",
@@ -103,11 +105,24 @@ class PipelineOptions:
         object.__setattr__(view, "_values", self._values)
         return view
 
-    def get_all_options(self, drop_default: bool = False, **unused: Any) -> dict[str, Any]:
+    def get_all_options(
+        self,
+        drop_default: bool = False,
+        add_extra_args_fn: Callable[..., Any] | None = None,
+        retain_unknown_options: bool = False,
+        display_warnings: bool = False,
+        current_only: bool = False,
+    ) -> dict[str, Any]:
+        """Every option's value (``drop_default``: only those set; ``current_only``: only
+        this view's). Unknown options are errors when given, so none are retained."""
+        if add_extra_args_fn is not None:
+            msg = "PipelineOptions.get_all_options(add_extra_args_fn=) is not supported by sparkbeam: options are not argparse-based"
+            raise NotImplementedError(msg)
+        names = type(self)._names if current_only and type(self)._names else tuple(_OPTIONS)
         if drop_default:
-            return dict(self._values)
-        everything = {name: _default(option) for name, option in _OPTIONS.items()}
-        everything.update(self._values)
+            return {name: value for name, value in self._values.items() if name in names}
+        everything = {name: _default(_OPTIONS[name]) for name in names}
+        everything.update((name, value) for name, value in self._values.items() if name in names)
         return everything
 
     def __getattr__(self, name: str) -> Any:
@@ -225,9 +240,12 @@ class TypeOptions(PipelineOptions):
                 "accepted for Beam compatibility: sparkbeam counts data a finished trigger drops",
                 is_flag=True),
         _Option("pipeline_type_check", _to_bool, True,
-                "accepted for Beam compatibility", is_flag=True),
+                "check declared element types when the pipeline is built (--no_pipeline_type_check "
+                "turns the checks off)", is_flag=True),
         _Option("runtime_type_check", _to_bool, False,
-                "accepted for Beam compatibility", is_flag=True),
+                "not supported: setting it is refused (types are checked at construction)", is_flag=True),
+        _Option("performance_runtime_type_check", _to_bool, False,
+                "not supported: setting it is refused (types are checked at construction)", is_flag=True),
     )
 
 
@@ -263,7 +281,11 @@ class GoogleCloudOptions(PipelineOptions):
 
 
 IGNORED_BEAM_OPTIONS = (
-    "allow_unsafe_triggers", "pipeline_type_check", "runtime_type_check", "save_main_session",
+    "allow_unsafe_triggers", "save_main_session",
     "direct_num_workers", "direct_running_mode",
     "temp_location", "project",
 )
+
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.options.pipeline_options")

@@ -1,1 +1,6 @@
 """Testing helpers with Beam's names: ``assert_that``, ``equal_to``, ``TestStream``, ``TestPipeline``."""
+
+from sparkbeam.beam_surface import module_getattr
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.testing")

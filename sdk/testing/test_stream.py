@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 
 from sparkbeam import pvalue
+from sparkbeam.beam_surface import module_getattr
 from sparkbeam.ptransform import PTransform
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Duration, Timestamp
 from sparkbeam.utils.windowed_value import WindowedValue
@@ -66,6 +67,12 @@ class TestStream(PTransform):
         if endpoint is not None:
             msg = "TestStream(endpoint=...) (a TestStreamService) is not supported by sparkbeam"
             raise NotImplementedError(msg)
+        if coder is not None and not (callable(getattr(coder, "encode", None)) and callable(getattr(coder, "decode", None))):
+            msg = f"TestStream: coder must be a Coder (with encode and decode), got {coder!r}"
+            raise TypeError(msg)
+        # As Beam's portable runners, which send a TestStream's elements encoded: each element
+        # is what the coder gives back after encoding it.
+        self.coder = coder
         self.output_tags: list[str | None] = list(dict.fromkeys(output_tags or ()))
         self.watermarks: dict[str | None, Timestamp] = {}
         self._events: list[Any] = []
@@ -84,6 +91,12 @@ class TestStream(PTransform):
     def _add(self, event: Any) -> None:
         if isinstance(event, ElementEvent):
             self._declare(event.tag)
+            if self.coder is not None:
+                coder = self.coder
+                event = ElementEvent(
+                    [TimestampedValue(coder.decode(coder.encode(tv.value)), tv.timestamp) for tv in event.timestamped_values],
+                    event.tag,
+                )
             for tv in event.timestamped_values:
                 micros = tv.timestamp.micros
                 if not MIN_TIMESTAMP.micros <= micros < MAX_TIMESTAMP.micros:
@@ -155,3 +168,7 @@ class TestStream(PTransform):
         return {
             tag: pvalue.PCollection(pbegin.pipeline, is_bounded=False, tag=tag) for tag in tags
         }
+
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.testing.test_stream")

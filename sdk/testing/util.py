@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 
 from sparkbeam import pvalue
+from sparkbeam.beam_surface import module_getattr
 from sparkbeam.core import Create, DoFn, Flatten, GroupByKey, Map, ParDo, WindowInto
 from sparkbeam.ptransform import PTransform
 from sparkbeam.utils.timestamp import Timestamp
@@ -219,3 +220,6 @@ def assert_that(
         raise TypeError(msg)
     return actual | label >> _AssertThat(matcher, reify_windows, use_global_window)
 
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.testing.util")

@@ -15,6 +15,8 @@ import functools
 import time
 from typing import Union
 
+from sparkbeam.beam_surface import module_getattr
+
 __all__ = [
     "MAX_TIMESTAMP",
     "MIN_TIMESTAMP",
@@ -132,7 +134,9 @@ class Timestamp:
         return dt if has_tz else dt.replace(tzinfo=None)
 
     def to_rfc3339(self) -> str:
-        return self.to_utc_datetime(has_tz=True).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        """RFC 3339 text in UTC, as Beam writes it: no fraction on whole seconds, else six
+        digits (``2026-01-01T00:00:00Z``, ``2026-01-01T00:00:00.500000Z``)."""
+        return self.to_utc_datetime().isoformat() + "Z"
 
     def seconds(self) -> float:
         return self.micros / 1_000_000
@@ -296,3 +300,7 @@ DurationLike = Union[Duration, int, float]  # noqa: UP007
 MIN_TIMESTAMP = _timestamp_from_micros(_MIN_MICROS)
 MAX_TIMESTAMP = _timestamp_from_micros(_MAX_MICROS)
 TIME_GRANULARITY = Duration(micros=1)
+
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.utils.timestamp")

@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 import attrs
 
+from sparkbeam.beam_surface import module_getattr
 from sparkbeam.utils.timestamp import Timestamp
 
 __all__ = ["PANE_INFO_UNKNOWN", "PaneInfo", "PaneInfoTiming", "WindowedValue"]
@@ -71,3 +72,7 @@ class WindowedValue(NamedTuple):
             f"WindowedValue({self.value!r}, {self.timestamp!r}, {list(self.windows)!r}, "
             f"{self.pane_info!r})"
         )
+
+
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.utils.windowed_value")

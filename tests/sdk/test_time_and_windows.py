@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import random
 
 import pytest
 
@@ -34,11 +35,26 @@ def test_timestamps_are_microseconds_and_compare_with_seconds():
 
 def test_rfc3339_round_trip_and_naive_datetimes_refused():
     ts = Timestamp.from_rfc3339("2026-11-01T09:00:00Z")
-    assert ts.to_rfc3339() == "2026-11-01T09:00:00.000000Z"
+    assert ts.to_rfc3339() == "2026-11-01T09:00:00Z"
+    assert Timestamp.from_rfc3339("2026-11-01T09:00:00.5Z").to_rfc3339() == "2026-11-01T09:00:00.500000Z"
     import datetime
 
     with pytest.raises(ValueError, match="no time zone"):
         Timestamp.from_utc_datetime(datetime.datetime(2026, 1, 1))
+
+
+def test_rfc3339_text_is_exactly_beams():
+    from apache_beam.utils.timestamp import Timestamp as BeamTimestamp
+
+    rng = random.Random(3339)
+    micros = [0, 1, -1, 999_999, 1_000_000, -1_000_000, 1_767_225_600_000_000, 1_767_225_600_100_000,
+              -62_135_596_800_000_000, 253_402_300_799_999_999]
+    micros += [rng.randrange(-62_135_596_800_000_000, 253_402_300_799_999_999) for _ in range(300)]
+    micros += [rng.randrange(-62_135_596_800, 253_402_300_799) * 1_000_000 for _ in range(100)]  # whole seconds
+    for value in micros:
+        assert Timestamp.from_micros(value).to_rfc3339() == BeamTimestamp(micros=value).to_rfc3339(), value
+        text = BeamTimestamp(micros=value).to_rfc3339()
+        assert Timestamp.from_rfc3339(text).micros == value
 
 
 def assign(window_fn, t):

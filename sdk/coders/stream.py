@@ -1,0 +1,168 @@
+"""Byte streams in Beam's wire formats: variable-length integers, big-endian numbers, and
+byte strings that are length-prefixed when nested inside another encoding.
+
+A coder writes a value either *outer* (the value is the whole byte string, so no length
+prefix is needed) or *nested* (other bytes follow, so the length comes first), as in Beam.
+
+>>> out = OutputStream(); out.write_var_int64(300); out.get()
+b'\\xac\\x02'
+"""
+
+from __future__ import annotations
+
+import struct
+
+__all__ = ["InputStream", "OutputStream", "get_varint_size"]
+
+_UINT64 = 1 << 64
+_INT64_MAX = (1 << 63) - 1
+
+
+class OutputStream:
+    """Collects the bytes of one encoding."""
+
+    __slots__ = ("_parts", "_size")
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+        self._size = 0
+
+    def _append(self, data: bytes) -> None:
+        self._parts.append(data)
+        self._size += len(data)
+
+    def write(self, data: bytes, nested: bool = False) -> None:
+        if not isinstance(data, (bytes, bytearray)):
+            msg = f"expected bytes to write, got {type(data).__name__}: {data!r}"
+            raise TypeError(msg)
+        if nested:
+            self.write_var_int64(len(data))
+        self._append(bytes(data))
+
+    def write_byte(self, value: int) -> None:
+        self._append(bytes((value,)))
+
+    def write_var_int64(self, value: int) -> None:
+        """Seven bits per byte, least significant first; negatives as 64-bit two's complement."""
+        if not -(1 << 63) <= value <= _INT64_MAX:
+            msg = f"{value} does not fit in a signed 64-bit integer"
+            raise OverflowError(msg)
+        if value < 0:
+            value += _UINT64
+        out = bytearray()
+        while True:
+            bits = value & 0x7F
+            value >>= 7
+            if value:
+                out.append(bits | 0x80)
+            else:
+                out.append(bits)
+                break
+        self._append(bytes(out))
+
+    def write_var_int32(self, value: int) -> None:
+        self.write_var_int64(int(value) & 0xFFFFFFFF)
+
+    def write_bigendian_int64(self, value: int) -> None:
+        self._append(struct.pack(">q", value))
+
+    def write_bigendian_uint64(self, value: int) -> None:
+        self._append(struct.pack(">Q", value))
+
+    def write_bigendian_int32(self, value: int) -> None:
+        self._append(struct.pack(">i", value))
+
+    def write_bigendian_int16(self, value: int) -> None:
+        self._append(struct.pack(">h", value))
+
+    def write_bigendian_double(self, value: float) -> None:
+        self._append(struct.pack(">d", value))
+
+    def write_bigendian_float(self, value: float) -> None:
+        self._append(struct.pack(">f", value))
+
+    def get(self) -> bytes:
+        return b"".join(self._parts)
+
+    def size(self) -> int:
+        return self._size
+
+
+class InputStream:
+    """Reads one encoding back; running past the end is an error naming what was read."""
+
+    __slots__ = ("_data", "_pos")
+
+    def __init__(self, data: bytes) -> None:
+        self._data = bytes(data)
+        self._pos = 0
+
+    def read(self, size: int) -> bytes:
+        end = self._pos + size
+        if size < 0 or end > len(self._data):
+            msg = f"the encoded bytes end after {len(self._data)} bytes; {size} more were expected at byte {self._pos}"
+            raise ValueError(msg)
+        data = self._data[self._pos : end]
+        self._pos = end
+        return data
+
+    def read_all(self, nested: bool) -> bytes:
+        return self.read(self.read_var_int64() if nested else len(self._data) - self._pos)
+
+    def read_byte(self) -> int:
+        if self._pos >= len(self._data):
+            msg = f"the encoded bytes end after {len(self._data)} bytes; one more was expected"
+            raise ValueError(msg)
+        self._pos += 1
+        return self._data[self._pos - 1]
+
+    def read_var_int64(self) -> int:
+        shift = 0
+        result = 0
+        while True:
+            byte = self.read_byte()
+            bits = byte & 0x7F
+            if shift >= 64 or (shift >= 63 and bits > 1):
+                msg = "a variable-length integer is longer than 64 bits"
+                raise ValueError(msg)
+            result |= bits << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        return result - _UINT64 if result > _INT64_MAX else result
+
+    def read_var_int32(self) -> int:
+        return struct.unpack("<i", struct.pack("<I", self.read_var_int64() & 0xFFFFFFFF))[0]
+
+    def read_bigendian_int64(self) -> int:
+        return struct.unpack(">q", self.read(8))[0]
+
+    def read_bigendian_uint64(self) -> int:
+        return struct.unpack(">Q", self.read(8))[0]
+
+    def read_bigendian_int32(self) -> int:
+        return struct.unpack(">i", self.read(4))[0]
+
+    def read_bigendian_int16(self) -> int:
+        return struct.unpack(">h", self.read(2))[0]
+
+    def read_bigendian_double(self) -> float:
+        return struct.unpack(">d", self.read(8))[0]
+
+    def read_bigendian_float(self) -> float:
+        return struct.unpack(">f", self.read(4))[0]
+
+    def size(self) -> int:
+        """The bytes not read yet."""
+        return len(self._data) - self._pos
+
+
+def get_varint_size(value: int) -> int:
+    """How many bytes ``value`` takes as a variable-length integer."""
+    if value < 0:
+        value += _UINT64
+    size = 1
+    while value >= 0x80:
+        value >>= 7
+        size += 1
+    return size
