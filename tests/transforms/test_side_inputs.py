@@ -331,17 +331,17 @@ def test_waiting_elements_are_checkpointed_with_the_keyed_state_and_restored(spa
     (views,) = plan.lowered.captured
 
     def emitted(loop):
-        return sorted((canonical(e.value), e.timestamp.micros, str(e.windows), e.step) for e in loop.emissions[views])
+        return sorted((canonical(e.value), e.timestamp.micros, str(e.windows), e.step) for e in loop.history.emitted_rows(views))
 
     uninterrupted = StepLoop(plan, SparkBackend(spark), ManualClock(), batch=False)
     uninterrupted.run()
     uninterrupted.backend.close()
 
     first = StepLoop(plan, SparkBackend(spark), ManualClock(), batch=False)
-    while not any(r.side_input_waiting for r in first.records if r.step == first.step - 1):
+    while not any(r.side_input_waiting for r in first.history.records() if r.step == first.step - 1):
         first.run_step()
     first.run_step()  # one more step: the waiting elements are carried over a step, then saved
-    waiting = {r.stage_id: r.side_input_waiting for r in first.records if r.step == first.step - 1 and r.side_input_waiting}
+    waiting = {r.stage_id: r.side_input_waiting for r in first.history.records() if r.step == first.step - 1 and r.side_input_waiting}
     assert waiting, "nothing waits at the checkpoint: the test would test nothing"
     saved = first.backend.save_state(str(tmp_path))
     assert set(waiting) <= set(saved)
