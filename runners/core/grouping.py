@@ -49,24 +49,16 @@ from typing import Any
 from sparkbeam.combine import CombineFn
 from sparkbeam.trigger import (
     AccumulationMode,
-    AfterCount,
     Always,
     DefaultTrigger,
     Never,
 )
-from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
 from sparkbeam.utils.windowed_value import PaneInfo, PaneInfoTiming, WindowedValue
-from sparkbeam.window import (
-    BoundedWindow,
-    GlobalWindow,
-    GlobalWindows,
-    IntervalWindow,
-    window_sort_key,
-)
+from sparkbeam.window import BoundedWindow, GlobalWindow, IntervalWindow, window_sort_key
 from sparkbeam.windowing import Windowing
 
 from .drops import DropReason, GroupingStats
-from .holds import HoldPolicy
+from .holds import HoldPolicy, single_pane_timestamp
 from .merging import Buckets, WindowMerger
 from .triggers import (
     EVENT_TIMER_PREFIX,
@@ -87,8 +79,6 @@ _LATE = PaneInfoTiming.LATE
 _EVENT_PREFIX_CHAR = EVENT_TIMER_PREFIX[0]
 _PROCESSING_PREFIX_CHAR = PROCESSING_TIMER_PREFIX[0]
 
-# GC times are clamped below the largest watermark, so the final watermark collects all.
-_LAST_GC_TIME = MAX_TIMESTAMP.micros - 1
 _GLOBAL_WINDOW = GlobalWindow()
 _GLOBAL_END = _GLOBAL_WINDOW.end.micros
 _BATCH_ONLY_PANE = PaneInfo(True, True, PaneInfoTiming.ON_TIME, 0, 0)
@@ -137,24 +127,13 @@ class GroupingEngine:
             # Beam's batch grouping fires a Never trigger once, as Always.
             trigger = Always()
         self.trigger = trigger
-        # Beam's batch shortcuts: one pane per key, stamped at the end of the global window
-        # for default windowing, at the start of time for a global window that fires per element.
-        self._single_pane_stamp: int | None = None
-        if batch and windowing.is_default():
-            self._single_pane_stamp = _GLOBAL_WINDOW.max_timestamp().micros
-        elif (
-            batch
-            and windowing.windowfn == GlobalWindows()
-            and trigger in (AfterCount(1), Always())
-        ):
-            self._single_pane_stamp = MIN_TIMESTAMP.micros
+        # Beam's batch shortcuts: one pane per key (holds.single_pane_timestamp).
+        self._single_pane_stamp = single_pane_timestamp(windowing, trigger) if batch else None
         self.machine = build_trigger_machine(trigger)
-        self.holds = HoldPolicy(windowing, overlapping_window_rule=overlapping_window_rule)
+        self.holds = HoldPolicy(windowing, overlapping_window_rule=overlapping_window_rule, trigger=trigger)
         self._window_fn = windowing.windowfn
         self._merging = windowing.windowfn.is_merging()
         self._discarding = windowing.accumulation_mode is AccumulationMode.DISCARDING
-        self._lateness = windowing.allowed_lateness.micros
-        self._has_ontime_pane = bool(trigger.has_ontime_pane())
         # A spent window of a merging WindowFn still shapes later merges, so it stays.
         self._forget_spent_windows = not keep_pane_indices and not self._merging
         # The common case runs without the trigger machine: DefaultTrigger's only state is
@@ -207,9 +186,7 @@ class GroupingEngine:
                 stats.discard(DropReason.CLOSED_WINDOW, len(values))
                 continue
             max_timestamp = window.max_timestamp().micros
-            hold, unheld = holds.element_hold(
-                window, max_timestamp, timestamps or (), output_watermark
-            )
+            hold, unheld = holds.element_hold(window, timestamps or (), output_watermark)
             if hold is not None:
                 window_state.hold = holds.combine(window_state.hold, hold)
             if unheld:
@@ -275,12 +252,9 @@ class GroupingEngine:
             return None
         best: int | None = None
         best_window: BoundedWindow | None = None
+        window_hold = self.holds.window_hold
         for window, window_state in state.windows.items():
-            hold = window_state.hold
-            if window_state.gc_hold:
-                gc_time = self._gc_time(window)
-                if hold is None or gc_time < hold:
-                    hold = gc_time
+            hold = window_hold(window, window_state.hold, window_state.gc_hold)
             if hold is not None and (best is None or hold < best):
                 best, best_window = hold, window
         if best is None or best_window is None:
@@ -300,8 +274,9 @@ class GroupingEngine:
         event: int | None = None
         processing: int | None = None
         fast = self._default_fast_path
+        gc_time = self.holds.gc_time
         for window, window_state in state.windows.items():
-            due = self._gc_time(window) + 1
+            due = gc_time(window) + 1
             if fast:
                 if window_state.pending:
                     due = min(due, window.end.micros)
@@ -321,10 +296,6 @@ class GroupingEngine:
 
     # ------------------------------------------------------------------ adding elements
 
-    def _gc_time(self, window: BoundedWindow) -> int:
-        gc_time = window.max_timestamp().micros + self._lateness
-        return gc_time if gc_time < _LAST_GC_TIME else _LAST_GC_TIME
-
     def _bucket(
         self, elements: Iterable[WindowedValue], input_watermark: int, stats: GroupingStats
     ) -> Buckets:
@@ -334,6 +305,7 @@ class GroupingEngine:
         # comparing the window objects costs Python-level calls per element.
         buckets: dict[Any, tuple[list[Any], list[int] | None, BoundedWindow]] = {}
         need_timestamps = not self.holds.depends_only_on_window
+        gc_time = self.holds.gc_time
         expired = 0
         interval_window = IntervalWindow
         for value, timestamp, windows, _pane_info in elements:
@@ -344,7 +316,7 @@ class GroupingEngine:
                     bucket_key = window
                 bucket = buckets.get(bucket_key)
                 if bucket is None:
-                    if self._gc_time(window) < input_watermark:
+                    if gc_time(window) < input_watermark:
                         bucket = _EXPIRED
                     else:
                         bucket = ([], [] if need_timestamps else None, window)
@@ -417,16 +389,14 @@ class GroupingEngine:
         if not keep:
             window_state.contents = None
 
+        holds = self.holds
         hold = window_state.hold
-        timestamp = max_timestamp if hold is None else hold
+        timestamp = holds.pane_timestamp(max_timestamp, hold)
+        window_state.hold = holds.hold_after_pane(hold, window, watermark, finished)
         if finished:
             window_state.closed = True
-            window_state.hold = None
             window_state.trigger_state = None
             window_state.timers = None
-        elif hold is not None and not (watermark < window.end.micros and self._has_ontime_pane):
-            # Beam keeps the hold for an on-time pane still to come (it may be empty).
-            window_state.hold = None
         window_state.pending = 0
         window_state.gc_hold = False
         stats.panes_fired += 1
@@ -541,7 +511,8 @@ class GroupingEngine:
         stats: GroupingStats,
     ) -> None:
         windows = state.windows
-        expired = [window for window in windows if self._gc_time(window) < input_watermark]
+        gc_time = self.holds.gc_time
+        expired = [window for window in windows if gc_time(window) < input_watermark]
         if not expired:
             return
         expired.sort(key=window_sort_key)  # a user's BoundedWindow may have no start
@@ -553,7 +524,7 @@ class GroupingEngine:
                 stats.discard(DropReason.EXPIRED_STATE, window_state.pending)
             elif window_state.pending:
                 max_timestamp = window.max_timestamp().micros
-                stamp = max_timestamp if window_state.hold is None else window_state.hold
+                stamp = self.holds.pane_timestamp(max_timestamp, window_state.hold)
                 # Beam Java's rule: a pane the output watermark has already passed is LATE.
                 behind = output_watermark is not None and output_watermark > stamp
                 fired.append(

@@ -23,6 +23,7 @@ import attrs
 
 from sparkbeam.runners.core.clock import Clock
 from sparkbeam.runners.core.history import RunHistory
+from sparkbeam.runners.core.holds import output_watermark
 from sparkbeam.runners.core.plan import Stage, StagePlan
 from sparkbeam.runners.core.sources import (
     SourceEmission,
@@ -386,11 +387,9 @@ class StepLoop:
         return {slot.pcoll for op in stage.body if isinstance(op, ParDoOp) for slot in op.side_inputs}
 
     def _advance_output(self, runtime: _StageRuntime, summary: StageSummary) -> None:
-        target = runtime.input_watermark
-        if summary.earliest_hold is not None:
-            target = min(target, summary.earliest_hold)
-        # Watermarks never move backwards (DESIGN §4).
-        runtime.output_watermark = max(runtime.output_watermark, target)
+        runtime.output_watermark = output_watermark(
+            runtime.output_watermark, runtime.input_watermark, summary.earliest_hold
+        )
         if runtime.stage.grouping is None and summary.earliest_hold is None:
             # An element-wise stage holds only main-input elements waiting for a side input.
             runtime.output_watermark = max(runtime.output_watermark, runtime.input_watermark)

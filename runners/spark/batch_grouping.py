@@ -4,8 +4,8 @@ In batch, a grouping whose trigger is the default one fires exactly one pane per
 window when the watermark jumps to +inf, so it needs no trigger machinery: each partition
 combines what it holds per (key, window) before the shuffle (combiner lifting) and the
 merge after it yields the pane. A GroupByKey is the same with lists as accumulators. The
-pane's timestamp follows the timestamp combiner (with the overlapping-window rule), and
-its pane info is what Beam's batch runner gives. It drops nothing: in batch no window is
+pane's timestamp follows the timestamp combiner (with the overlapping-window rule; the
+rules are ``runners/core/holds.py``'s), and its pane info is what Beam's batch runner gives. It drops nothing: in batch no window is
 late, and the default trigger never closes one, so every (element, window) pair reaches
 a pane.
 """
@@ -19,16 +19,12 @@ from typing import Any
 from sparkbeam.combine import CombineFn
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
 from sparkbeam.runners.core.grouping_step import key_element
+from sparkbeam.runners.core.holds import HoldPolicy, last_instant, single_pane_timestamp
 from sparkbeam.runners.core.ops import GroupOp
 from sparkbeam.trigger import DefaultTrigger
-from sparkbeam.utils.timestamp import Timestamp
 from sparkbeam.utils.windowed_value import PaneInfo, PaneInfoTiming, WindowedValue
-from sparkbeam.window import GlobalWindow, TimestampCombiner
 
 __all__ = ["applies", "group"]
-
-_EOW = TimestampCombiner.OUTPUT_AT_EOW
-_LATEST = TimestampCombiner.OUTPUT_AT_LATEST
 
 
 def applies(op: GroupOp) -> bool:
@@ -77,22 +73,10 @@ class _SetUpOnce:
         return self.fn
 
 
-def _output_time(op: GroupOp, overlapping_window_rule: bool, window: Any, micros: int) -> int:
-    windowing = op.windowing
-    combiner = windowing.timestamp_combiner
-    if combiner is _EOW:
-        return window.end.micros - 1  # max_timestamp(), without building a Timestamp
-    windowfn = windowing.windowfn
-    if combiner is TimestampCombiner.OUTPUT_AT_EARLIEST_TRANSFORMED:
-        micros = windowfn.get_transformed_output_time(window, Timestamp.from_micros(micros)).micros
-    if combiner is not _LATEST and overlapping_window_rule:
-        floor = windowfn.overlap_output_floor(window)
-        if floor is not None:
-            micros = max(micros, floor.micros)
-    return micros
-
-
-def _explode(op: GroupOp, rule: bool, counter: Any, elements: Iterable[WindowedValue]) -> Iterator[tuple]:
+def _explode(op: GroupOp, holds: HoldPolicy, counter: Any, elements: Iterable[WindowedValue]) -> Iterator[tuple]:
+    """((key, window), (value, output time)) per element and window: the output time is
+    the element's hold, which the combine below reduces to the pane's timestamp."""
+    output_time = holds.output_time
     seen = 0
     for wv in elements:
         seen += 1
@@ -101,12 +85,8 @@ def _explode(op: GroupOp, rule: bool, counter: Any, elements: Iterable[WindowedV
         except TransformError as error:
             raise UserCodeError(op.label, op.location, error) from None
         for window in inner.windows:
-            yield (key, window), (inner.value, _output_time(op, rule, window, inner.timestamp_micros))
+            yield (key, window), (inner.value, output_time(window, inner.timestamp_micros))
     counter.add(seen)
-
-
-def _combine_hold(op: GroupOp, a: int, b: int) -> int:
-    return max(a, b) if op.windowing.timestamp_combiner is _LATEST else min(a, b)
 
 
 def _create(op: GroupOp, holder: _SetUpOnce, item: tuple) -> list:
@@ -118,42 +98,43 @@ def _create(op: GroupOp, holder: _SetUpOnce, item: tuple) -> list:
         raise UserCodeError(op.label, op.location, error, value) from error
 
 
-def _merge_value(op: GroupOp, holder: _SetUpOnce, combiner: list, item: tuple) -> list:
+def _merge_value(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, combiner: list, item: tuple) -> list:
     fn = holder.get()
     value, hold = item
     try:
         combiner[0] = fn.add_input(combiner[0], value)
     except Exception as error:
         raise UserCodeError(op.label, op.location, error, value) from error
-    combiner[1] = _combine_hold(op, combiner[1], hold)
+    combiner[1] = holds.combine(combiner[1], hold)
     return combiner
 
 
-def _merge_combiners(op: GroupOp, holder: _SetUpOnce, left: list, right: list) -> list:
+def _merge_combiners(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, left: list, right: list) -> list:
     fn = holder.get()
     try:
         left[0] = fn.merge_accumulators([left[0], right[0]])
     except Exception as error:
         raise UserCodeError(op.label, op.location, error) from error
-    left[1] = _combine_hold(op, left[1], right[1])
+    left[1] = holds.combine(left[1], right[1])
     return left
 
 
-def _panes(op: GroupOp, holder: _SetUpOnce, pairs: Iterable[tuple]) -> Iterator[WindowedValue]:
+def _panes(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, pairs: Iterable[tuple]) -> Iterator[WindowedValue]:
     fn = holder.get()
-    if op.windowing.is_default():
-        pane = PaneInfo(True, True, PaneInfoTiming.ON_TIME, 0, 0)
-        stamp = GlobalWindow().max_timestamp().micros
-    else:
-        # Beam's batch trigger driver: the default trigger never finishes, so is_last is False.
-        pane = PaneInfo(True, False, PaneInfoTiming.ON_TIME, 0, 0)
-        stamp = None
+    single_pane_stamp = single_pane_timestamp(op.windowing, holds.trigger)
+    # Beam's batch runner: default windowing gives each key one last pane; otherwise the
+    # default trigger never finishes, so is_last is False.
+    pane = PaneInfo(True, single_pane_stamp is not None, PaneInfoTiming.ON_TIME, 0, 0)
     for (key, window), (accumulator, hold) in pairs:
         try:
             output = fn.extract_output(accumulator)
         except Exception as error:
             raise UserCodeError(op.label, op.location, error, key) from error
-        yield WindowedValue((key, output), hold if stamp is None else stamp, (window,), pane)
+        if single_pane_stamp is None:
+            timestamp = holds.pane_timestamp(last_instant(window), hold)
+        else:
+            timestamp = single_pane_stamp
+        yield WindowedValue((key, output), timestamp, (window,), pane)
 
 
 def group(rdd: Any, op: GroupOp, num_partitions: int, overlapping_window_rule: bool, counter: Any) -> Any:
@@ -161,12 +142,13 @@ def group(rdd: Any, op: GroupOp, num_partitions: int, overlapping_window_rule: b
     from pyspark.rdd import portable_hash
 
     fn = _SetUpOnce(op.combine_fn if op.combine_fn is not None else _ListCombineFn())
-    pairs = rdd.mapPartitions(functools.partial(_explode, op, overlapping_window_rule, counter))
+    holds = HoldPolicy(op.windowing, overlapping_window_rule=overlapping_window_rule)
+    pairs = rdd.mapPartitions(functools.partial(_explode, op, holds, counter))
     combined = pairs.combineByKey(
         functools.partial(_create, op, fn),
-        functools.partial(_merge_value, op, fn),
-        functools.partial(_merge_combiners, op, fn),
+        functools.partial(_merge_value, op, fn, holds),
+        functools.partial(_merge_combiners, op, fn, holds),
         num_partitions,
         portable_hash,
     )
-    return combined.mapPartitions(functools.partial(_panes, op, fn))
+    return combined.mapPartitions(functools.partial(_panes, op, fn, holds))

@@ -1,13 +1,19 @@
-"""Timestamp combiners: output times, holds, the overlapping-window rule, merging."""
+"""Timestamp combiners: output times, holds, the overlapping-window rule, merging, GC holds."""
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
-from sparkbeam.runners.core.holds import HoldPolicy
-from sparkbeam.utils.timestamp import Timestamp
+from sparkbeam.runners.core.holds import HoldPolicy, output_watermark, single_pane_timestamp
+from sparkbeam.trigger import AfterCount, DefaultTrigger, Repeatedly
+from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp
 from sparkbeam.window import (
+    BoundedWindow,
     FixedWindows,
+    GlobalWindow,
+    GlobalWindows,
     IntervalWindow,
     Sessions,
     SlidingWindows,
@@ -27,7 +33,7 @@ def policy(window_fn, combiner, *, rule: bool = True) -> HoldPolicy:
 
 
 def hold_of(p: HoldPolicy, window: IntervalWindow, seconds: list[int], output_watermark: int = -(10**18)):
-    return p.element_hold(window, window.max_timestamp().micros, [t * S for t in seconds], output_watermark)
+    return p.element_hold(window, [t * S for t in seconds], output_watermark)
 
 
 class PlusHundred(FixedWindows):
@@ -129,3 +135,87 @@ def test_hook_receives_a_timestamp():
 
     policy(Spy(10), TRANSFORMED).output_time(IntervalWindow(0, 10), 3 * S)
     assert seen == [Timestamp(3)]
+
+
+@pytest.mark.parametrize("combiner", [EOW, EARLIEST, LATEST, TRANSFORMED])
+@pytest.mark.parametrize("rule", [True, False])
+def test_output_times_of_a_bundle_are_each_elements_output_time(combiner, rule):
+    p = policy(SlidingWindows(10, 5), combiner, rule=rule)
+    window = IntervalWindow(5, 15)
+    timestamps = [6 * S, 9 * S, 11 * S, 14 * S]
+    assert p.output_times(window, timestamps) == [p.output_time(window, ts) for ts in timestamps]
+
+
+def test_gc_time_is_the_windows_last_instant_plus_allowed_lateness_clamped_below_the_end_of_time():
+    p = HoldPolicy(Windowing(FixedWindows(10), allowed_lateness=5))
+    assert p.gc_time(IntervalWindow(0, 10)) == 15 * S - 1
+    end = MAX_TIMESTAMP.micros - 2 * S
+    last_window = IntervalWindow(Timestamp.from_micros(end - 10 * S), Timestamp.from_micros(end))
+    assert p.gc_time(last_window) == MAX_TIMESTAMP.micros - 1
+
+
+def test_late_data_pending_holds_a_window_at_its_gc_time_unless_its_hold_is_earlier():
+    p = HoldPolicy(Windowing(FixedWindows(10), allowed_lateness=5))
+    window = IntervalWindow(0, 10)
+    assert p.window_hold(window, None, gc_hold=False) is None
+    assert p.window_hold(window, 3 * S, gc_hold=False) == 3 * S
+    assert p.window_hold(window, None, gc_hold=True) == 15 * S - 1
+    assert p.window_hold(window, 3 * S, gc_hold=True) == 3 * S
+    assert p.window_hold(window, 20 * S, gc_hold=True) == 15 * S - 1
+
+
+def test_a_pane_takes_the_hold_unless_an_on_time_pane_is_still_to_come():
+    window = IntervalWindow(0, 10)
+    default = policy(FixedWindows(10), EARLIEST)  # DefaultTrigger: an on-time pane
+    assert default.hold_after_pane(3 * S, window, watermark=5 * S, finished=False) == 3 * S
+    assert default.hold_after_pane(3 * S, window, watermark=10 * S, finished=False) is None
+    assert default.hold_after_pane(3 * S, window, watermark=5 * S, finished=True) is None
+    counting = HoldPolicy(Windowing(FixedWindows(10), triggerfn=Repeatedly(AfterCount(2))))
+    assert counting.hold_after_pane(3 * S, window, watermark=5 * S, finished=False) is None
+
+
+def test_the_output_watermark_is_the_input_held_back_by_the_earliest_hold_and_never_moves_back():
+    assert output_watermark(0, 10 * S, None) == 10 * S
+    assert output_watermark(0, 10 * S, 4 * S) == 4 * S
+    assert output_watermark(0, 3 * S, 4 * S) == 3 * S
+    assert output_watermark(6 * S, 10 * S, 4 * S) == 6 * S
+
+
+def test_batch_single_panes_are_stamped_as_beams_batch_runner_does():
+    assert single_pane_timestamp(Windowing(), DefaultTrigger()) == GlobalWindow().max_timestamp().micros
+    global_per_element = Windowing(GlobalWindows(), triggerfn=AfterCount(1))
+    assert single_pane_timestamp(global_per_element, AfterCount(1)) == MIN_TIMESTAMP.micros
+    assert single_pane_timestamp(Windowing(FixedWindows(10)), DefaultTrigger()) is None
+
+
+@pytest.mark.parametrize("combiner", [EOW, EARLIEST, LATEST, TRANSFORMED])
+def test_a_policy_pickles_and_keeps_its_rules(combiner):
+    p = policy(SlidingWindows(10, 5), combiner)
+    copy = pickle.loads(pickle.dumps(p))
+    window = IntervalWindow(5, 15)
+    assert copy.output_time(window, 7 * S) == p.output_time(window, 7 * S)
+    assert copy.combine(4, 2) == p.combine(4, 2)
+
+
+class LastInstantFirst(BoundedWindow):
+    """A window of the user's whose panes are stamped one second before its end."""
+
+    def __init__(self, end):
+        super().__init__(end)
+
+    def max_timestamp(self):
+        return Timestamp.from_micros(self.end.micros - S)
+
+    def __eq__(self, other):
+        return type(other) is type(self) and other.end == self.end
+
+    def __hash__(self):
+        return hash(self.end.micros)
+
+
+def test_a_users_window_is_asked_for_its_last_instant():
+    window = LastInstantFirst(10)
+    p = policy(FixedWindows(10), EOW)
+    assert p.output_time(window, 3 * S) == 9 * S
+    assert hold_of(p, window, [3]) == (9 * S, False)
+    assert HoldPolicy(Windowing(FixedWindows(10), allowed_lateness=5)).gc_time(window) == 14 * S
