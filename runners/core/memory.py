@@ -17,6 +17,7 @@ from sparkbeam.runners.core.clock import Clock, ManualClock
 from sparkbeam.runners.core.dofn_invoker import SideInputs
 from sparkbeam.runners.core.errors import UserCodeError, add_transform_note
 from sparkbeam.runners.core.fused import FusedBody
+from sparkbeam.runners.core.grouping import engine_for
 from sparkbeam.runners.core.grouping_step import (
     ELEMENT,
     PANE,
@@ -73,19 +74,9 @@ class MemoryBackend:
         return list(dataset)
 
     def _engine(self, op: GroupOp, params: StepParams) -> Any:
-        from sparkbeam.runners.core.grouping import GroupingEngine
-
         key = id(op)
         if key not in self.engines:
-            if op.combine_fn is not None:
-                op.combine_fn.setup()
-            self.engines[key] = GroupingEngine(
-                op.windowing,
-                combine_fn=op.combine_fn,
-                overlapping_window_rule=self.overlapping_window_rule,
-                batch=params.batch,
-                keep_pane_indices=op.keep_pane_indices,
-            )
+            self.engines[key] = engine_for(op, overlapping_window_rule=self.overlapping_window_rule, batch=params.batch)
         return self.engines[key]
 
     def run_stage(

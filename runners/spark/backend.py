@@ -22,6 +22,7 @@ from typing import Any
 
 import attrs
 
+from sparkbeam.runners.core.grouping import engine_for
 from sparkbeam.runners.core.grouping_step import STATE, SUMMARY
 from sparkbeam.runners.core.memory import bounded_source_elements
 from sparkbeam.runners.core.ops import (
@@ -57,7 +58,7 @@ class Dataset:
 
 
 class EngineFactory:
-    """Builds a stage's GroupingEngine on the executor (engines are cheap; specs pickle small)."""
+    """Builds a stage's grouping engine on the executor (engines are cheap; specs pickle small)."""
 
     def __init__(self, op: GroupOp, overlapping_window_rule: bool, batch: bool) -> None:
         self.op = op
@@ -65,17 +66,7 @@ class EngineFactory:
         self.batch = batch
 
     def __call__(self) -> Any:
-        from sparkbeam.runners.core.grouping import GroupingEngine
-
-        if self.op.combine_fn is not None:
-            self.op.combine_fn.setup()  # this copy was just unpickled on the executor
-        return GroupingEngine(
-            self.op.windowing,
-            combine_fn=self.op.combine_fn,
-            overlapping_window_rule=self.overlapping_window_rule,
-            batch=self.batch,
-            keep_pane_indices=self.op.keep_pane_indices,
-        )
+        return engine_for(self.op, overlapping_window_rule=self.overlapping_window_rule, batch=self.batch)
 
 
 def shippable(stage: Stage) -> Stage:

@@ -10,7 +10,7 @@ import pytest
 
 from sparkbeam.combine import CombineFn
 from sparkbeam.runners.core.clock import ManualClock
-from sparkbeam.runners.core.grouping import GroupingEngine, GroupingStats
+from sparkbeam.runners.core.grouping import GroupingStats, build_grouping_engine
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp
 from sparkbeam.utils.windowed_value import WindowedValue
 from sparkbeam.window import WindowFn
@@ -70,7 +70,7 @@ class EngineDriver:
         seed: int = 0,
     ) -> None:
         self.case = case
-        self.engine = GroupingEngine(
+        self.engine = build_grouping_engine(
             case.windowing(),
             combine_fn=combine_fn,
             overlapping_window_rule=case.overlapping_window_rule,
@@ -146,7 +146,7 @@ class EngineDriver:
 def run_batch(case: Transcript, final_panes: list[dict], *, combine_fn: CombineFn | None = None) -> None:
     """Beam's BatchTranscriptTest through the engine in batch mode: every input at the
     minimum watermark, then timers at the maximum watermark and clock."""
-    engine = GroupingEngine(
+    engine = build_grouping_engine(
         case.windowing(),
         combine_fn=combine_fn,
         overlapping_window_rule=case.overlapping_window_rule,

@@ -30,7 +30,7 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP as BEAM_MIN
 
 from sparkbeam import trigger as st
 from sparkbeam import window as sw
-from sparkbeam.runners.core.grouping import GroupingEngine, GroupingStats
+from sparkbeam.runners.core.grouping import GroupingStats, build_grouping_engine
 from sparkbeam.utils.timestamp import MIN_TIMESTAMP
 from sparkbeam.utils.windowed_value import WindowedValue
 from sparkbeam.windowing import Windowing
@@ -129,7 +129,7 @@ def play(seed: int) -> str | None:
         beam_clock.TestClock(),
     )
     beam_state = bt.InMemoryUnmergedState()
-    engine = GroupingEngine(
+    engine = build_grouping_engine(
         Windowing(
             ours_fn,
             trigger,

@@ -9,7 +9,13 @@ import pytest
 
 from sparkbeam.combine import CombineFn
 from sparkbeam.runners.core.clock import ManualClock
-from sparkbeam.runners.core.grouping import GroupingEngine, GroupingStats, KeyState
+from sparkbeam.runners.core.grouping import GroupingStats, KeyState, build_grouping_engine
+from sparkbeam.runners.core.grouping_strategies import (
+    EndOfWindowGrouping,
+    SinglePaneGrouping,
+    TriggeredGrouping,
+)
+from sparkbeam.runners.core.holds import HoldPolicy
 from sparkbeam.trigger import (
     AccumulationMode,
     AfterAny,
@@ -61,7 +67,7 @@ class Key:
     """One key's state in an engine, with a watermark and a clock that tests move."""
 
     def __init__(self, windowing: Windowing, **engine_options) -> None:
-        self.engine = GroupingEngine(windowing, **engine_options)
+        self.engine = build_grouping_engine(windowing, **engine_options)
         self.window_fn = windowing.windowfn
         self.state = self.engine.new_key_state()
         self.stats = GroupingStats()
@@ -513,8 +519,8 @@ def test_the_default_trigger_fast_path_matches_the_trigger_machine():
             accumulation_mode=rng.choice([DISCARDING, ACCUMULATING]),
         )
         fast, general = Key(windowing), Key(windowing)
-        general.engine._default_fast_path = False
-        assert fast.engine._default_fast_path
+        assert isinstance(fast.engine, EndOfWindowGrouping)
+        general.engine = TriggeredGrouping(windowing, windowing.triggerfn, HoldPolicy(windowing), None)
         watermark = 0.0
         for _step in range(6):
             if rng.random() < 0.5:
@@ -526,6 +532,27 @@ def test_the_default_trigger_fast_path_matches_the_trigger_machine():
             assert fast.engine.next_timers(fast.state) == general.engine.next_timers(general.state)
             assert fast.hold() == general.hold()
             assert fast.stats == general.stats
+
+
+@pytest.mark.parametrize(
+    ("windowing", "batch", "strategy"),
+    [
+        (Windowing(FixedWindows(10)), False, EndOfWindowGrouping),
+        (Windowing(FixedWindows(10)), True, EndOfWindowGrouping),
+        (Windowing(SlidingWindows(10, 5)), False, EndOfWindowGrouping),
+        (Windowing(Sessions(10)), False, TriggeredGrouping),
+        (Windowing(FixedWindows(10), triggerfn=Repeatedly(AfterCount(2))), False, TriggeredGrouping),
+        (Windowing(FixedWindows(10), triggerfn=Never()), True, TriggeredGrouping),
+        (Windowing(), False, EndOfWindowGrouping),
+        (Windowing(), True, SinglePaneGrouping),
+        (Windowing(GlobalWindows(), triggerfn=AfterCount(1)), True, SinglePaneGrouping),
+        (Windowing(GlobalWindows(), triggerfn=Never()), True, SinglePaneGrouping),
+        (Windowing(GlobalWindows(), triggerfn=AfterCount(1)), False, TriggeredGrouping),
+    ],
+)
+def test_the_strategy_is_chosen_once_from_the_windowing_and_the_batch_flag(windowing, batch, strategy):
+    engine = build_grouping_engine(windowing, batch=batch)
+    assert type(engine) is strategy
 
 
 # ---------------------------------------------------------------------------- batch
