@@ -1,8 +1,10 @@
 """One step of a grouping stage over one partition of keys: the same code in memory and on Spark.
 
-The input is a partition's records: the keyed state carried from the previous step and
-the new (key, element) pairs of this step. The output is the new state, the fired panes
-and one ``StageSummary`` (earliest hold and which key and window set it, counts, drops).
+The input is a partition's records (``records.py``): ``(key, KeyedState)`` carried from the
+previous step and ``(key, element)`` for this step's elements, their keys taken off. The
+output is ``(key, KeyedState)`` for the state kept, ``(None, Pane)`` for each fired pane
+and last ``(None, Summary)``: the earliest hold and which key and window set it, counts,
+drops.
 """
 
 from __future__ import annotations
@@ -13,15 +15,11 @@ from typing import Any
 from sparkbeam.runners.core.drops import DROP_COUNTERS, GroupingStats
 from sparkbeam.runners.core.errors import TransformError
 from sparkbeam.runners.core.ops import GroupOp
+from sparkbeam.runners.core.records import KeyedState, Pane, Summary
 from sparkbeam.runners.core.steps import StageSummary, StepParams
 from sparkbeam.utils.windowed_value import WindowedValue
 
-__all__ = ["ELEMENT", "PANE", "STATE", "SUMMARY", "group_partition", "key_element"]
-
-STATE = "S"
-ELEMENT = "E"
-PANE = "P"
-SUMMARY = "M"
+__all__ = ["group_partition", "key_element"]
 
 
 def key_element(op: GroupOp, wv: WindowedValue) -> tuple[Any, WindowedValue]:
@@ -46,15 +44,17 @@ def _short(value: Any) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def group_partition(engine: Any, records: Iterable[tuple[str, Any, Any]], params: StepParams) -> Iterator[tuple[str, Any, Any]]:
-    """Run one step for the keys of one partition; yields (STATE|PANE|SUMMARY, key, payload)."""
+def group_partition(
+    engine: Any, records: Iterable[tuple[Any, KeyedState | WindowedValue]], params: StepParams
+) -> Iterator[tuple[Any, KeyedState | Pane | Summary]]:
+    """Run one step for the keys of one partition (see the module docs)."""
     states: dict[Any, Any] = {}
     new: dict[Any, list[WindowedValue]] = {}
-    for tag, key, payload in records:
-        if tag == STATE:
-            states[key] = payload
+    for key, record in records:
+        if type(record) is KeyedState:
+            states[key] = record.state
         else:
-            new.setdefault(key, []).append(payload)
+            new.setdefault(key, []).append(record)
     stats = GroupingStats()
     summary = StageSummary()
     panes: list[WindowedValue] = []
@@ -97,13 +97,13 @@ def group_partition(engine: Any, records: Iterable[tuple[str, Any, Any]], params
         summary.next_processing_timer = _min(summary.next_processing_timer, processing_timer)
         summary.state_keys += 1
         summary.state_windows += _window_count(state)
-        yield (STATE, key, state)
+        yield key, KeyedState(state)
     summary.elements_out = len(panes)
     for counter in DROP_COUNTERS.values():
         setattr(summary, counter, getattr(stats, counter))
     for pane in panes:
-        yield (PANE, None, pane)
-    yield (SUMMARY, None, summary)
+        yield None, Pane(pane)
+    yield None, Summary(summary)
 
 
 def _min(a: int | None, b: int | None) -> int | None:

@@ -18,18 +18,12 @@ from sparkbeam.runners.core.dofn_invoker import SideInputs
 from sparkbeam.runners.core.errors import UserCodeError, add_transform_note
 from sparkbeam.runners.core.fused import FusedBody
 from sparkbeam.runners.core.grouping import engine_for
-from sparkbeam.runners.core.grouping_step import (
-    ELEMENT,
-    PANE,
-    STATE,
-    SUMMARY,
-    group_partition,
-    key_element,
-)
+from sparkbeam.runners.core.grouping_step import group_partition, key_element
 from sparkbeam.runners.core.history import run_history
 from sparkbeam.runners.core.ops import CreateOp, GroupOp, ImpulseOp, ReadTextOp, lower
 from sparkbeam.runners.core.plan import Stage, StagePlan, plan_stages
-from sparkbeam.runners.core.side_input_wait import OUTPUT, PARKED, must_wait, run_waiting
+from sparkbeam.runners.core.records import KeyedState, Pane, Parked, Summary
+from sparkbeam.runners.core.side_input_wait import must_wait, run_waiting
 from sparkbeam.runners.core.sources import SourceEmission
 from sparkbeam.runners.core.steps import StageResult, StageSummary, StepLoop, StepParams
 from sparkbeam.runners.core.timeline import Emissions, Timeline, emissions_of
@@ -95,17 +89,18 @@ class MemoryBackend:
             (source,) = grouping.inputs
             engine = self._engine(grouping, params)
             states = self.states.setdefault(stage.id, {})
-            records: list[tuple[str, Any, Any]] = [(STATE, k, s) for k, s in states.items()]
-            records.extend((ELEMENT, *key_element(grouping, wv)) for wv in inputs[source])
+            records: list[tuple[Any, KeyedState | WindowedValue]] = [(k, KeyedState(s)) for k, s in states.items()]
+            records.extend(key_element(grouping, wv) for wv in inputs[source])
             states.clear()
             head_output: list[WindowedValue] = []
-            for tag, key, payload in group_partition(engine, records, params):
-                if tag == STATE:
-                    states[key] = payload
-                elif tag == PANE:
-                    head_output.append(payload)
-                elif tag == SUMMARY:
-                    summary = payload
+            for key, record in group_partition(engine, records, params):
+                kind = type(record)
+                if kind is KeyedState:
+                    states[key] = record.state
+                elif kind is Pane:
+                    head_output.append(record.element)
+                elif kind is Summary:
+                    summary = record.summary
             (output,) = grouping.outputs
             entering = [(output, wv) for wv in head_output]
         else:
@@ -133,15 +128,15 @@ class MemoryBackend:
         summary = StageSummary()
         records = run_waiting(stage, SideInputs(side_inputs), params, inputs[source], parked)
         try:
-            for tag, payload in records:
-                if tag == OUTPUT:
-                    pcoll, wv = payload
-                    if pcoll in produced:
-                        produced[pcoll].append(wv)
-                elif tag == PARKED:
-                    waiting.append(payload)
-                elif tag == SUMMARY:
-                    summary = payload
+            for where, record in records:
+                kind = type(record)
+                if kind is WindowedValue:
+                    if where in produced:
+                        produced[where].append(record)
+                elif kind is Parked:
+                    waiting.append(record.element)
+                elif kind is Summary:
+                    summary = record.summary
         except UserCodeError as failure:
             raise add_transform_note(failure.error, failure.label, failure.location) from None
         self.parked[stage.id] = waiting

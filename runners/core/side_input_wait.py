@@ -31,31 +31,21 @@ from sparkbeam.runners.core.dofn_invoker import SideInputs, side_window_for
 from sparkbeam.runners.core.drops import DropReason, GroupingStats
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
 from sparkbeam.runners.core.fused import FusedBody
-from sparkbeam.runners.core.grouping_step import SUMMARY
 from sparkbeam.runners.core.ops import ParDoOp, SideInputSlot, StreamReadOp
 from sparkbeam.runners.core.plan import Stage, StagePlan
+from sparkbeam.runners.core.records import Parked, ReleaseAt, Summary
 from sparkbeam.runners.core.steps import StageSummary, StepParams
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP
 from sparkbeam.utils.windowed_value import WindowedValue
 from sparkbeam.window import GlobalWindow, GlobalWindows
 
 __all__ = [
-    "OUTPUT",
-    "PARKED",
-    "RELEASE",
-    "SUMMARY",
     "expire_side_contents",
     "must_wait",
     "refuse_side_inputs_never_ready",
     "run_waiting",
     "side_input_op",
 ]
-
-#: record tags of ``run_waiting``: an output (pcoll, element), an element kept waiting, the
-#: summary, and the side-input watermarks below which nothing waiting can be released
-OUTPUT = "O"
-PARKED = "W"
-RELEASE = "R"
 
 MAX = MAX_TIMESTAMP.micros
 
@@ -133,16 +123,15 @@ def run_waiting(
     params: StepParams,
     arriving: Iterable[WindowedValue],
     parked: Iterable[WindowedValue],
-) -> Iterator[tuple[str, Any]]:
+) -> Iterator[tuple[int | None, WindowedValue | Parked | ReleaseAt | Summary]]:
     """One step of a stage that reads side inputs, over one partition.
 
     ``parked`` are the elements still waiting from earlier steps, ``arriving`` the stage's
-    new input. Yields (OUTPUT, (pcoll, element)) for what leaves the stage, (PARKED,
-    element) for what waits on, (RELEASE, ((side pcoll, watermark), ...)): nothing waiting
-    can go before one of these side inputs' watermarks reaches its value (so a backend can
-    skip the steps that cannot release anything), and last (SUMMARY, StageSummary):
-    elements in, out, dropped late, waiting, and the earliest waiting element as the
-    stage's hold.
+    new input. Yields (pcoll, element) for what leaves the stage, (None, Parked) for what
+    waits on, (None, ReleaseAt): nothing waiting can go before one of these side inputs'
+    watermarks reaches its value (so a backend can skip the steps that cannot release
+    anything), and last (None, Summary): elements in, out, dropped late, waiting, and the
+    earliest waiting element as the stage's hold (``records.py``).
     """
     op = side_input_op(stage)
     if op is None:
@@ -172,13 +161,13 @@ def run_waiting(
     body = FusedBody(stage, side_inputs)
     for pcoll, wv in body.run(ready()):
         summary.elements_out += 1
-        yield (OUTPUT, (pcoll, wv))
+        yield pcoll, wv
     for wv in waiting:
-        yield (PARKED, wv)
-    yield (RELEASE, tuple(sorted(gate.release_at.items())))
+        yield None, Parked(wv)
+    yield None, ReleaseAt(tuple(sorted(gate.release_at.items())))
     summary.late_dropped = stats.late_dropped
     summary.side_input_waiting = len(waiting)
-    yield (SUMMARY, summary)
+    yield None, Summary(summary)
 
 
 def _hold(summary: StageSummary, wv: WindowedValue, side: str, side_window: str) -> None:

@@ -23,7 +23,6 @@ from typing import Any
 import attrs
 
 from sparkbeam.runners.core.grouping import engine_for
-from sparkbeam.runners.core.grouping_step import STATE, SUMMARY
 from sparkbeam.runners.core.memory import bounded_source_elements
 from sparkbeam.runners.core.ops import (
     CreateOp,
@@ -34,7 +33,8 @@ from sparkbeam.runners.core.ops import (
     WriteTextOp,
 )
 from sparkbeam.runners.core.plan import Stage
-from sparkbeam.runners.core.side_input_wait import PARKED, RELEASE, must_wait
+from sparkbeam.runners.core.records import KeyedState, Parked, ReleaseAt, Summary
+from sparkbeam.runners.core.side_input_wait import must_wait
 from sparkbeam.runners.core.sources import SourceEmission
 from sparkbeam.runners.core.steps import StageResult, StageSummary, StepParams
 from sparkbeam.runners.spark import batch_grouping, sinks, textio, worker
@@ -82,14 +82,14 @@ def shippable(stage: Stage) -> Stage:
 
 def _strip_state(records: Any) -> Any:
     for key, record in records:
-        if record[0] == STATE:
+        if type(record) is KeyedState:
             yield key, record
 
 
 def _select(pcoll: int, records: Any) -> Any:
-    for _, record in records:
-        if record[0] == worker.OUT and record[1] == pcoll:
-            yield record[2]
+    for where, record in records:
+        if where == pcoll and type(record) is WindowedValue:
+            yield record
 
 
 def _select_tagged(pcoll: int, items: Any) -> Any:
@@ -100,7 +100,7 @@ def _select_tagged(pcoll: int, items: Any) -> Any:
 
 def _parked(records: Any) -> Any:
     for key, record in records:
-        if record[0] == PARKED:
+        if type(record) is Parked:
             yield key, record
 
 
@@ -111,21 +111,37 @@ def _materialise(records: Any) -> Any:
 
 
 def _reports_and(wanted: frozenset[int], records: Any) -> Any:
-    """(SUMMARY | RELEASE, report) per partition, and (pcoll, element) for the wanted outputs."""
-    for _, record in records:
-        if record[0] == SUMMARY or record[0] == RELEASE:
-            yield record[0], record[1]
-        elif record[0] == worker.OUT and record[1] in wanted:
-            yield record[1], record[2]
+    """Summary and ReleaseAt per partition, and (pcoll, element) for the wanted outputs."""
+    for where, record in records:
+        kind = type(record)
+        if kind is Summary or kind is ReleaseAt or (kind is WindowedValue and where in wanted):
+            yield where, record
 
 
 def _summaries_and(wanted: frozenset[int], records: Any) -> Any:
-    """(None, summary) per partition, and (pcoll, element) for the wanted outputs."""
-    for _, record in records:
-        if record[0] == SUMMARY:
-            yield None, record[1]
-        elif record[0] == worker.OUT and record[1] in wanted:
-            yield record[1], record[2]
+    """Summary per partition, and (pcoll, element) for the wanted outputs."""
+    for where, record in records:
+        kind = type(record)
+        if kind is Summary or (kind is WindowedValue and where in wanted):
+            yield where, record
+
+
+def _sort_fetched(fetched: list[Any], wanted: frozenset[int]) -> tuple[StageSummary, dict[int, list[WindowedValue]], dict[int, int]]:
+    """The step's summary, the wanted outputs' elements and the release watermarks, from
+    what a stage's job brought back to the driver."""
+    parts = []
+    collected: dict[int, list[WindowedValue]] = {pcoll: [] for pcoll in wanted}
+    release: dict[int, int] = {}
+    for where, record in fetched:
+        kind = type(record)
+        if kind is WindowedValue:
+            collected[where].append(record)
+        elif kind is Summary:
+            parts.append(record.summary)
+        else:
+            for pcoll, watermark in record.watermarks:
+                release[pcoll] = min(watermark, release.get(pcoll, MAX))
+    return functools.reduce(StageSummary.merge, parts, StageSummary()), collected, release
 
 
 class SparkBackend:
@@ -294,12 +310,7 @@ class SparkBackend:
         # One job per stage and step: the summaries, and the outputs the loop will collect.
         with user_errors():
             fetched = result.mapPartitions(functools.partial(_summaries_and, wanted)).collect()
-        parts = [item for kind, item in fetched if kind is None]
-        collected: dict[int, list[WindowedValue]] = {pcoll: [] for pcoll in wanted}
-        for kind, item in fetched:
-            if kind is not None:
-                collected[kind].append(item)
-        summary = functools.reduce(StageSummary.merge, parts, StageSummary())
+        summary, collected, _ = _sort_fetched(fetched, wanted)
         self.last_summaries[stage.id] = summary
         self.states[stage.id] = result.mapPartitions(_strip_state, preservesPartitioning=True)
         stale = self.state_results.get(stage.id)
@@ -367,18 +378,7 @@ class SparkBackend:
         collect = [records.mapPartitions(functools.partial(_reports_and, wanted)) for records in passes]
         with user_errors():
             fetched = self.sc.union([*collect, parked.mapPartitions(_materialise)]).collect()
-        collected: dict[int, list[WindowedValue]] = {pcoll: [] for pcoll in wanted}
-        parts = []
-        release: dict[int, int] = {}
-        for kind, item in fetched:
-            if kind == SUMMARY:
-                parts.append(item)
-            elif kind == RELEASE:
-                for pcoll, watermark in item:
-                    release[pcoll] = min(watermark, release.get(pcoll, MAX))
-            else:
-                collected[kind].append(item)
-        summary = functools.reduce(StageSummary.merge, parts, StageSummary())
+        summary, collected, release = _sort_fetched(fetched, wanted)
         self.last_summaries[stage.id] = summary
         self.release_at[stage.id] = release
         stale = self.state_results.pop(stage.id, None)

@@ -33,7 +33,8 @@ from sparkbeam.runners.core.plan import StagePlan
 __all__ = ["CheckpointError", "CheckpointStore", "pipeline_shape", "write_atomically"]
 
 IDENTITY = "sparkbeam-checkpoint.json"
-FORMAT = "sparkbeam-checkpoint/1"
+# 2: keyed state as (key, records.KeyedState) pairs (1 had one-letter tags)
+FORMAT = "sparkbeam-checkpoint/2"
 
 
 class CheckpointError(ValueError):

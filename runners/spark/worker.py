@@ -14,24 +14,15 @@ from typing import Any
 from sparkbeam.runners.core.dofn_invoker import SideInputs
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
 from sparkbeam.runners.core.fused import FusedBody
-from sparkbeam.runners.core.grouping_step import (
-    ELEMENT,
-    PANE,
-    STATE,
-    SUMMARY,
-    group_partition,
-    key_element,
-)
+from sparkbeam.runners.core.grouping_step import group_partition, key_element
 from sparkbeam.runners.core.ops import GroupOp
 from sparkbeam.runners.core.plan import Stage
-from sparkbeam.runners.core.side_input_wait import OUTPUT, PARKED, run_waiting
+from sparkbeam.runners.core.records import KeyedState, Pane, Parked, Summary
+from sparkbeam.runners.core.side_input_wait import run_waiting
 from sparkbeam.runners.core.steps import StageSummary, StepParams
 from sparkbeam.utils.windowed_value import WindowedValue
 
-__all__ = ["OUT", "grouping_partition", "keyed_elements", "run_body", "tagged", "waiting_partition"]
-
-#: record tag of an element leaving a stage: (None, (OUT, pcoll_id, WindowedValue))
-OUT = OUTPUT
+__all__ = ["grouping_partition", "keyed_elements", "run_body", "tagged", "waiting_partition"]
 
 
 def _side(side_broadcast: Any) -> SideInputs | None:
@@ -70,14 +61,14 @@ def run_body(
         counters[1].add(emitted)
 
 
-def keyed_elements(op: GroupOp, elements: Iterable[WindowedValue]) -> Iterator[tuple[Any, tuple[str, WindowedValue]]]:
-    """(key, (ELEMENT, element without its key)) for the shuffle into a grouping."""
+def keyed_elements(op: GroupOp, elements: Iterable[WindowedValue]) -> Iterator[tuple[Any, WindowedValue]]:
+    """(key, element without its key) for the shuffle into a grouping."""
     for wv in elements:
         try:
             key, inner = key_element(op, wv)
         except TransformError as error:
             raise UserCodeError(op.label, op.location, error) from None
-        yield key, (ELEMENT, inner)
+        yield key, inner
 
 
 def grouping_partition(
@@ -85,35 +76,34 @@ def grouping_partition(
     engine_factory: Any,
     params: StepParams,
     side_broadcast: Any,
-    records: Iterable[tuple[Any, tuple]],
-) -> Iterator[tuple[Any, tuple]]:
+    records: Iterable[tuple[Any, KeyedState | WindowedValue]],
+) -> Iterator[tuple[Any, KeyedState | WindowedValue | Summary]]:
     """One step of a grouping stage and its fused body over one partition.
 
-    Yields (key, (STATE, state)) for the state kept to the next step, and
-    (None, (OUT, pcoll, element)) and (None, (SUMMARY, summary)) for the driver.
+    Yields (key, KeyedState) for the state kept to the next step, (pcoll, element) for
+    the stage's outputs and (None, Summary) for the driver.
     """
     grouping = stage.grouping
     engine = engine_factory()
     (head_output,) = grouping.outputs
-    flat = ((record[0], key, record[1]) for key, record in records)
     panes: list[WindowedValue] = []
-    summary = StageSummary()
+    summary = Summary(StageSummary())
     try:
-        for tag, key, payload in group_partition(engine, flat, params):
-            if tag == STATE:
-                yield key, (STATE, payload)
-            elif tag == PANE:
-                panes.append(payload)
-            elif tag == SUMMARY:
-                summary = payload
+        for key, record in group_partition(engine, records, params):
+            kind = type(record)
+            if kind is KeyedState:
+                yield key, record
+            elif kind is Pane:
+                panes.append(record.element)
+            else:
+                summary = record
     except UserCodeError:
         raise
     except Exception as error:  # a CombineFn or WindowFn of the user's, run by the engine
         raise UserCodeError(grouping.label, grouping.location, error) from error
     body = FusedBody(stage, _side(side_broadcast))
-    for pcoll, wv in body.run((head_output, wv) for wv in panes):
-        yield None, (OUT, pcoll, wv)
-    yield None, (SUMMARY, summary)
+    yield from body.run((head_output, wv) for wv in panes)  # (pcoll, element) pairs
+    yield None, summary
     body.finalize_bundle()  # Spark has consumed the task's whole output
 
 
@@ -126,28 +116,26 @@ def waiting_partition(
     from_parked: bool,
     index: int,
     records: Iterable[Any],
-) -> Iterator[tuple[Any, tuple]]:
+) -> Iterator[tuple[Any, Any]]:
     """One step of a stage reading side inputs over one partition: of its new elements, or
     (``from_parked``) of the elements parked in that partition of its state.
 
-    Yields (None, (OUT, pcoll, element)) and (None, (SUMMARY, summary)) for the driver, and
-    (partition, (PARKED, element)) for what waits on: a parked element stays in the
-    partition it is in; a new one is spread over the state's partitions, in turn.
+    Yields (pcoll, element) for the stage's outputs, (None, ReleaseAt) and (None, Summary)
+    for the driver, and (partition, Parked) for what waits on: a parked element stays in
+    the partition it is in; a new one is spread over the state's partitions, in turn.
     """
     if from_parked:
         arriving: Iterable[WindowedValue] = ()
-        parked: Iterable[WindowedValue] = (record[1] for _, record in records)
+        parked: Iterable[WindowedValue] = (record.element for _, record in records)
     else:
         arriving, parked = records, ()
     spread = index
-    for tag, payload in run_waiting(stage, _side(side_broadcast), params, arriving, parked):
-        if tag == PARKED:
+    for where, record in run_waiting(stage, _side(side_broadcast), params, arriving, parked):
+        if type(record) is Parked:
             if from_parked:
-                yield index, (PARKED, payload)
+                yield index, record
             else:
-                yield spread % num_partitions, (PARKED, payload)
+                yield spread % num_partitions, record
                 spread += 1
-        elif tag == OUT:
-            yield None, (OUT, *payload)
-        else:  # the summary, and when anything parked can be released
-            yield None, (tag, payload)
+        else:  # an output, the summary, and when anything parked can be released
+            yield where, record

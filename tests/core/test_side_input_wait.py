@@ -11,10 +11,8 @@ from sparkbeam.runners.core.errors import TransformError
 from sparkbeam.runners.core.memory import MemoryBackend, run_in_memory
 from sparkbeam.runners.core.ops import lower
 from sparkbeam.runners.core.plan import plan_stages
+from sparkbeam.runners.core.records import Parked, ReleaseAt
 from sparkbeam.runners.core.side_input_wait import (
-    OUTPUT,
-    PARKED,
-    RELEASE,
     expire_side_contents,
     refuse_side_inputs_never_ready,
     run_waiting,
@@ -75,17 +73,17 @@ def step(stage, side_pcoll, side_watermark, arriving=(), parked=(), input_waterm
 
     contents = {side_pcoll: [element("s", 2, fixed(0, 10)), element("t", 12, fixed(10, 20))]}
     outputs, waiting, release, summary = [], [], None, None
-    for tag, payload in run_waiting(
+    for _, record in run_waiting(
         stage, SideInputs(contents), params(side_pcoll, side_watermark, input_watermark), arriving, parked
     ):
-        if tag == OUTPUT:
-            outputs.append((payload[1].value, payload[1].windows))
-        elif tag == PARKED:
-            waiting.append(payload)
-        elif tag == RELEASE:
-            release = dict(payload)
+        if type(record) is WindowedValue:
+            outputs.append((record.value, record.windows))
+        elif type(record) is Parked:
+            waiting.append(record.element)
+        elif type(record) is ReleaseAt:
+            release = dict(record.watermarks)
         else:
-            summary = payload
+            summary = record.summary
     return outputs, waiting, release, summary
 
 
