@@ -12,6 +12,10 @@ Per step and stage:
   them (``runners/core/side_input_wait.py``) in an RDD partitioned like grouping state:
   its new elements run in place, only those that must wait are shuffled into the parked
   state, and the parked state is released partition by partition, never shuffled.
+
+What Spark runs per op type is registered under ``execution.backend_ops("Spark")``: the
+sources here (Create, Impulse, ReadFromText, TestStream, real streams), the grouping here,
+the file sinks in ``sinks.py``.
 """
 
 from __future__ import annotations
@@ -22,15 +26,16 @@ from typing import Any
 
 import attrs
 
+from sparkbeam.runners.core.execution import backend_ops, kind_of
 from sparkbeam.runners.core.grouping import engine_for
-from sparkbeam.runners.core.memory import bounded_source_elements
 from sparkbeam.runners.core.ops import (
     CreateOp,
     GroupOp,
     ImpulseOp,
+    Op,
     ReadTextOp,
+    StreamReadOp,
     TestStreamOp,
-    WriteTextOp,
 )
 from sparkbeam.runners.core.plan import Stage
 from sparkbeam.runners.core.records import KeyedState, Parked, ReleaseAt, Summary
@@ -42,9 +47,11 @@ from sparkbeam.runners.spark.errors import user_errors
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP
 from sparkbeam.utils.windowed_value import WindowedValue
 
-__all__ = ["Dataset", "SparkBackend"]
+__all__ = ["SPARK", "Dataset", "SparkBackend"]
 
 MAX = MAX_TIMESTAMP.micros
+#: what the Spark backend runs, per op type
+SPARK = backend_ops("Spark")
 
 
 @attrs.frozen
@@ -73,11 +80,10 @@ def shippable(stage: Stage) -> Stage:
     """The stage as executors need it: a source's content stays on the driver (a
     TestStream's script, Create's values), since each step ships only its own elements."""
     head = stage.head
-    if isinstance(head, TestStreamOp):
-        return attrs.evolve(stage, head=attrs.evolve(head, events=()))
-    if isinstance(head, CreateOp):
-        return attrs.evolve(stage, head=attrs.evolve(head, values=()))
-    return stage
+    if head is None:
+        return stage
+    shipped = kind_of(head).for_executors(head)
+    return stage if shipped is head else attrs.evolve(stage, head=shipped)
 
 
 def _strip_state(records: Any) -> Any:
@@ -174,22 +180,16 @@ class SparkBackend:
 
     # -- sources -----------------------------------------------------------------------
     def source_dataset(self, stage: Stage, emission: SourceEmission) -> Dataset:
-        if emission.whole is not None:
-            op = emission.whole
-            if isinstance(op, ReadTextOp):
-                return Dataset(textio.read_text(self.sc, op))
-            if isinstance(op, (CreateOp, ImpulseOp)):
-                elements = bounded_source_elements(op)
-                if not elements:
-                    return Dataset(self.sc.emptyRDD(), known_empty=True)
-                slices = max(1, min(self.num_partitions, len(elements)))
-                return Dataset(self.sc.parallelize(elements, slices))
-            msg = f"'{stage.name}': no Spark source for {type(op).__name__}"
+        head = stage.head
+        if head is None:
+            msg = f"'{stage.name}' is not a source stage"
             raise TypeError(msg)
-        if emission.elements:
-            return Dataset(self.sc.parallelize(list(emission.elements), 1))
-        if emission.wal_paths:
-            return Dataset(self.sc.union([self.sc.pickleFile(path) for path in emission.wal_paths]))
+        read = SPARK.sources.lookup(head)
+        if emission.is_empty:
+            return self.empty()
+        return read(self, head, emission)
+
+    def empty(self) -> Dataset:
         return Dataset(self.sc.emptyRDD(), known_empty=True)
 
     def union(self, datasets: list[Dataset]) -> Dataset:
@@ -223,7 +223,8 @@ class SparkBackend:
             self.broadcasts.append(side)
         grouping = stage.grouping
         if grouping is not None:
-            return self._run_grouping(stage, grouping, inputs, params, side, wanted)
+            group = SPARK.groupings.lookup(grouping)
+            return group(self, grouping, stage, inputs, params, side, wanted)
         if must_wait(stage, params, stage.id in self.states):
             return self._run_waiting(stage, inputs, params, side, wanted)
         entering = [
@@ -258,8 +259,8 @@ class SparkBackend:
 
     def _run_grouping(
         self,
-        stage: Stage,
         grouping: GroupOp,
+        stage: Stage,
         inputs: dict[int, Dataset],
         params: StepParams,
         side: Any,
@@ -426,15 +427,12 @@ class SparkBackend:
 
     # -- sinks and bookkeeping ----------------------------------------------------------
     def write(self, stage: Stage, datasets: dict[int, Dataset], params: StepParams) -> None:
-        """Batch text keeps Beam's flat shards; streaming commits a directory per step."""
+        """Each sink as Spark writes it (``sinks.py``): in a stream, a directory per step."""
         for sink in stage.sinks:
             (pcoll,) = sink.inputs
             dataset = datasets[pcoll]
             with user_errors():
-                if params.batch and isinstance(sink, WriteTextOp):
-                    textio.write_text(self.sc, sink, dataset.rdd, params)
-                else:
-                    sinks.write_step(self.sc, sink, dataset.rdd, dataset.known_empty, params.step)
+                sinks.write(self.sc, sink, dataset.rdd, dataset.known_empty, params)
 
     def end_step(self, step: int) -> None:
         for rdd in self.step_cache:
@@ -472,3 +470,34 @@ class SparkBackend:
             rdd.unpersist()
         self.state_results.clear()
         self.states.clear()
+
+
+SPARK.groupings.register(GroupOp)(SparkBackend._run_grouping)
+
+
+@SPARK.sources.register(CreateOp, ImpulseOp)
+def _parallelize(backend: SparkBackend, op: Op, emission: SourceEmission) -> Dataset:
+    """The elements the driver holds, spread over the state's partitions."""
+    produce = kind_of(op).driver_elements
+    elements = [] if produce is None else produce(op)
+    if not elements:
+        return backend.empty()
+    slices = max(1, min(backend.num_partitions, len(elements)))
+    return Dataset(backend.sc.parallelize(elements, slices))
+
+
+@SPARK.sources.register(ReadTextOp)
+def _read_text(backend: SparkBackend, op: ReadTextOp, emission: SourceEmission) -> Dataset:
+    return Dataset(textio.read_text(backend.sc, op))
+
+
+@SPARK.sources.register(TestStreamOp)
+def _test_stream_step(backend: SparkBackend, op: Op, emission: SourceEmission) -> Dataset:
+    return Dataset(backend.sc.parallelize(list(emission.elements), 1))
+
+
+@SPARK.sources.register(StreamReadOp)
+def _write_ahead_log(backend: SparkBackend, op: Op, emission: SourceEmission) -> Dataset:
+    """A real stream's micro-batches of the step, as its write-ahead log holds them."""
+    sc = backend.sc
+    return Dataset(sc.union([sc.pickleFile(path) for path in emission.wal_paths]))

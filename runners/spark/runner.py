@@ -24,15 +24,9 @@ from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.pipeline import Pipeline
 from sparkbeam.runner import PipelineResult, PipelineRunner, PipelineState
 from sparkbeam.runners.core.clock import Clock, ManualClock, WallClock
+from sparkbeam.runners.core.execution import kind_of
 from sparkbeam.runners.core.history import run_history
-from sparkbeam.runners.core.ops import (
-    GroupOp,
-    ParDoOp,
-    StreamReadOp,
-    TestStreamOp,
-    WriteTextOp,
-    lower,
-)
+from sparkbeam.runners.core.ops import lower
 from sparkbeam.runners.core.plan import StagePlan, plan_stages
 from sparkbeam.runners.core.side_input_wait import refuse_side_inputs_never_ready
 from sparkbeam.runners.core.steps import StepLoop
@@ -50,15 +44,7 @@ def check_picklable(plan: StagePlan) -> None:
     for stage in plan.stages:
         ops = [*stage.body, *([stage.head] if stage.head is not None else [])]
         for op in ops:
-            if isinstance(op, ParDoOp):
-                parts: tuple[tuple[str, Any], ...] = (("DoFn", op.dofn), ("arguments", (op.args, op.kwargs)))
-            elif isinstance(op, GroupOp) and op.combine_fn is not None:
-                parts = (("CombineFn", op.combine_fn),)
-            elif isinstance(op, StreamReadOp):
-                parts = (("timestamp, partition_by and watermark settings", op.spec),)
-            else:
-                continue
-            for what, value in parts:
+            for what, value in kind_of(op).shipped_parts(op):
                 try:
                     cloudpickle.dumps(value)
                 except Exception as error:
@@ -71,15 +57,17 @@ def check_picklable(plan: StagePlan) -> None:
 
 
 def _check_supported(plan: StagePlan) -> None:
-    """Refuse, before Spark starts, a text sink off the local and shared file systems, in
-    batch and streaming alike (a stream would otherwise fail at its first step with output;
-    the other file sinks refuse such paths when they are constructed)."""
-    from sparkbeam.runners.spark.textio import local_prefix
+    """Refuse, before Spark starts, an op the Spark backend does not run, and a text sink
+    off the local and shared file systems, in batch and streaming alike (a stream would
+    otherwise fail at its first step with output; the other file sinks refuse such paths
+    when they are constructed)."""
+    from sparkbeam.runners.spark import sinks
+    from sparkbeam.runners.spark.backend import SPARK
 
+    SPARK.check(plan)
     for stage in plan.stages:
         for sink in stage.sinks:
-            if isinstance(sink, WriteTextOp):
-                local_prefix(sink)
+            sinks.check(sink)
 
 
 class _Execution:
@@ -258,9 +246,9 @@ class SparkRunner(PipelineRunner):
                 num_partitions=settings["state_partitions"],
                 overlapping_window_rule=settings["overlapping_window_rule"],
             )
-            has_test_stream = any(isinstance(op, TestStreamOp) for op in lowered.ops)
-            real_sources = any(isinstance(op, StreamReadOp) for op in lowered.ops)
-            clock = self.clock or (ManualClock() if has_test_stream else WallClock())
+            scripted_time = any(kind_of(op).scripts_processing_time for op in lowered.ops)
+            real_sources = any(kind_of(op).endless for op in lowered.ops)
+            clock = self.clock or (ManualClock() if scripted_time else WallClock())
             stream_run = None
             if real_sources:
                 from sparkbeam.runners.spark.streaming import StreamRun
