@@ -23,7 +23,7 @@ __all__ = [
     "MachineWatch",
     "PeerProfile",
     "driver_peak_rss_mb",
-    "least_squares_slope",
+    "median_slope",
     "process_tree",
     "pss_mb",
     "rss_mb",
@@ -207,15 +207,16 @@ def spark_jvm_memory(spark_context: Any) -> dict[str, float]:
     return {"jvm_heap_mb": heap / 2**20, "storage_mb": storage / 2**20}
 
 
-def least_squares_slope(xs: list[float], ys: list[float]) -> float:
-    """The slope of the least-squares line through the points (nan for fewer than two)."""
-    if len(xs) < 2:
+def median_slope(xs: list[float], ys: list[float]) -> float:
+    """The Theil-Sen slope: the median of the slopes between every two points, so that one
+    odd sample (a collection that ran during a burst) cannot tilt it; nan for fewer than two."""
+    slopes = sorted(
+        (ys[j] - ys[i]) / (xs[j] - xs[i]) for i in range(len(xs)) for j in range(i + 1, len(xs)) if xs[j] != xs[i]
+    )
+    if not slopes:
         return float("nan")
-    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
-    spread = sum((x - mean_x) ** 2 for x in xs)
-    if spread == 0:
-        return float("nan")
-    return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys)) / spread
+    middle = len(slopes) // 2
+    return slopes[middle] if len(slopes) % 2 else (slopes[middle - 1] + slopes[middle]) / 2
 
 
 def driver_peak_rss_mb() -> float:
