@@ -195,10 +195,15 @@ def spark_jvm_memory(spark_context: Any) -> dict[str, float]:
     Not the status tracker's ``usedOnHeapStorageMemory``: in PySpark 4.x it keeps counting
     broadcast blocks (every job's task binary) after Spark removed them, so it grows by
     about 10 KB per job while the block manager holds a few hundred KB."""
-    jvm = spark_context._jvm
-    bean = jvm.java.lang.management.ManagementFactory.getMemoryMXBean()
-    bean.gc()
-    heap = bean.getHeapMemoryUsage().getUsed()
+    management = spark_context._jvm.java.lang.management.ManagementFactory
+    management.getMemoryMXBean().gc()
+    # What each heap pool held when its last collection ended (the one just forced), so
+    # that objects allocated since by running jobs do not count.
+    heap = sum(
+        pool.getCollectionUsage().getUsed()
+        for pool in management.getMemoryPoolMXBeans()
+        if pool.getType().toString() == "Heap memory" and pool.getCollectionUsage() is not None
+    )
     storage = 0
     statuses = spark_context._jsc.sc().getExecutorMemoryStatus().iterator()  # executor -> (max, remaining)
     while statuses.hasNext():

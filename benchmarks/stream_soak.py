@@ -31,8 +31,9 @@ from ``recentProgress``, and the sparkbeam / peer ratios.
 
 ``memory``: the rate source (``--memory-rate`` rows/s, 2 partitions) through a
 ``Reshuffle`` (a random key per row), keyed by value % 100, summed in 10-second windows,
-the sums captured with a log and written to a text sink, for ``--memory-minutes``
-(default 30), with a timeline log and ``--timeline_retention_steps`` = ``--retention-steps``.
+the sums captured with a log and written to a text sink, with a timeline log and
+``--timeline_retention_steps`` = ``--retention-steps``, for ``--memory-minutes`` of
+wall-clock time (default 30; however many steps that is), then interrupted (SIGINT).
 A thread in the job's process samples every ``--sample-seconds`` (default 60): the driver's
 RSS and the objects its garbage collector tracks, the JVM's RSS, its heap in use after a
 forced full collection and the block managers' storage memory (from the SparkContext), and
@@ -143,7 +144,8 @@ def rate_job(output_dir: str, checkpoint_dir: str, timeline_log: str, rows: str,
 
 
 def memory_job(output_dir: str, checkpoint_dir: str, timeline_log: str, capture_log: str, samples_log: str,
-               rows: str, steps: str, step_interval: str, retention: str, sample_seconds: str) -> None:
+               rows: str, step_interval: str, retention: str, sample_seconds: str) -> None:
+    """Runs until it is interrupted (SIGINT), however many steps that is."""
     import sparkbeam as beam
     from sparkbeam.transforms import window
 
@@ -154,7 +156,7 @@ def memory_job(output_dir: str, checkpoint_dir: str, timeline_log: str, capture_
     sampler.start()
     options = beam.PipelineOptions(
         spark_master="local[2]", spark_conf=JOB_CONF, checkpoint_dir=checkpoint_dir, checkpoint_interval=10,
-        step_interval=float(step_interval), max_steps=int(steps), timeline_log=timeline_log,
+        step_interval=float(step_interval), timeline_log=timeline_log,
         timeline_retention_steps=int(retention), state_partitions=2,
     )
     try:
@@ -544,6 +546,30 @@ def run_until_max_steps(arguments: list[str], stderr_path: str, planned_seconds:
     return ok, time.monotonic() - started, cpu.seconds, stopped_by
 
 
+def run_for(arguments: list[str], stderr_path: str, seconds: float) -> tuple[bool, float, float, str]:
+    """Runs a job for ``seconds`` of wall-clock time, sampling its CPU, then interrupts its
+    driver (SIGINT; SIGKILL to the group if it has not ended two minutes later).
+    (ok, seconds, CPU seconds, how it stopped): ok when it ran the whole time."""
+    started = time.monotonic()
+    process = start_job(arguments, stderr_path)
+    cpu = TreeCpu(process.pid)
+    stopped_by, kill_at = "itself, before the time was up", 0.0
+    while process.poll() is None:
+        cpu.sample()
+        now = time.monotonic()
+        if now - started >= seconds and not kill_at:
+            stopped_by, kill_at = "SIGINT when the time was up", now + 120
+            os.kill(process.pid, signal.SIGINT)
+        elif kill_at and now > kill_at:
+            stopped_by = "SIGKILL: SIGINT did not stop it"
+            os.killpg(process.pid, signal.SIGKILL)
+        time.sleep(1.0)
+    ok = stopped_by == "SIGINT when the time was up"
+    if not ok:
+        print(f"   FAILURE: the {arguments[0]} ended with status {process.returncode} ({stopped_by}):\n{tail(stderr_path)}")
+    return ok, time.monotonic() - started, cpu.seconds, stopped_by
+
+
 def rate_part(args: argparse.Namespace, workdir: str) -> tuple[bool, dict[str, float]]:
     steps = int(args.rate_seconds / args.step_interval)
     print(f"\n== rate: {args.rate:,} rows/s for {args.rate_seconds} s ({steps} steps of {args.step_interval} s), checkpoint every 10 steps", flush=True)
@@ -685,16 +711,15 @@ MEMORY_SERIES = [
 
 def memory_part(args: argparse.Namespace, workdir: str) -> bool:
     seconds = args.memory_minutes * 60
-    steps = int(seconds / args.step_interval)
     print(
-        f"\n== memory: {args.memory_rate:,} rows/s for {args.memory_minutes:g} min ({steps} steps), Reshuffle and 10 s sums, "
+        f"\n== memory: {args.memory_rate:,} rows/s for {args.memory_minutes:g} min, steps of {args.step_interval:g} s, Reshuffle and 10 s sums, "
         f"timeline and emissions kept for {args.retention_steps} steps, a sample every {args.sample_seconds:g} s", flush=True,
     )
     paths = round_paths(f"{workdir}/memory", "")
     samples_path, capture_path = f"{workdir}/memory/samples.jsonl", f"{workdir}/memory/sums.jsonl"
     arguments = ["memory-job", paths["out"], paths["ck"], paths["log"], capture_path, samples_path, str(args.memory_rate),
-                 str(steps), str(args.step_interval), str(args.retention_steps), str(args.sample_seconds)]
-    ok, elapsed, cpu_seconds, stopped_by = run_until_max_steps(arguments, paths["stderr"], seconds)
+                 str(args.step_interval), str(args.retention_steps), str(args.sample_seconds)]
+    ok, elapsed, cpu_seconds, stopped_by = run_for(arguments, paths["stderr"], seconds)
     records = read_timeline(paths["log"])
     samples = read_timeline(samples_path)  # JSON lines, as the timeline's
     if not records or len(samples) < 2:
@@ -739,8 +764,10 @@ def memory_part(args: argparse.Namespace, workdir: str) -> bool:
             flat = flat and abs(half_slope) * args.memory_minutes <= max(0.05 * statistics.fmean(values), 2.0)
     leftover = [step for step, stages in by_step.items() if stages.get(spread, {}).get("state_keys")]
     logged_steps = sorted(by_step)
-    emitted = sum(r["elements_out"] for r in records if r["stage"].startswith("Sum"))
-    captured = len(read_timeline(capture_path))
+    # The interrupt may fall between a step's timeline and its captures: compare the steps before.
+    last = logged_steps[-1]
+    emitted = sum(r["elements_out"] for r in records if r["stage"].startswith("Sum") and r["step"] < last)
+    captured = sum(1 for line in read_timeline(capture_path) if line["step"] < last)
     print(f"   memory flat (driver RSS, JVM live heap, storage: second-half trend over the run < 5% of the level or 2 MB): {'yes' if flat else 'NO'}")
     print(f"   Reshuffle's keys left in state after a step: {'none' if not leftover else f'at {len(leftover)} steps, e.g. {leftover[:5]}'}")
     print(f"   timeline log: steps {logged_steps[0]}-{logged_steps[-1]}, {'every one' if logged_steps == list(range(len(logged_steps))) else 'SOME MISSING'}; "
@@ -802,7 +829,7 @@ def main(argv: list[str] | None = None) -> int:
         rate_job(*argv[1:7])
         return 0
     if argv[:1] == ["memory-job"]:
-        memory_job(*argv[1:11])
+        memory_job(*argv[1:10])
         return 0
     args = parse_args(argv)
     workdir = args.workdir or tempfile.mkdtemp(prefix="sparkbeam-soak-")
