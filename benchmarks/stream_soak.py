@@ -805,18 +805,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--memory-minutes", type=float, default=30, help="length of the memory run in minutes (default 30)")
     parser.add_argument("--memory-rate", type=int, default=500, help="rows per second of the memory run (default 500)")
     parser.add_argument("--sample-seconds", type=float, default=60, help="seconds between memory samples (default 60)")
-    parser.add_argument("--retention-steps", type=int, default=None,
-                        help="--timeline_retention_steps of the memory run (default: the pipeline option's default)")
+    parser.add_argument("--retention-steps", type=int, default=300,
+                        help="--timeline_retention_steps of the memory run (default 300, so that the kept history is full "
+                             "early in the run even when a loaded machine takes a step every few seconds; the option's "
+                             "own default is 1000)")
     parser.add_argument("--workdir", default=None, help="where inputs, outputs and checkpoints go (default: a temporary directory)")
     parser.add_argument("--keep", action="store_true", help="keep every round's directory (failed ones are always kept)")
     args = parser.parse_args(argv)
     args.parts = args.parts or ["kills", "rate", "memory"]
     if set(args.parts) - {"kills", "rate", "memory"}:
         parser.error(f"the parts are kills, rate and memory, got {' '.join(args.parts)}")
-    if args.retention_steps is None:
-        from sparkbeam.options.pipeline_options import DEFAULT_TIMELINE_RETENTION_STEPS
-
-        args.retention_steps = DEFAULT_TIMELINE_RETENTION_STEPS
     return args
 
 
