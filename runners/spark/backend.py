@@ -37,6 +37,7 @@ from sparkbeam.runners.core.side_input_wait import PARKED, RELEASE, must_wait
 from sparkbeam.runners.core.sources import SourceEmission
 from sparkbeam.runners.core.steps import StageResult, StageSummary, StepParams
 from sparkbeam.runners.spark import batch_grouping, sinks, textio, worker
+from sparkbeam.runners.spark.counters import read_and_release
 from sparkbeam.runners.spark.errors import user_errors
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP
 from sparkbeam.utils.windowed_value import WindowedValue
@@ -232,7 +233,8 @@ class SparkBackend:
                 body.count()  # a leaf stage: nothing downstream will make Spark run it
 
         def summary() -> StageSummary:
-            return StageSummary(elements_in=counters[0].value, elements_out=counters[1].value)
+            elements_in, elements_out = read_and_release(*counters)
+            return StageSummary(elements_in=elements_in, elements_out=elements_out)
 
         return StageResult(outputs, summary)
 
@@ -429,7 +431,8 @@ class SparkBackend:
                 body.count()
 
         def summary() -> StageSummary:
-            return StageSummary(elements_in=counters[0].value, elements_out=body_counters[0].value)
+            elements_in, _, elements_out, _ = read_and_release(*counters, *body_counters)
+            return StageSummary(elements_in=elements_in, elements_out=elements_out)
 
         return StageResult(outputs, summary)
 

@@ -38,6 +38,10 @@ _DEFAULT_CONF = {
     "spark.sql.shuffle.partitions": "4",
     # Executors must not wait for a slot they will never get on a small machine.
     "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+    # A stream reads each micro-batch's write-ahead log as a new Hadoop RDD; without cloning,
+    # Spark caches each one's JobConf (~100 KB) under its RDD id in a soft-valued map that
+    # the JVM empties only when its heap runs low, so the live heap grows step by step.
+    "spark.hadoop.cloneConf": "true",
 }
 
 #: sparkbeam's own setting: the SparkContext's log level
