@@ -238,9 +238,12 @@ class SparkRunner(PipelineRunner):
             install_for_executors,
         )
         from sparkbeam.runners.spark.session import executors_share_this_interpreter, get_session
+        from sparkbeam.runners.spark.spark_log import choose_log
 
         check_dependency_options(settings["requirements_file"], settings["setup_file"])
-        spark, session_settings = get_session(settings["spark_master"], settings["spark_conf"], settings["job_name"])
+        spark, session_settings = get_session(
+            settings["spark_master"], settings["spark_conf"], settings["job_name"], log=choose_log(settings)
+        )
         cleanups: list[Callable[[], None]] = [session_settings.restore]
         backend = None
         try:
