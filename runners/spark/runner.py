@@ -37,6 +37,7 @@ from sparkbeam.runners.core.plan import StagePlan, plan_stages
 from sparkbeam.runners.core.side_input_wait import refuse_side_inputs_never_ready
 from sparkbeam.runners.core.steps import StepLoop
 from sparkbeam.runners.core.timeline import Emissions, Timeline, emissions_of
+from sparkbeam.runners.core.validation import check_inputs_and_outputs
 
 __all__ = ["SparkPipelineResult", "SparkRunner", "check_picklable"]
 
@@ -230,6 +231,7 @@ class SparkRunner(PipelineRunner):
         plan = plan_stages(lowered)
         streaming = bool(settings["streaming"]) or any(not pc.is_bounded for pc in lowered.pcollections)
         _check_supported(plan)
+        check_inputs_and_outputs(pipeline)
         refuse_side_inputs_never_ready(plan, sources_end=bool(settings["available_now"]))
         check_picklable(plan)
         from sparkbeam.runners.spark.backend import SparkBackend
