@@ -38,6 +38,7 @@ from sparkbeam.runners.core.side_input_wait import refuse_side_inputs_never_read
 from sparkbeam.runners.core.steps import StepLoop
 from sparkbeam.runners.core.timeline import Emissions, Timeline, emissions_of
 from sparkbeam.runners.core.validation import check_inputs_and_outputs
+from sparkbeam.runners.spark.interrupts import stop_on_signals
 
 __all__ = ["SparkPipelineResult", "SparkRunner", "check_picklable"]
 
@@ -287,7 +288,8 @@ class SparkRunner(PipelineRunner):
         if not settings["block_on_run"]:
             execution.start(settings["job_name"] or "pipeline")
             return result
-        execution.run()
+        with stop_on_signals(execution):
+            execution.run()
         if execution.error is not None:
             raise execution.error
         return result
