@@ -39,6 +39,7 @@ from sparkbeam.runners.core.steps import StepLoop
 from sparkbeam.runners.core.timeline import Emissions, Timeline, emissions_of
 from sparkbeam.runners.core.validation import check_inputs_and_outputs
 from sparkbeam.runners.spark.interrupts import stop_on_signals
+from sparkbeam.runners.spark.progress import run_progress
 
 __all__ = ["SparkPipelineResult", "SparkRunner", "check_picklable"]
 
@@ -274,9 +275,19 @@ class SparkRunner(PipelineRunner):
                 stream_run = StreamRun(spark, plan, backend, settings)
                 clock = stream_run.clock
             history = run_history(lowered, settings, streaming=streaming)
+            progress = run_progress(settings, backend, stream_run, plan, batch=not streaming)
             loop = StepLoop(
-                plan, backend, clock, batch=not streaming, max_steps=settings["max_steps"], hooks=stream_run, history=history
+                plan,
+                backend,
+                clock,
+                batch=not streaming,
+                max_steps=settings["max_steps"],
+                hooks=progress or stream_run,
+                on_record=progress.on_record if progress is not None else None,
+                history=history,
             )
+            if progress is not None:
+                cleanups.append(progress.close)
         except BaseException:
             if backend is not None:
                 backend.close()
