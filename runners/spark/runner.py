@@ -20,6 +20,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from sparkbeam.errors import engine_frames_hidden
 from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.pipeline import Pipeline
 from sparkbeam.runner import PipelineResult, PipelineRunner, PipelineState
@@ -189,8 +190,10 @@ class SparkPipelineResult(PipelineResult):
             msg = f"wait_until_finish: duration is a number of milliseconds, got {duration!r}"
             raise ValueError(msg)
         self._execution.done.wait(duration / 1000 if duration else None)
-        if self._execution.error is not None:
-            raise self._execution.error
+        error = self._execution.error
+        if error is not None:
+            # A failure of the user's code shows their frames, not the background thread's.
+            raise error.with_traceback(None) if engine_frames_hidden(error) else error
         return self.state
 
     def cancel(self) -> PipelineState:

@@ -143,14 +143,15 @@ def apply_runtime_settings(session: Any, requested: dict[str, str]) -> RuntimeSe
 
 
 def get_session(
-    master: str = "local[*]",
+    master: str | None = None,
     conf: list[str] | tuple[str, ...] = (),
     app_name: str | None = None,
     log: SparkLog | None = None,
 ) -> tuple[Any, RuntimeSettings]:
     """The active SparkSession if there is one (and it has a compatible master), with the
     run's settings applied, else a new one whose Spark log goes where ``log`` says; and
-    what to restore after the run."""
+    what to restore after the run. Without a ``master``, a script run by ``spark-submit``
+    gets the master given to it, any other an embedded ``local[*]``."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -159,7 +160,7 @@ def get_session(
     active = SparkSession.getActiveSession()
     if active is not None:
         active_master = active.sparkContext.master
-        if master not in ("local[*]", active_master):
+        if master not in (None, "local[*]", active_master):
             msg = (
                 f"a SparkSession with master {active_master!r} is already running in this process; "
                 f"stop it before running with --spark_master={master}, or drop that option to use it"
@@ -168,11 +169,16 @@ def get_session(
         applied = apply_runtime_settings(active, requested)
         ship_for_run(active.sparkContext)
         return active, applied
+    submitted = bool(os.environ.get("PYSPARK_GATEWAY_PORT"))  # spark-submit started the JVM
+    if master is None and not submitted:
+        master = "local[*]"
     log = log if log is not None else SparkLog()
     settings = {**_DEFAULT_CONF, **requested}
     level = settings.pop(LOG_LEVEL, "WARN" if log.path is not None else "ERROR")
     settings = _start_jvm(master, app_name or "sparkbeam", settings, log, level)
-    builder = SparkSession.builder.master(master).appName(app_name or "sparkbeam")
+    builder = SparkSession.builder.appName(app_name or "sparkbeam")
+    if master is not None:
+        builder = builder.master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
@@ -183,7 +189,7 @@ def get_session(
     return session, RuntimeSettings(session)
 
 
-def _start_jvm(master: str, app_name: str, settings: dict[str, str], log: SparkLog, level: str) -> dict[str, str]:
+def _start_jvm(master: str | None, app_name: str, settings: dict[str, str], log: SparkLog, level: str) -> dict[str, str]:
     """Start Spark's JVM (or join the one ``spark-submit`` started) before the SparkContext,
     so that Spark's log goes where ``log`` says from the start; the settings to start the
     SparkContext with.
@@ -201,7 +207,7 @@ def _start_jvm(master: str, app_name: str, settings: dict[str, str], log: SparkL
         reconfigure_jvm(SparkContext._jvm, log, level)
         return settings
     settings = java_options(log, level, settings)
-    launch = SparkConf().setMaster(master).setAppName(app_name).setAll(list(settings.items()))
+    launch = SparkConf().setMaster(master or "local[*]").setAppName(app_name).setAll(list(settings.items()))
     gateway = launch_gateway(launch, popen_kwargs={"start_new_session": True})
     SparkContext._ensure_initialized(gateway=gateway)
     return settings

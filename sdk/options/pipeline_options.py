@@ -133,7 +133,9 @@ class PipelineOptions:
                     usage = f"--{option.name} {option.metavar or option.name.split('_')[-1].upper()}"
                 text = f"{option.help} (default: {_describe_default(option)})"
                 out.append(f"  {usage}")
-                out += textwrap.wrap(text, width, initial_indent=" " * 6, subsequent_indent=" " * 6)
+                out += textwrap.wrap(
+                    text, width, initial_indent=" " * 6, subsequent_indent=" " * 6, break_on_hyphens=False
+                )
         return "\n".join(out) + "\n"
 
     @classmethod
@@ -251,9 +253,10 @@ class StandardOptions(PipelineOptions):
 
 class SparkRunnerOptions(PipelineOptions):
     _names = _define(
-        _Option("spark_master", str, "local[*]",
-                "Spark master URL (spark://host:7077, local-cluster[2,1,1024], ...); the default "
-                "starts an embedded local[*] Spark", group="spark"),
+        _Option("spark_master", str, None,
+                "Spark master URL (spark://host:7077, local-cluster[2,1,1024], ...)", group="spark",
+                metavar="MASTER",
+                default_text="the master spark-submit was given, else an embedded local[*] Spark that the runner starts"),
         _Option("spark_conf", str, (), "an extra Spark setting (repeatable)", repeated=True,
                 group="spark", metavar="KEY=VALUE"),
         _Option("state_partitions", _positive_int, None, "partitions of keyed state and shuffles",

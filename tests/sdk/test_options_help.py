@@ -36,7 +36,7 @@ def test_help_prints_grouped_options_with_defaults_and_exits_0(capsys, flags):
     by_group = sections(capsys.readouterr().out)
     assert list(by_group) == GROUP_TITLES
     assert "--spark_master MASTER" in by_group["Spark options:"]
-    assert "(default: local[*])" in by_group["Spark options:"]
+    assert "(default: the master spark-submit was given, else an embedded local[*]" in by_group["Spark options:"].replace("\n      ", " ")
     assert "--[no_]streaming" in by_group["Standard options:"]
     assert "--checkpoint_interval N" in by_group["Streaming options"]
     assert "(default: 10)" in by_group["Streaming options"]
@@ -57,7 +57,7 @@ def test_display_data_shows_every_setting_in_effect():
     shown = PipelineOptions(["--checkpoint_interval=3"], streaming=True).display_data()
     assert shown["checkpoint_interval"] == 3  # given as a flag
     assert shown["streaming"] is True  # given as a keyword
-    assert shown["spark_master"] == "local[*]"  # the default
+    assert shown["spark_master"] is None  # the default: spark-submit's master, else local[*]
     assert shown["step_interval"] == 1.0
 
 
