@@ -9,8 +9,10 @@
   each Spark job's description is the stage's label).
 
 On a terminal the line is rewritten in place; otherwise a line goes to the log
-(``sparkbeam.progress``, or stderr when logging is not configured) at most every
-``LOG_EVERY_SECONDS``, summing the steps since the last one. ``--quiet`` turns it off.
+(``sparkbeam.progress``, or stderr when logging is not configured) every
+``LOG_EVERY_SECONDS``, summing the steps since the last one, and a last one when the run
+ends; a run shorter than that (a test, a notebook cell) logs nothing. ``--quiet`` turns
+it off.
 """
 
 from __future__ import annotations
@@ -89,28 +91,30 @@ class StepReport:
 
 
 class ProgressLine:
-    """Where progress goes: one line rewritten in place on a terminal, else log lines at
-    most every ``log_every`` seconds."""
+    """Where progress goes: one line rewritten in place on a terminal, else a log line every
+    ``log_every`` seconds from the start."""
 
     def __init__(
         self,
         out: IO[str] | None = None,
         *,
         terminal: bool | None = None,
-        log_every: float = LOG_EVERY_SECONDS,
+        log_every: float | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.out = out if out is not None else sys.stderr
         self.terminal = terminal if terminal is not None else bool(getattr(self.out, "isatty", lambda: False)())
-        self.log_every = log_every
+        self.log_every = LOG_EVERY_SECONDS if log_every is None else log_every
         self.clock = clock
-        self._last_logged: float | None = None
+        self._last_logged = clock()
+        #: whether a log line was written (a run that wrote none ends without one)
+        self.logged = False
         self._shown = False
         self._lock = threading.Lock()
 
     def due(self) -> bool:
         """Whether a line would be written now (always on a terminal)."""
-        return self.terminal or self._last_logged is None or self.clock() - self._last_logged >= self.log_every
+        return self.terminal or self.clock() - self._last_logged >= self.log_every
 
     def show(self, text: str) -> None:
         with self._lock:
@@ -121,6 +125,7 @@ class ProgressLine:
                 self._shown = True
                 return
             self._last_logged = self.clock()
+            self.logged = True
             if _LOG.hasHandlers():
                 _LOG.info(text)
             else:  # logging not configured: Python would drop an INFO line
@@ -188,9 +193,9 @@ class RunProgress:
     def close(self) -> None:
         """At the end of the run, whichever way it ends: the last line stays, the poller stops."""
         self._stop_poller()
-        if self._pending is not None and not self.line.terminal:
-            self.line.show(self._pending.format())
-            self._pending = None
+        if self._pending is not None and self.line.logged:
+            self.line.show(self._pending.format())  # the steps since the last log line
+        self._pending = None
         self.line.end(keep=not self.batch)
 
     # -- streams --------------------------------------------------------------------------

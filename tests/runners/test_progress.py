@@ -13,6 +13,7 @@ import pytest
 import sparkbeam as beam
 from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.runners.core.timeline import WatermarkRecord
+from sparkbeam.runners.spark import progress as progress_module
 from sparkbeam.runners.spark.progress import (
     ProgressLine,
     RunProgress,
@@ -103,16 +104,24 @@ def test_a_stream_on_a_terminal_rewrites_one_line_per_step_and_keeps_the_last():
 def test_a_stream_without_a_terminal_logs_a_summary_every_few_seconds(caplog):
     clock = FakeClock()
     progress = RunProgress(ProgressLine(io.StringIO(), terminal=False, log_every=10, clock=clock), source_stages=frozenset({0}))
-    steps = [two_stage_step(s, 10, NOW + (s - 5) * SECOND, NOW + (s - 30) * SECOND) for s in range(8)]
+    steps = [two_stage_step(s, 10, NOW + (s - 5) * SECOND, NOW + (s - 30) * SECOND) for s in range(10)]
     with caplog.at_level(logging.INFO, logger="sparkbeam.progress"):
-        play(progress, steps, clock)  # one step every 3 s
+        play(progress, steps, clock)  # a step every 3 s
     lines = [r.getMessage() for r in caplog.records if r.name == "sparkbeam.progress"]
     assert [line.split(" | ")[:2] for line in lines] == [
-        ["step 0", "read 10"],
-        ["steps 1-4", "read 40"],  # logged at 12 s, 10 s after the first
-        ["steps 5-7", "read 30"],  # what was left, when the run ended
+        ["steps 0-4", "read 50"],  # at 12 s: the first 10 s are over
+        ["steps 5-8", "read 40"],  # at 24 s
+        ["step 9", "read 10"],  # what was left when the run ended
     ]
     assert lines[-1].split(" | ")[2] == "lag Read 5s, Sum 30s"
+
+
+def test_a_run_shorter_than_the_log_interval_logs_nothing(caplog):
+    clock = FakeClock()
+    progress = RunProgress(ProgressLine(io.StringIO(), terminal=False, log_every=10, clock=clock))
+    with caplog.at_level(logging.INFO, logger="sparkbeam.progress"):
+        play(progress, [two_stage_step(s, 1, NOW, NOW) for s in range(3)], clock)  # 9 s
+    assert not [r for r in caplog.records if r.name == "sparkbeam.progress"]
 
 
 def test_without_logging_configured_the_log_line_goes_to_stderr(monkeypatch):
@@ -134,7 +143,8 @@ def windowed_sums(p):
 
 
 @pytest.mark.spark
-def test_a_run_reports_its_steps_and_quiet_silences_it(spark, caplog):
+def test_a_run_reports_its_steps_and_quiet_silences_it(spark, caplog, monkeypatch):
+    monkeypatch.setattr(progress_module, "LOG_EVERY_SECONDS", 0)  # a line for every step
     with caplog.at_level(logging.INFO, logger="sparkbeam.progress"):
         p = beam.Pipeline(options=PipelineOptions(streaming=True))
         windowed_sums(p)
