@@ -272,7 +272,7 @@ class DoFnRunner:
                 f"'{self.label}' (applied at {self.location}) output to tag {tag!r}, which was not "
                 f"declared; declare it with .with_outputs({tag!r}) (declared: {declared})"
             )
-            raise ValueError(msg)
+            raise UserCodeError(self.label, self.location, ValueError(msg))
         return emit
 
     def _guard(self, method: Callable[[], Any]) -> Any:

@@ -46,7 +46,7 @@ import functools
 from collections.abc import Iterable
 from typing import Any
 
-from sparkbeam.combine import CombineFn
+from sparkbeam.combine import CombineFn, accumulator_from
 from sparkbeam.trigger import (
     AccumulationMode,
     AfterCount,
@@ -371,7 +371,7 @@ class GroupingEngine:
         accumulator = window_state.contents
         if accumulator is None:
             accumulator = combine_fn.create_accumulator()
-        window_state.contents = combine_fn.add_inputs(accumulator, values)
+        window_state.contents = accumulator_from(combine_fn, "add_inputs", combine_fn.add_inputs(accumulator, values), accumulator)
 
     # ------------------------------------------------------------------ firing
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import os
+import uuid
 from typing import Any
 
 import attrs
@@ -165,6 +166,9 @@ class SparkBackend:
         #: per stage reading side inputs: side input -> the watermark it must reach before
         #: anything parked can be released
         self.release_at: dict[int, dict[int, int]] = {}
+        #: the Spark job group of this run's jobs (to cancel them, and to follow them)
+        self.job_group = f"sparkbeam-{uuid.uuid4().hex[:12]}"
+        self.current_stage: str | None = None
 
     # -- sources -----------------------------------------------------------------------
     def source_dataset(self, stage: Stage, emission: SourceEmission) -> Dataset:
@@ -211,6 +215,10 @@ class SparkBackend:
         side_inputs: dict[int, list[WindowedValue]],
         wanted: frozenset[int] = frozenset(),
     ) -> StageResult:
+        # Named so that the Spark UI, its job descriptions and sparkbeam's progress show the
+        # transform's label for every Spark job run for the stage.
+        self.current_stage = stage.name
+        self.sc.setJobGroup(self.job_group, f"{stage.name} (step {params.step})", True)
         side = None
         if side_inputs:
             side = self.sc.broadcast(side_inputs)
@@ -227,6 +235,7 @@ class SparkBackend:
         source = self.union(entering)
         counters = (self.sc.accumulator(0), self.sc.accumulator(0))
         body = source.rdd.mapPartitions(functools.partial(worker.run_body, shippable(stage), side, counters))
+        body.setName(stage.name)
         outputs = self._split(stage, body, source.known_empty, wanted)
         if not stage.outputs and not stage.sinks and not source.known_empty:
             with user_errors():
@@ -296,7 +305,7 @@ class SparkBackend:
         # (a checkpoint costs a write of the state, so not every step).
         # Persisting first also stops PySpark from pipelining the next mapPartitions into
         # this one, which would leave the checkpoint unwritten.
-        result.persist()
+        result.setName(f"{stage.name} (keyed state and panes)").persist()
         steps_since = self.steps_since_checkpoint.get(stage.id, 0) + 1
         if steps_since >= self.checkpoint_every:
             result.localCheckpoint()
@@ -460,6 +469,7 @@ class SparkBackend:
     def save_state(self, directory: str) -> dict[int, str]:
         """Write each grouping stage's keyed state under ``directory``; {stage id: file name}."""
         written = {}
+        self.sc.setJobGroup(self.job_group, f"checkpoint of the keyed state in {directory}", True)
         for stage_id, state in self.states.items():
             name = f"state-{stage_id}"
             with user_errors():

@@ -20,6 +20,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from sparkbeam.errors import engine_frames_hidden
 from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.pipeline import Pipeline
 from sparkbeam.runner import PipelineResult, PipelineRunner, PipelineState
@@ -37,6 +38,9 @@ from sparkbeam.runners.core.plan import StagePlan, plan_stages
 from sparkbeam.runners.core.side_input_wait import refuse_side_inputs_never_ready
 from sparkbeam.runners.core.steps import StepLoop
 from sparkbeam.runners.core.timeline import Emissions, Timeline, emissions_of
+from sparkbeam.runners.core.validation import check_inputs_and_outputs
+from sparkbeam.runners.spark.interrupts import stop_on_signals
+from sparkbeam.runners.spark.progress import run_progress
 
 __all__ = ["SparkPipelineResult", "SparkRunner", "check_picklable"]
 
@@ -186,8 +190,10 @@ class SparkPipelineResult(PipelineResult):
             msg = f"wait_until_finish: duration is a number of milliseconds, got {duration!r}"
             raise ValueError(msg)
         self._execution.done.wait(duration / 1000 if duration else None)
-        if self._execution.error is not None:
-            raise self._execution.error
+        error = self._execution.error
+        if error is not None:
+            # A failure of the user's code shows their frames, not the background thread's.
+            raise error.with_traceback(None) if engine_frames_hidden(error) else error
         return self.state
 
     def cancel(self) -> PipelineState:
@@ -230,6 +236,7 @@ class SparkRunner(PipelineRunner):
         plan = plan_stages(lowered)
         streaming = bool(settings["streaming"]) or any(not pc.is_bounded for pc in lowered.pcollections)
         _check_supported(plan)
+        check_inputs_and_outputs(pipeline)
         refuse_side_inputs_never_ready(plan, sources_end=bool(settings["available_now"]))
         check_picklable(plan)
         from sparkbeam.runners.spark.backend import SparkBackend
@@ -238,9 +245,12 @@ class SparkRunner(PipelineRunner):
             install_for_executors,
         )
         from sparkbeam.runners.spark.session import executors_share_this_interpreter, get_session
+        from sparkbeam.runners.spark.spark_log import choose_log
 
         check_dependency_options(settings["requirements_file"], settings["setup_file"])
-        spark, session_settings = get_session(settings["spark_master"], settings["spark_conf"], settings["job_name"])
+        spark, session_settings = get_session(
+            settings["spark_master"], settings["spark_conf"], settings["job_name"], log=choose_log(settings)
+        )
         cleanups: list[Callable[[], None]] = [session_settings.restore]
         backend = None
         try:
@@ -268,9 +278,19 @@ class SparkRunner(PipelineRunner):
                 stream_run = StreamRun(spark, plan, backend, settings)
                 clock = stream_run.clock
             history = run_history(lowered, settings, streaming=streaming)
+            progress = run_progress(settings, backend, stream_run, plan, batch=not streaming)
             loop = StepLoop(
-                plan, backend, clock, batch=not streaming, max_steps=settings["max_steps"], hooks=stream_run, history=history
+                plan,
+                backend,
+                clock,
+                batch=not streaming,
+                max_steps=settings["max_steps"],
+                hooks=progress or stream_run,
+                on_record=progress.on_record if progress is not None else None,
+                history=history,
             )
+            if progress is not None:
+                cleanups.append(progress.close)
         except BaseException:
             if backend is not None:
                 backend.close()
@@ -282,7 +302,8 @@ class SparkRunner(PipelineRunner):
         if not settings["block_on_run"]:
             execution.start(settings["job_name"] or "pipeline")
             return result
-        execution.run()
+        with stop_on_signals(execution):
+            execution.run()
         if execution.error is not None:
             raise execution.error
         return result
