@@ -17,6 +17,10 @@ This package (the SDK) never imports pyspark; the Spark runner is loaded when a
 pipeline runs.
 """
 
+import importlib
+import importlib.util
+from typing import Any
+
 from sparkbeam import (
     coders,
     io,
@@ -84,6 +88,24 @@ from sparkbeam.window import TimestampedValue
 
 __version__ = "0.1.0"
 
+
+def __getattr__(name: str) -> Any:
+    """``sparkbeam.SparkRunner``, loaded when asked for (the SDK never imports a runner).
+
+    With apache_beam installed it is the runner of ``runners/beam``, which is also one of
+    Beam's runners: ``--runner=sparkbeam.SparkRunner`` on a Beam pipeline's command line,
+    or ``beam.Pipeline(runner=sparkbeam.SparkRunner())``. Without it, the Spark runner alone.
+    """
+    if name != "SparkRunner":
+        msg = f"module 'sparkbeam' has no attribute {name!r}"
+        raise AttributeError(msg)
+    try:
+        has_beam = importlib.util.find_spec("apache_beam") is not None
+    except (ImportError, ValueError):
+        has_beam = False
+    module = "sparkbeam.runners.beam.runner" if has_beam else "sparkbeam.runners.spark.runner"
+    return importlib.import_module(module).SparkRunner
+
 __all__ = [
     "CombineFn",
     "CombineGlobally",
@@ -111,6 +133,7 @@ __all__ = [
     "PipelineState",
     "Row",
     "Select",
+    "SparkRunner",
     "TaggedOutput",
     "Timestamp",
     "TimestampedValue",
