@@ -38,7 +38,8 @@ def _user_location() -> str:
     frame: Any = sys._getframe(1)
     while frame is not None:
         module = frame.f_globals.get("__name__", "")
-        if module.split(".", 1)[0] not in _NOT_USER_CODE:
+        # Beam's own test modules (apache_beam.*_test) are user code to the runner.
+        if module.split(".", 1)[0] not in _NOT_USER_CODE or module.endswith("_test"):
             return f"{frame.f_code.co_filename}:{frame.f_lineno}"
         frame = frame.f_back
     return "<unknown>"

@@ -103,9 +103,10 @@ def to_engine_window(window: Any) -> BoundedWindow:
     converted: BoundedWindow
     if kind is beam_window.GlobalWindow:
         converted = _ENGINE_GLOBAL
-    elif kind is beam_window.IntervalWindow:
+    elif kind is beam_window.IntervalWindow and window.end.micros > window.start.micros:
         converted = IntervalWindow(Timestamp.from_micros(window.start.micros), Timestamp.from_micros(window.end.micros))
     else:
+        # A window of the user's class, or an empty interval (Beam allows [5, 5), ours does not).
         converted = ForeignWindow(window)
     if len(_to_engine) >= _CACHE_LIMIT:
         _to_engine.clear()

@@ -310,3 +310,9 @@ def test_timestamps_keep_microseconds():
     sparkbeam.capture(out)
     plan, loop = run_in_engine(p)
     assert emitted_values(plan, loop, out) == [1_000_001]
+
+
+def test_an_empty_interval_window_of_beam_stays_beams():
+    # Beam allows [5, 5) (Beam's window_test assigns it); the engine's IntervalWindow does not.
+    empty = beam_window.IntervalWindow(5, 5)
+    assert to_beam_window(to_engine_window(empty)) == empty
