@@ -34,7 +34,6 @@ from apache_beam.runners.common import DoFnSignature
 from apache_beam.testing import test_stream as beam_test_stream
 from apache_beam.transforms import core as beam_core
 from apache_beam.transforms import util as beam_util
-from apache_beam.typehints import typehints
 
 from sparkbeam.core import _CallableDoFn
 from sparkbeam.runners.beam.grouping import BeamCombineFn, KeyCodec, grouping_coders
@@ -355,11 +354,10 @@ def _combine_per_key(t: _Translation, node: Any) -> list[Op] | None:
         return None  # side arguments reach the CombineFn per element: run Beam's expansion
     (source,) = _pcolls(node.inputs)
     key_coder, _ = grouping_coders(source, node.full_label, t.deterministic_keys)
-    # As Beam's CombineValues: the fn specialised for the values' type (sum of ints, ...).
-    value_type = typehints.coerce_to_kv_type(source.element_type, node.full_label).tuple_types[1]
-    fn = transform.fn.for_input_type(value_type)
+    # The fn as given: Beam's runners do not specialise it (for_input_type would turn
+    # MeanCombineFn into an integer mean for ints).
     codec = KeyCodec(node.full_label, key_coder)
-    return _key_coded_grouping(t, node, codec, codec.decode_key, combine_fn=BeamCombineFn(fn))
+    return _key_coded_grouping(t, node, codec, codec.decode_key, combine_fn=BeamCombineFn(transform.fn))
 
 
 def _read(t: _Translation, node: Any) -> list[Op] | None:

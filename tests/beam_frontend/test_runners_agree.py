@@ -152,3 +152,12 @@ def test_keys_equal_in_python_but_encoded_differently_are_different_keys(spark):
         return p | ns.beam.Create([(1, "int"), (1.0, "float"), (1, "int again")]) | ns.beam.GroupByKey()
 
     assert_runners_agree(build)
+
+
+def test_streaming_main_elements_wait_for_their_side_window_in_every_view(spark):
+    # sparkbeam's own side-input oracle (tests/transforms/test_side_inputs.py), here written
+    # once against apache_beam and run by both runners: each main element waits in the
+    # stage until its side window is complete, for every view kind and a grouped side input.
+    from tests.transforms.test_side_inputs import every_view_over_a_stream, main_then_side
+
+    assert_runners_agree(every_view_over_a_stream(main_then_side, "fixed"), streaming=True)
