@@ -70,7 +70,13 @@ class _EngineReceiver(common.Receiver):
         self.emit = emit
 
     def receive(self, windowed_value: Any) -> None:
-        self.emit(to_engine(windowed_value))
+        try:
+            self.emit(to_engine(windowed_value))
+        except UserCodeError as error:
+            # A failure downstream, already named: Beam's DoFnRunner must pass it on as it is,
+            # not rename it after this step.
+            error._tagged_with_step = True  # type: ignore[attr-defined]
+            raise
 
 
 class _Dropping(common.Receiver):
@@ -110,8 +116,8 @@ class BeamDoFnRunner:
         if None not in receivers:
             receivers[None] = _Dropping()
         try:
-            # No step name: Beam then raises the DoFn's exception as it is, and the note
-            # naming the transform is ours (UserCodeError), as for sparkbeam's own DoFns.
+            # With the step name, Beam adds "[while running 'label']" to a DoFn's exception,
+            # as Beam's runners do (tests match on it); our note then says where it was applied.
             self.runner = common.DoFnRunner(
                 op.dofn,
                 op.args,
@@ -119,11 +125,10 @@ class BeamDoFnRunner:
                 _side_input_maps(op, side_inputs),
                 op.beam_windowing,
                 tagged_receivers=receivers,
-                step_name=None,
+                step_name=op.label,
             )
         except Exception as error:
             raise UserCodeError(self.label, self.location, error) from error
-        self._current: Any = None
 
     def start(self) -> None:
         self._guard(self.runner.setup)

@@ -18,7 +18,8 @@ from sparkbeam.runners.core.steps import StepLoop
 def plan_of(pipeline: Any) -> StagePlan:
     pipeline.visit(group_by_key_input_visitor(True))
     captured, logs = captured_in(pipeline)
-    return plan_stages(translate(pipeline, captured=captured, capture_logs=logs))
+    locations = getattr(pipeline.runner, "locations", {})
+    return plan_stages(translate(pipeline, locations=locations, captured=captured, capture_logs=logs))
 
 
 def run_in_engine(pipeline: Any, *, streaming: bool = False) -> tuple[StagePlan, StepLoop]:

@@ -325,3 +325,25 @@ def test_a_lifted_combine_keeps_the_combine_fn_as_given():
     sparkbeam.capture(mean)
     plan, loop = run_in_engine(p)
     assert emitted_values(plan, loop, mean) == [5 / 3]
+
+
+def test_a_dofns_exception_names_its_step_as_beams_runners_do():
+    def fail(x):
+        raise ValueError(f"bad {x}")
+
+    p = beam_pipeline()
+    p | beam.Create([7]) | "Explode" >> beam.Map(fail) | "After" >> beam.Map(lambda x: x)
+    with pytest.raises(ValueError, match=r"bad 7 \[while running 'Explode'\]") as raised:
+        run_in_engine(p)
+    assert any("test_translation.py" in note for note in getattr(raised.value, "__notes__", []))
+
+
+def test_a_failure_downstream_passes_through_an_upstream_beam_dofn_unchanged():
+    def fail(x):
+        raise ValueError(f"bad {x}")
+
+    p = beam_pipeline()
+    p | beam.Create([7]) | "Up" >> beam.Map(lambda x: x + 1) | "Down" >> beam.Map(fail)
+    with pytest.raises(ValueError) as raised:
+        run_in_engine(p)
+    assert str(raised.value) == "bad 8 [while running 'Down']"
