@@ -89,16 +89,13 @@ from sparkbeam.window import TimestampedValue
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> Any:
+def _spark_runner() -> Any:
     """``sparkbeam.SparkRunner``, loaded when asked for (the SDK never imports a runner).
 
     With apache_beam installed it is the runner of ``runners/beam``, which is also one of
     Beam's runners: ``--runner=sparkbeam.SparkRunner`` on a Beam pipeline's command line,
     or ``beam.Pipeline(runner=sparkbeam.SparkRunner())``. Without it, the Spark runner alone.
     """
-    if name != "SparkRunner":
-        msg = f"module 'sparkbeam' has no attribute {name!r}"
-        raise AttributeError(msg)
     try:
         has_beam = importlib.util.find_spec("apache_beam") is not None
     except (ImportError, ValueError):
@@ -177,6 +174,14 @@ __all__ += [
 
 
 # Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
-__getattr__ = module_getattr(__name__, "apache_beam")
+_beam_names = module_getattr(__name__, "apache_beam")
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SparkRunner":
+        return _spark_runner()
+    return _beam_names(name)
+
+
 # ... and so do imports of Beam's modules that sparkbeam lacks (import sparkbeam.io.gcp).
 install_module_finder()

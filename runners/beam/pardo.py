@@ -75,7 +75,7 @@ class _EngineReceiver(common.Receiver):
         except UserCodeError as error:
             # A failure downstream, already named: Beam's DoFnRunner must pass it on as it is,
             # not rename it after this step.
-            error._tagged_with_step = True  # type: ignore[attr-defined]
+            error._tagged_with_step = True
             raise
 
 
@@ -144,6 +144,9 @@ class BeamDoFnRunner:
 
     def finish(self) -> None:
         self._guard(self.runner.finish)
+
+    def finalize_bundle(self) -> None:
+        """The callbacks the DoFn registered with ``DoFn.BundleFinalizerParam``."""
         self._guard(self.runner.finalize)
 
     def teardown(self) -> None:

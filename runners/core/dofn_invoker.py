@@ -40,7 +40,8 @@ _MAX_MICROS = MAX_TIMESTAMP.micros
 
 class ElementRunner(Protocol):
     """Runs one ParDo over a bundle (``ParDoOp.element_runner``): the fused body calls
-    ``start``, then ``process`` per element, ``finish``, and ``teardown`` in any case."""
+    ``start``, then ``process`` per element, ``finish``, and ``teardown`` in any case;
+    ``finalize_bundle`` once the bundle's output has been handed on."""
 
     def start(self) -> None: ...
 
@@ -49,6 +50,8 @@ class ElementRunner(Protocol):
     def finish(self) -> None: ...
 
     def teardown(self) -> None: ...
+
+    def finalize_bundle(self) -> None: ...
 
 
 class SideInputs:

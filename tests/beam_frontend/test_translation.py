@@ -347,3 +347,22 @@ def test_a_failure_downstream_passes_through_an_upstream_beam_dofn_unchanged():
     with pytest.raises(ValueError) as raised:
         run_in_engine(p)
     assert str(raised.value) == "bad 8 [while running 'Down']"
+
+
+FINALIZED: list[str] = []
+
+
+class Finalizing(beam.DoFn):
+    def process(self, element, finalizer=beam.DoFn.BundleFinalizerParam):
+        finalizer.register(lambda: FINALIZED.append(f"after {element}"))
+        yield element
+
+
+def test_bundle_finalization_callbacks_run_after_the_bundle():
+    FINALIZED.clear()
+    p = beam_pipeline()
+    out = p | beam.Create(["x"]) | beam.ParDo(Finalizing())
+    sparkbeam.capture(out)
+    plan, loop = run_in_engine(p)
+    assert emitted_values(plan, loop, out) == ["x"]
+    assert FINALIZED == ["after x"]
