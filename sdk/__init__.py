@@ -174,13 +174,13 @@ __all__ += [
 
 
 # Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
-_beam_names = module_getattr(__name__, "apache_beam")
+_missing_beam_name = module_getattr(__name__, "apache_beam")
 
 
 def __getattr__(name: str) -> Any:
     if name == "SparkRunner":
         return _spark_runner()
-    return _beam_names(name)
+    return _missing_beam_name(name)
 
 
 # ... and so do imports of Beam's modules that sparkbeam lacks (import sparkbeam.io.gcp).

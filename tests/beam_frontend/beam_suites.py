@@ -10,7 +10,9 @@ plugin registers it, so that::
 
 runs Beam's tests with every ``TestPipeline()`` on sparkbeam (the README's conformance table).
 Beam's test modules import packages of Beam's own test extra:
-``pip install mock parameterized pyhamcrest``.
+``pip install mock parameterized pyhamcrest``, in a virtualenv of its own: with them Beam's
+modules export more names, and ``tests/sdk/test_beam_surface.py``'s record of Beam's names
+no longer matches what it finds.
 """
 
 from __future__ import annotations
