@@ -76,8 +76,7 @@ _REFUSED_HINTS = {
 
 
 class _Translation:
-    def __init__(self, pipeline: Any, locations: dict[str, str], deterministic_keys: bool) -> None:
-        self.pipeline = pipeline
+    def __init__(self, locations: dict[str, str], deterministic_keys: bool) -> None:
         self.locations = locations
         self.deterministic_keys = deterministic_keys
         self.ids: dict[int, int] = {}
@@ -415,7 +414,7 @@ def translate(
     """The engine's ops for a Beam pipeline, producers first; ``captured`` are Beam
     PCollections whose emissions the run records (``capture_logs``: by ``id`` of the
     PCollection, the file each one's log goes to)."""
-    translation = _Translation(pipeline, locations or {}, deterministic_keys)
+    translation = _Translation(locations or {}, deterministic_keys)
     for node in pipeline.transforms_stack[0].parts:
         translation.visit(node)
     for pcoll in captured:
