@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from apache_beam.transforms.window import GlobalWindow as BeamGlobalWindow
 from apache_beam.utils import windowed_value as beam_wv
 
 from sparkbeam.runners.beam.windowing import to_beam_window, to_engine_window
@@ -28,9 +29,18 @@ _beam_panes: dict[PaneInfo, Any] = {PANE_INFO_UNKNOWN: beam_wv.PANE_INFO_UNKNOWN
 _engine_panes: dict[Any, PaneInfo] = {beam_wv.PANE_INFO_UNKNOWN: PANE_INFO_UNKNOWN}
 _CACHE_LIMIT = 100_000
 _create = beam_wv.create
+_BEAM_GLOBAL = BeamGlobalWindow()
+
+
+_ENGINE_UNKNOWN = PANE_INFO_UNKNOWN
+_BEAM_UNKNOWN = beam_wv.PANE_INFO_UNKNOWN
+_BEAM_GLOBAL_ONLY = (_BEAM_GLOBAL,)
+_ENGINE_GLOBAL_ONLY = (to_engine_window(_BEAM_GLOBAL),)
 
 
 def to_beam_pane(pane: PaneInfo) -> Any:
+    if pane is _ENGINE_UNKNOWN:  # most elements outside groupings: skip hashing the pane
+        return _BEAM_UNKNOWN
     found = _beam_panes.get(pane)
     if found is None:
         found = _beam_panes[pane] = beam_wv.PaneInfo(
@@ -40,6 +50,8 @@ def to_beam_pane(pane: PaneInfo) -> Any:
 
 
 def to_engine_pane(pane: Any) -> PaneInfo:
+    if pane is _BEAM_UNKNOWN:
+        return _ENGINE_UNKNOWN
     found = _engine_panes.get(pane)
     if found is None:
         found = _engine_panes[pane] = PaneInfo(
@@ -58,6 +70,8 @@ def _beam_windows_of(windows: tuple) -> tuple:
 
 
 def _engine_windows_of(windows: Any) -> tuple:
+    if len(windows) == 1 and windows[0] is _BEAM_GLOBAL:  # Beam's global window is one object
+        return _ENGINE_GLOBAL_ONLY
     key = windows if type(windows) is tuple else tuple(windows)
     found = _engine_windows.get(key)
     if found is None:
