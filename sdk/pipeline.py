@@ -237,6 +237,11 @@ def capture(pcoll: pvalue.PCollection, log: str | os.PathLike[str] | None = None
     that checkpoint had written before it replays the steps after it, so each emission is
     in it once.
     """
+    if type(pcoll).__module__.startswith("apache_beam."):
+        # A PCollection of an apache_beam pipeline run with --runner=sparkbeam.SparkRunner.
+        from sparkbeam.runners.beam.capture import capture as capture_beam
+
+        return capture_beam(pcoll, log)
     if not isinstance(pcoll, pvalue.PCollection):
         msg = f"capture takes a PCollection, not {pcoll!r}"
         raise TypeError(msg)

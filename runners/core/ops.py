@@ -10,7 +10,7 @@ arguments) lowers to a grouping op that combines as it groups (combiner lifting)
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -27,6 +27,10 @@ from sparkbeam.testing.test_stream import TestStream
 from sparkbeam.utils.timestamp import Duration
 from sparkbeam.window import GlobalWindows, WindowFn
 from sparkbeam.windowing import Windowing
+
+if TYPE_CHECKING:
+    from sparkbeam.runners.core.dofn_invoker import ElementRunner, SideInputs
+    from sparkbeam.utils.windowed_value import WindowedValue
 
 __all__ = [
     "CreateOp",
@@ -120,6 +124,19 @@ class ParDoOp(Op):
     side_inputs: tuple[SideInputSlot, ...] = ()
     #: the main input's window fn: it windows the outputs the DoFn re-stamps (TimestampedValue)
     input_windowfn: WindowFn = attrs.field(factory=GlobalWindows)
+
+    def element_runner(
+        self, emitters: dict[str | None, Callable[[WindowedValue], None]], side_inputs: SideInputs | None
+    ) -> ElementRunner:
+        """What runs the DoFn over one bundle, pushing its outputs to ``emitters`` by tag.
+
+        The extension point of the fused body: a front end whose DoFns run on other
+        machinery (Beam's own DoFnRunner, ``runners/beam``) subclasses ``ParDoOp`` and
+        returns its runner here; planning, side inputs and the backends see a ParDo.
+        """
+        from sparkbeam.runners.core.dofn_invoker import DoFnRunner
+
+        return DoFnRunner(self, emitters, side_inputs)
 
 
 @attrs.frozen

@@ -21,13 +21,13 @@ from collections.abc import Callable
 from typing import Any
 
 from sparkbeam.errors import engine_frames_hidden
-from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.pipeline import Pipeline
 from sparkbeam.runner import PipelineResult, PipelineRunner, PipelineState
 from sparkbeam.runners.core.clock import Clock, ManualClock, WallClock
 from sparkbeam.runners.core.history import run_history
 from sparkbeam.runners.core.ops import (
     GroupOp,
+    LoweredPipeline,
     ParDoOp,
     StreamReadOp,
     TestStreamOp,
@@ -230,13 +230,28 @@ class SparkRunner(PipelineRunner):
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock = clock
 
-    def run_pipeline(self, pipeline: Pipeline, options: PipelineOptions) -> SparkPipelineResult:
-        settings = options.get_all_options()
-        lowered = lower(pipeline)
+    def run_pipeline(self, pipeline: Any, options: Any) -> Any:
+        if not isinstance(pipeline, Pipeline):
+            # An apache_beam pipeline: its translator (the only code that imports apache_beam)
+            # lowers Beam's graph into the same ops.
+            from sparkbeam.runners.beam.runner import run_beam_pipeline
+
+            return run_beam_pipeline(self, pipeline, options)
+        # Before Spark starts: reads that match nothing, outputs that cannot be written.
+        check_inputs_and_outputs(pipeline)
+        return self.run_lowered(lower(pipeline), options.get_all_options())
+
+    def run_lowered(
+        self,
+        lowered: LoweredPipeline,
+        settings: dict[str, Any],
+        result_type: type[SparkPipelineResult] | None = None,
+    ) -> SparkPipelineResult:
+        """Plan and run lowered ops (from sparkbeam's SDK or from Beam's graph) with the
+        settings of ``PipelineOptions.get_all_options()``."""
         plan = plan_stages(lowered)
         streaming = bool(settings["streaming"]) or any(not pc.is_bounded for pc in lowered.pcollections)
         _check_supported(plan)
-        check_inputs_and_outputs(pipeline)
         refuse_side_inputs_never_ready(plan, sources_end=bool(settings["available_now"]))
         check_picklable(plan)
         from sparkbeam.runners.spark.backend import SparkBackend
@@ -298,7 +313,7 @@ class SparkRunner(PipelineRunner):
                 cleanup()
             raise
         execution = _Execution(loop, stream_run, backend, cleanups)
-        result = SparkPipelineResult(plan, execution)
+        result = (result_type or SparkPipelineResult)(plan, execution)
         if not settings["block_on_run"]:
             execution.start(settings["job_name"] or "pipeline")
             return result
