@@ -25,8 +25,10 @@ them through the shared fused body. What a backend does not register is refused,
 op's label, where it was applied and the backend (``OpDispatcher.lookup``); what it runs is
 ``supported_ops(backend)``.
 
-Adding a primitive is one ``register_kind`` here and one registration per backend that runs
-it.
+Adding a primitive is one ``register_kind`` (here for the engine's own ops, beside the op
+for a front end's: ``runners/beam/pardo.py``) and one registration per backend that runs it.
+Kinds are looked up by the op's exact type: a subclass of a registered op type is refused
+until it is registered itself (``like=`` its base type keeps the base's hooks).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import attrs
 
-from sparkbeam.runners.core.dofn_invoker import DoFnRunner, SideInputs
+from sparkbeam.runners.core.dofn_invoker import DoFnRunner, ElementRunner, SideInputs
 from sparkbeam.runners.core.errors import UnsupportedError
 from sparkbeam.runners.core.ops import (
     CreateOp,
@@ -70,6 +72,7 @@ __all__ = [
     "Role",
     "backend_ops",
     "kind_of",
+    "pardo_joiner",
     "register_kind",
     "supported_ops",
 ]
@@ -98,7 +101,7 @@ class BodyBuilder(Protocol):
     def sender(self, pcoll: int) -> Receiver:
         """A function that hands an element of ``pcoll`` to whatever reads it."""
 
-    def add_runner(self, runner: DoFnRunner) -> None:
+    def add_runner(self, runner: ElementRunner) -> None:
         """A DoFn runner whose bundle lifecycle (start, finish, teardown) the body drives."""
 
 
@@ -143,21 +146,26 @@ class OpKind:
 _KINDS: dict[type, OpKind] = {}
 
 
-def register_kind(op_type: type, role: Role, **hooks: Any) -> OpKind:
-    """Declare what ``op_type`` is to the engine (one call per op type)."""
-    kind = OpKind(op_type, role, **hooks)
+def register_kind(op_type: type, role: Role | None = None, *, like: type | None = None, **hooks: Any) -> OpKind:
+    """Declare what ``op_type`` is to the engine (one call per op type). ``like``: an op
+    type already registered whose role and hooks this one keeps, but for ``hooks`` (a
+    front end's ParDo whose DoFns run on other machinery is a ParDo but for its runner)."""
+    if like is not None:
+        base = _KINDS[like]
+        kind = attrs.evolve(base, op_type=op_type, role=role or base.role, **hooks)
+    elif role is None:
+        msg = f"register_kind({op_type.__name__}): give its role, or the op type it is like"
+        raise TypeError(msg)
+    else:
+        kind = OpKind(op_type, role, **hooks)
     _KINDS[op_type] = kind
     return kind
 
 
 def _lookup(table: dict[type, Any], op: Any) -> Any:
-    found = table.get(type(op))
-    if found is None:
-        for cls in type(op).__mro__[1:]:
-            found = table.get(cls)
-            if found is not None:
-                break
-    return found
+    # The exact type only: a subclass of a registered op type is an op of its own, which
+    # must be registered (possibly ``like`` its base), never run as its base by accident.
+    return table.get(type(op))
 
 
 def _where(op: Any) -> str:
@@ -289,12 +297,18 @@ def _test_stream_stages(op: TestStreamOp) -> tuple[tuple[str, Any, Any], ...]:
     )
 
 
-def _join_pardo(op: ParDoOp, body: BodyBuilder) -> None:
-    emitters = {tag: body.sender(pcoll) for tag, pcoll in zip(op.output_tags, op.outputs)}
-    runner = DoFnRunner(op, emitters, body.side_inputs)
-    body.add_runner(runner)
-    (source,) = op.inputs
-    body.receive(source, runner.process)
+def pardo_joiner(make_runner: Callable[[Any, dict[Any, Receiver], SideInputs | None], ElementRunner]) -> Callable[[Any, BodyBuilder], None]:
+    """How a ParDo joins a fused body, its DoFn run by what ``make_runner(op, emitters,
+    side_inputs)`` builds per bundle (sparkbeam's ``DoFnRunner``; a front end's own)."""
+
+    def join(op: ParDoOp, body: BodyBuilder) -> None:
+        emitters = {tag: body.sender(pcoll) for tag, pcoll in zip(op.output_tags, op.outputs)}
+        runner = make_runner(op, emitters, body.side_inputs)
+        body.add_runner(runner)
+        (source,) = op.inputs
+        body.receive(source, runner.process)
+
+    return join
 
 
 def _join_window_into(op: WindowIntoOp, body: BodyBuilder) -> None:
@@ -350,7 +364,7 @@ register_kind(
 register_kind(
     ParDoOp,
     Role.ELEMENT_WISE,
-    join_body=_join_pardo,
+    join_body=pardo_joiner(DoFnRunner),
     shipped_parts=lambda op: (("DoFn", op.dofn), ("arguments", (op.args, op.kwargs))),
 )
 register_kind(WindowIntoOp, Role.ELEMENT_WISE, join_body=_join_window_into)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
-from sparkbeam.runners.core.dofn_invoker import DoFnRunner, SideInputs
+from sparkbeam.runners.core.dofn_invoker import ElementRunner, SideInputs
 from sparkbeam.runners.core.errors import UnsupportedError
 from sparkbeam.runners.core.execution import kind_of
 from sparkbeam.runners.core.plan import Stage
@@ -29,7 +29,7 @@ class FusedBody:
         self.side_inputs = side_inputs
         self._out: list[Tagged] = []
         self._receivers: dict[int, list[Callable[[WindowedValue], None]]] = {}
-        self._runners: list[DoFnRunner] = []
+        self._runners: list[ElementRunner] = []
         for pcoll in stage.outputs:
             self.receive(pcoll, self._exit(pcoll))
         for op in stage.body:
@@ -53,7 +53,7 @@ class FusedBody:
 
         return send
 
-    def add_runner(self, runner: DoFnRunner) -> None:
+    def add_runner(self, runner: ElementRunner) -> None:
         """A DoFn runner whose bundle lifecycle the body drives, in body order."""
         self._runners.append(runner)
 

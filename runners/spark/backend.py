@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import os
+import uuid
 from typing import Any
 
 import attrs
@@ -43,6 +44,7 @@ from sparkbeam.runners.core.side_input_wait import must_wait
 from sparkbeam.runners.core.sources import SourceEmission
 from sparkbeam.runners.core.steps import StageResult, StageSummary, StepParams
 from sparkbeam.runners.spark import batch_grouping, sinks, textio, worker
+from sparkbeam.runners.spark.counters import read_and_release
 from sparkbeam.runners.spark.errors import user_errors
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP
 from sparkbeam.utils.windowed_value import WindowedValue
@@ -177,6 +179,9 @@ class SparkBackend:
         #: per stage reading side inputs: side input -> the watermark it must reach before
         #: anything parked can be released
         self.release_at: dict[int, dict[int, int]] = {}
+        #: the Spark job group of this run's jobs (to cancel them, and to follow them)
+        self.job_group = f"sparkbeam-{uuid.uuid4().hex[:12]}"
+        self.current_stage: str | None = None
 
     # -- sources -----------------------------------------------------------------------
     def source_dataset(self, stage: Stage, emission: SourceEmission) -> Dataset:
@@ -217,6 +222,10 @@ class SparkBackend:
         side_inputs: dict[int, list[WindowedValue]],
         wanted: frozenset[int] = frozenset(),
     ) -> StageResult:
+        # Named so that the Spark UI, its job descriptions and sparkbeam's progress show the
+        # transform's label for every Spark job run for the stage.
+        self.current_stage = stage.name
+        self.sc.setJobGroup(self.job_group, f"{stage.name} (step {params.step})", True)
         side = None
         if side_inputs:
             side = self.sc.broadcast(side_inputs)
@@ -234,13 +243,15 @@ class SparkBackend:
         source = self.union(entering)
         counters = (self.sc.accumulator(0), self.sc.accumulator(0))
         body = source.rdd.mapPartitions(functools.partial(worker.run_body, shippable(stage), side, counters))
+        body.setName(stage.name)
         outputs = self._split(stage, body, source.known_empty, wanted)
         if not stage.outputs and not stage.sinks and not source.known_empty:
             with user_errors():
                 body.count()  # a leaf stage: nothing downstream will make Spark run it
 
         def summary() -> StageSummary:
-            return StageSummary(elements_in=counters[0].value, elements_out=counters[1].value)
+            elements_in, elements_out = read_and_release(*counters)
+            return StageSummary(elements_in=elements_in, elements_out=elements_out)
 
         return StageResult(outputs, summary)
 
@@ -302,7 +313,7 @@ class SparkBackend:
         # (a checkpoint costs a write of the state, so not every step).
         # Persisting first also stops PySpark from pipelining the next mapPartitions into
         # this one, which would leave the checkpoint unwritten.
-        result.persist()
+        result.setName(f"{stage.name} (keyed state and panes)").persist()
         steps_since = self.steps_since_checkpoint.get(stage.id, 0) + 1
         if steps_since >= self.checkpoint_every:
             result.localCheckpoint()
@@ -421,7 +432,8 @@ class SparkBackend:
                 body.count()
 
         def summary() -> StageSummary:
-            return StageSummary(elements_in=counters[0].value, elements_out=body_counters[0].value)
+            elements_in, _, elements_out, _ = read_and_release(*counters, *body_counters)
+            return StageSummary(elements_in=elements_in, elements_out=elements_out)
 
         return StageResult(outputs, summary)
 
@@ -446,6 +458,7 @@ class SparkBackend:
     def save_state(self, directory: str) -> dict[int, str]:
         """Write each grouping stage's keyed state under ``directory``; {stage id: file name}."""
         written = {}
+        self.sc.setJobGroup(self.job_group, f"checkpoint of the keyed state in {directory}", True)
         for stage_id, state in self.states.items():
             name = f"state-{stage_id}"
             with user_errors():

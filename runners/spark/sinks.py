@@ -111,6 +111,8 @@ def _write_partition(
             # The write already failed: its own error is the one to report.
             with contextlib.suppress(Exception):
                 writer.close()
+        if isinstance(error, UserCodeError):
+            raise  # an upstream transform's failure, already naming it
         raise UserCodeError(op.label, op.location, error, value) from error
     if writer is not None:
         yield index, path, records

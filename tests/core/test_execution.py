@@ -117,3 +117,22 @@ def test_a_backend_refuses_before_running_a_source_it_did_not_register(made_up_s
     assert made_up_source.stages[0].is_source
     with pytest.raises(UnsupportedError, match=rf"'Ticks' \(applied at my_pipeline.py:7\): the {backend} backend cannot read MadeUpSourceOp"):
         backend_ops(backend).check(made_up_source)
+
+
+def test_a_subclass_of_a_registered_op_is_refused_until_it_is_registered_itself():
+    @attrs.frozen
+    class MyParDoOp(ops.ParDoOp):
+        pass
+
+    op = MyParDoOp("Mine", "my_pipeline.py:3", (0,), (1,), dofn=None, args=(), kwargs={}, output_tags=(None,))
+    with pytest.raises(UnsupportedError, match=r"'Mine' \(applied at my_pipeline.py:3\): .*cannot execute MyParDoOp"):
+        kind_of(op)
+
+
+def test_the_beam_front_ends_pardo_is_a_pardo_but_for_its_runner():
+    from sparkbeam.runners.beam.pardo import BeamParDoOp
+
+    beam_kind, kind = kind_of(BeamParDoOp.__new__(BeamParDoOp)), kind_of(ops.ParDoOp.__new__(ops.ParDoOp))
+    assert beam_kind.role is kind.role is Role.ELEMENT_WISE
+    assert beam_kind.shipped_parts is kind.shipped_parts
+    assert beam_kind.join_body is not kind.join_body

@@ -69,6 +69,8 @@ def test_from_imports_of_unsupported_names_say_so_too():
         from sparkbeam.io import ReadFromPubSub  # noqa: F401
     with pytest.raises(NotImplementedError, match="stateful and timely"):
         from sparkbeam.transforms import userstate  # noqa: F401
+    with pytest.raises(NotImplementedError, match=r"stateful and timely DoFns are not supported yet \(TimeDomain"):
+        from sparkbeam.transforms.timeutil import TimeDomain  # noqa: F401
 
 
 @pytest.mark.parametrize(
