@@ -24,13 +24,13 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import uuid
 from typing import Any
 
+from sparkbeam.io import commits
 from sparkbeam.runners.core.execution import kind_of
 from sparkbeam.runners.core.plan import StagePlan
 
-__all__ = ["CheckpointError", "CheckpointStore", "pipeline_shape", "write_atomically"]
+__all__ = ["CheckpointError", "CheckpointStore", "pipeline_shape"]
 
 IDENTITY = "sparkbeam-checkpoint.json"
 # 2: keyed state as (key, records.KeyedState) pairs (1 had one-letter tags)
@@ -55,15 +55,6 @@ def pipeline_shape(plan: StagePlan) -> list[str]:
         parts.append(f"inputs={list(stage.inputs)} outputs={list(stage.outputs)}")
         lines.append("; ".join(parts))
     return lines
-
-
-def write_atomically(path: str, data: bytes) -> None:
-    temp = f"{path}.tmp-{uuid.uuid4().hex}"
-    with open(temp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temp, path)
 
 
 def _json_bytes(content: Any) -> bytes:
@@ -110,7 +101,7 @@ class CheckpointStore:
                 )
                 raise CheckpointError(msg)
             os.makedirs(self.root, exist_ok=True)
-            write_atomically(identity_path, _json_bytes({"format": FORMAT, "shape": self.shape}))
+            commits.write_bytes(identity_path, _json_bytes({"format": FORMAT, "shape": self.shape}))
         os.makedirs(self.journal_dir, exist_ok=True)
         os.makedirs(self.checkpoints_dir, exist_ok=True)
 
@@ -132,7 +123,7 @@ class CheckpointStore:
 
     # -- the step journal ----------------------------------------------------------------
     def write_journal(self, entry: dict[str, Any]) -> None:
-        write_atomically(os.path.join(self.journal_dir, f"{entry['step']:010d}.json"), _json_bytes(entry))
+        commits.write_bytes(os.path.join(self.journal_dir, f"{entry['step']:010d}.json"), _json_bytes(entry))
 
     def journal_from(self, step: int) -> dict[int, dict[str, Any]]:
         """The journal's entries for steps >= ``step`` (steps to replay after a restore)."""
@@ -157,7 +148,7 @@ class CheckpointStore:
     def commit(self, step: int, manifest: dict[str, Any]) -> None:
         """Write the manifest: from now on the checkpoint exists. Then drop the old ones."""
         manifest = {**manifest, "step": step, "format": FORMAT}
-        write_atomically(self.checkpoint_path(step) + ".json", _json_bytes(manifest))
+        commits.write_bytes(self.checkpoint_path(step) + ".json", _json_bytes(manifest))
 
     def manifests(self) -> list[dict[str, Any]]:
         """Complete checkpoints, newest first."""

@@ -35,6 +35,8 @@ from typing import Any
 
 import attrs
 
+from sparkbeam.io import commits
+
 __all__ = ["DependencyError", "check_dependency_options", "install_for_executors", "zip_for_executors"]
 
 _LOG = logging.getLogger(__name__)
@@ -135,11 +137,11 @@ def zip_for_executors(options: str, directory: str) -> str:
     target = os.path.join(tempfile.gettempdir(), "sparkbeam-dependencies", f"deps-{digest.hexdigest()[:16]}.zip")
     if not os.path.exists(target):
         os.makedirs(os.path.dirname(target), exist_ok=True)
-        temp = f"{target}.tmp-{os.getpid()}"
+        temp = commits.temporary_beside(target)
         with zipfile.ZipFile(temp, "w", zipfile.ZIP_DEFLATED) as archive:
             for path in paths:
                 archive.write(path, os.path.relpath(path, directory))
-        os.replace(temp, target)
+        commits.commit(temp, target)
     return target
 
 

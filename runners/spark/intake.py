@@ -35,12 +35,12 @@ from typing import Any
 
 import attrs
 
+from sparkbeam.io import commits
 from sparkbeam.io.filebased import BadRecord, schema_row_type
 from sparkbeam.io.streaming import StreamReadSpec
 from sparkbeam.runners.core.errors import TransformError
 from sparkbeam.runners.core.ops import StreamReadOp
 from sparkbeam.runners.core.stream_sources import PartitionStats, WalBatch
-from sparkbeam.runners.spark.checkpoints import write_atomically
 from sparkbeam.runners.spark.counters import read_and_release
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp, to_micros
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
@@ -328,7 +328,7 @@ class StreamIntake:
         Spark did not commit it and will run it again, so its partial log is removed."""
         names = set(os.listdir(self.wal_dir))
         for name in names:
-            if name.endswith(".json") and ".tmp-" not in name:
+            if name.endswith(".json") and not commits.is_temporary(name):
                 with open(os.path.join(self.wal_dir, name), encoding="utf-8") as handle:
                     batch = WalBatch.from_plain(json.load(handle))
                 if batch.path is not None:  # the directory may have moved since
@@ -337,8 +337,8 @@ class StreamIntake:
         for name in names:
             path = os.path.join(self.wal_dir, name)
             cut_short = not name.endswith(".json") and f"{name}.json" not in names
-            if ".tmp-" in name or cut_short:
-                shutil.rmtree(path, ignore_errors=True) if os.path.isdir(path) else os.remove(path)
+            if commits.is_temporary(name) or cut_short:
+                commits.remove(path)
 
     # -- the query -----------------------------------------------------------------------
     def start(self) -> None:
@@ -474,16 +474,15 @@ class StreamIntake:
             functools.partial(wal_records, self.spec, ingest, self.drop_before(), time_zone, stats)
         )
         final = os.path.join(self.wal_dir, f"{batch_id:010d}")
-        temp = os.path.join(self.wal_dir, f".tmp-{batch_id:010d}-{uuid.uuid4().hex}")
+        temp = commits.temporary_beside(final)
         records.saveAsPickleFile(temp)
         (total,) = read_and_release(stats)
         kept = sum(entry[0] for entry in total["partitions"].values())
         if kept or total["bad"]:
-            shutil.rmtree(final, ignore_errors=True)
-            os.replace(temp, final)
+            commits.commit_directory(temp, final)  # replacing an attempt cut short
             path: str | None = final
         else:
-            shutil.rmtree(temp, ignore_errors=True)
+            commits.remove(temp)
             path = None
         batch = WalBatch(
             batch_id=batch_id,
@@ -496,7 +495,7 @@ class StreamIntake:
             bad=total["bad"],
             offsets=self._spark_offsets(batch_id),
         )
-        write_atomically(final + ".json", json.dumps(batch.to_plain()).encode("utf-8"))
+        commits.write_bytes(final + ".json", json.dumps(batch.to_plain()).encode("utf-8"))
         with self._lock:
             self._ready[batch_id] = batch
         _LOG.debug("%s: batch %d durable (%d records) in %.3fs", self.op.label, batch_id, kept, time.perf_counter() - started)

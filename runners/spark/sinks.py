@@ -25,13 +25,13 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import shutil
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
 
+from sparkbeam.io import commits
 from sparkbeam.io.filebased import FileSink
 from sparkbeam.io.stepfiles import StepFiles
 from sparkbeam.runners.core.errors import UserCodeError
@@ -41,11 +41,7 @@ from sparkbeam.runners.core.steps import StepParams
 from sparkbeam.runners.spark import textio
 from sparkbeam.utils.windowed_value import WindowedValue
 
-__all__ = ["SparkSink", "check", "commit_directory", "write", "write_step"]
-
-_TEMP = ".sparkbeam-temp-"
-_REPLACED = ".sparkbeam-replaced-"
-
+__all__ = ["SparkSink", "check", "write", "write_step"]
 
 @attrs.frozen
 class SparkSink:
@@ -123,44 +119,22 @@ def write_step(sc: Any, op: Op, rdd: Any, known_empty: bool, step: int) -> list[
     files = _SINKS.lookup(op).step_files(op)
     final_dir = files.directory(step)
     if known_empty:
-        commit_directory(None, final_dir)
+        commits.commit_directory(None, final_dir)
         return []
-    parent = os.path.dirname(final_dir)
-    os.makedirs(parent, exist_ok=True)
-    temp_dir = os.path.join(parent, f"{_TEMP}{os.path.basename(final_dir)}-{uuid.uuid4().hex}")
-    os.makedirs(temp_dir)
-    try:
+    with commits.staging_directory(final_dir) as temp_dir:
         if files.num_shards and rdd.getNumPartitions() != files.num_shards:
             rdd = rdd.repartition(files.num_shards)
         write = functools.partial(_write_partition, op, files.sink, temp_dir, files.num_shards > 0)
         written = sorted(rdd.mapPartitionsWithIndex(write).collect())
         if not any(records for _, _, records in written):
-            commit_directory(None, final_dir)
+            commits.commit_directory(None, final_dir)
             return []
         names = []
         for shard, (_, path, _) in enumerate(written):
             final = files.shard_path(step, shard, len(written))
-            os.replace(path, os.path.join(temp_dir, os.path.basename(final)))
+            commits.commit(path, os.path.join(temp_dir, os.path.basename(final)))
             names.append(os.path.basename(final))
         for stray in set(os.listdir(temp_dir)) - set(names):  # from task attempts that failed
             os.remove(os.path.join(temp_dir, stray))
-        commit_directory(temp_dir, final_dir)
+        commits.commit_directory(temp_dir, final_dir)
         return [os.path.join(final_dir, name) for name in names]
-    finally:
-        shutil.rmtree(temp_dir, ignore_errors=True)
-
-
-def commit_directory(new_dir: str | None, final_dir: str) -> None:
-    """Puts ``new_dir`` (or nothing) at ``final_dir`` so that readers never see a mix.
-
-    An existing ``final_dir`` is renamed aside to a hidden name before the new one is
-    renamed in, then deleted: a reader sees the old files, then none, then the new ones.
-    """
-    aside = os.path.join(os.path.dirname(final_dir), _REPLACED + os.path.basename(final_dir))
-    if os.path.lexists(aside):  # left by a run that failed between the two renames
-        shutil.rmtree(aside)
-    if os.path.lexists(final_dir):
-        os.replace(final_dir, aside)
-    if new_dir is not None:
-        os.replace(new_dir, final_dir)
-    shutil.rmtree(aside, ignore_errors=True)

@@ -13,13 +13,12 @@ import bz2
 import functools
 import gzip
 import os
-import shutil
-import uuid
 import zlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from sparkbeam.coders.coders import ToBytesCoder
+from sparkbeam.io import commits
 from sparkbeam.io.filebased import FileSink
 from sparkbeam.io.textio import WriteToText, split_records
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
@@ -213,16 +212,12 @@ def _write_shard(op: WriteTextOp, sink: TextFileSink, temp_dir: str, num_shards:
 def write_text(sc: Any, op: WriteTextOp, rdd: Any, params: StepParams) -> list[str]:
     """Write ``rdd`` as Beam-named shards, atomically; returns the final file names."""
     sink = op.sink
-    directory = os.path.dirname(local_prefix(op))
-    os.makedirs(directory, exist_ok=True)
     num_shards = sink.num_shards or max(1, rdd.getNumPartitions())
     if sink.num_shards:
         rdd = rdd.repartition(num_shards) if rdd.getNumPartitions() != num_shards else rdd
     elif rdd.getNumPartitions() == 0:
         rdd = sc.parallelize([], 1)
-    temp_dir = os.path.join(directory, f".sparkbeam-tmp-{uuid.uuid4().hex}")
-    os.makedirs(temp_dir)
-    try:
+    with commits.staging_directory(local_prefix(op)) as temp_dir:
         write = functools.partial(_write_shard, op, TextFileSink(sink), temp_dir, num_shards)
         written = sorted(rdd.mapPartitionsWithIndex(write).collect())
         if sink.skip_if_empty and not any(count for _, _, count in written):
@@ -230,8 +225,6 @@ def write_text(sc: Any, op: WriteTextOp, rdd: Any, params: StepParams) -> list[s
         finals = []
         for temp_path, final_name, _ in written:
             final_name = os.path.abspath(final_name.removeprefix("file://"))
-            os.replace(temp_path, final_name)
+            commits.commit(temp_path, final_name)
             finals.append(final_name)
         return finals
-    finally:
-        shutil.rmtree(temp_dir, ignore_errors=True)

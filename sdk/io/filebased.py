@@ -36,7 +36,6 @@ import glob
 import lzma
 import os
 import random
-import shutil
 import uuid
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -47,6 +46,7 @@ import attrs
 from sparkbeam import pvalue
 from sparkbeam.core import DoFn, FlatMap, Flatten, GroupByKey, Impulse, Map, ParDo, WindowInto
 from sparkbeam.errors import describe
+from sparkbeam.io import commits
 from sparkbeam.io.filesystem import local_path, match_files
 from sparkbeam.ptransform import PTransform
 from sparkbeam.pvalue import TaggedOutput
@@ -514,12 +514,12 @@ class _Finalize:
                 temp_path = item.temp_path
             if os.path.exists(temp_path):
                 os.makedirs(os.path.dirname(final) or ".", exist_ok=True)
-                os.replace(temp_path, final)
+                commits.commit(temp_path, final)
             elif not os.path.exists(final):
                 msg = f"the temporary shard {temp_path} for {final} has disappeared; was the temporary directory removed while the pipeline ran?"
                 raise FileNotFoundError(msg)
             finals.append(final)
-        shutil.rmtree(self.temp_dir, ignore_errors=True)
+        commits.remove(self.temp_dir)
         return finals
 
 
@@ -575,7 +575,7 @@ class WriteShardedFiles(PTransform):
 
             files = StepFiles(self.sink, self.prefix, self.template, self.suffix, self.num_shards)
             return pcoll | "WriteEachStep" >> WriteFilesPerStep(files)
-        temp_dir = os.path.join(os.path.dirname(self.prefix), f".sparkbeam-temp-{uuid.uuid4().hex}")
+        temp_dir = commits.temporary_beside(self.prefix)
         in_global = pcoll | "InGlobalWindow" >> WindowInto(GlobalWindows())
         if self.num_shards:
             written = (
