@@ -16,7 +16,8 @@ module for the engine's own ops), declaring
 - what of it must pickle to reach Spark's executors (``shipped_parts``) and the op as they
   need it (``for_executors``: a source's contents stay on the driver);
 - what a checkpoint's shape records of it (``shape``), whether its stage splits into one
-  stage per output (``split_stages``), whether its input never ends (``endless``).
+  stage per output (``split_stages``), whether its input never ends (``endless``), whether
+  it scripts processing time too (``scripts_processing_time``: the run's clock is manual).
 
 **Each backend's side**: a backend registers, under its name (``backend_ops``), how it reads
 each source it supports into its datasets (memory: lists; Spark: RDDs), how it runs each
