@@ -15,16 +15,24 @@ import attrs
 from sparkbeam.pipeline import Pipeline
 from sparkbeam.runners.core.clock import Clock, ManualClock
 from sparkbeam.runners.core.dofn_invoker import SideInputs
-from sparkbeam.runners.core.errors import UserCodeError, add_transform_note
+from sparkbeam.runners.core.errors import TransformError, UserCodeError, add_transform_note
 from sparkbeam.runners.core.fused import FusedBody
 from sparkbeam.runners.core.grouping import engine_for
 from sparkbeam.runners.core.grouping_step import group_partition, key_element
 from sparkbeam.runners.core.history import run_history
-from sparkbeam.runners.core.ops import CreateOp, GroupOp, ImpulseOp, ReadTextOp, lower
+from sparkbeam.runners.core.ops import (
+    CreateOp,
+    GroupOp,
+    ImpulseOp,
+    ReadTextOp,
+    StatefulParDoOp,
+    lower,
+)
 from sparkbeam.runners.core.plan import Stage, StagePlan, plan_stages
 from sparkbeam.runners.core.records import KeyedState, Pane, Parked, Summary
 from sparkbeam.runners.core.side_input_wait import must_wait, run_waiting
 from sparkbeam.runners.core.sources import SourceEmission
+from sparkbeam.runners.core.stateful_step import key_for_state, stateful_partition
 from sparkbeam.runners.core.steps import StageResult, StageSummary, StepLoop, StepParams
 from sparkbeam.runners.core.timeline import Emissions, Timeline, emissions_of
 from sparkbeam.utils.timestamp import MIN_TIMESTAMP
@@ -85,7 +93,9 @@ class MemoryBackend:
             return self._run_waiting(stage, inputs, params, side_inputs)
         summary = StageSummary()
         grouping = stage.grouping
-        if grouping is not None:
+        if isinstance(grouping, StatefulParDoOp):
+            entering, summary = self._run_stateful(stage, grouping, inputs, params)
+        elif grouping is not None:
             (source,) = grouping.inputs
             engine = self._engine(grouping, params)
             states = self.states.setdefault(stage.id, {})
@@ -117,6 +127,33 @@ class MemoryBackend:
         if grouping is None:
             summary.elements_out = sum(len(v) for v in produced.values())
         return StageResult(produced, summary)
+
+    def _run_stateful(
+        self, stage: Stage, op: StatefulParDoOp, inputs: dict[int, Any], params: StepParams
+    ) -> tuple[list[tuple[int, WindowedValue]], StageSummary]:
+        """A stateful DoFn's step over all keys at once: its outputs (by PCollection) and summary."""
+        (source,) = op.inputs
+        states = self.states.setdefault(stage.id, {})
+        records: list[tuple[Any, Any]] = [(k, KeyedState(s)) for k, s in states.items()]
+        try:
+            records.extend(key_for_state(op, wv) for wv in inputs[source])
+        except TransformError as error:
+            raise add_transform_note(error, op.label, op.location) from None
+        states.clear()
+        outputs: list[tuple[int, WindowedValue]] = []
+        summary = StageSummary()
+        try:
+            for where, record in stateful_partition(op, records, params):
+                kind = type(record)
+                if kind is KeyedState:
+                    states[where] = record.state
+                elif kind is Summary:
+                    summary = record.summary
+                else:
+                    outputs.append((where, record))
+        except UserCodeError as failure:
+            raise add_transform_note(failure.error, failure.label, failure.location) from None
+        return outputs, summary
 
     def _run_waiting(
         self, stage: Stage, inputs: dict[int, Any], params: StepParams, side_inputs: dict[int, list[WindowedValue]]

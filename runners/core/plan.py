@@ -25,6 +25,7 @@ from sparkbeam.runners.core.ops import (
     ParDoOp,
     ReadTextOp,
     SinkOp,
+    StatefulParDoOp,
     StreamReadOp,
     TestStreamOp,
     WindowIntoOp,
@@ -33,6 +34,8 @@ from sparkbeam.runners.core.ops import (
 __all__ = ["Stage", "StagePlan", "plan_stages"]
 
 SOURCE_OPS = (CreateOp, ImpulseOp, ReadTextOp, StreamReadOp, TestStreamOp)
+#: ops that head a keyed stage: their state lives per key between steps
+KEYED_OPS = (GroupOp, StatefulParDoOp)
 ELEMENTWISE_OPS = (ParDoOp, WindowIntoOp, FlattenOp)
 
 
@@ -60,8 +63,9 @@ class Stage:
         return isinstance(self.head, SOURCE_OPS)
 
     @property
-    def grouping(self) -> GroupOp | None:
-        return self.head if isinstance(self.head, GroupOp) else None
+    def grouping(self) -> GroupOp | StatefulParDoOp | None:
+        """The keyed op heading the stage (a grouping or a stateful DoFn), if one does."""
+        return self.head if isinstance(self.head, KEYED_OPS) else None
 
     @property
     def produced(self) -> tuple[int, ...]:
@@ -127,7 +131,7 @@ def plan_stages(lowered: LoweredPipeline) -> StagePlan:
         if isinstance(op, SOURCE_OPS):
             new_stage(op.label, op, ())
             continue
-        if isinstance(op, GroupOp):
+        if isinstance(op, KEYED_OPS):
             new_stage(op.label, op, op.inputs)
             continue
         if isinstance(op, SinkOp):
