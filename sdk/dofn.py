@@ -51,7 +51,10 @@ class StateParamMarker(DoFnParam):
         object.__setattr__(self, "state_spec", state_spec)
 
     def __reduce__(self) -> tuple:
-        return (StateParamMarker, (self.state_spec,))
+        return _reduce_marker(self, "state_spec")
+
+    def __setstate__(self, state: dict) -> None:
+        _restore_marker(self, state)
 
 
 class TimerParamMarker(DoFnParam):
@@ -70,7 +73,25 @@ class TimerParamMarker(DoFnParam):
         object.__setattr__(self, "timer_spec", timer_spec)
 
     def __reduce__(self) -> tuple:
-        return (TimerParamMarker, (self.timer_spec,))
+        return _reduce_marker(self, "timer_spec")
+
+    def __setstate__(self, state: dict) -> None:
+        _restore_marker(self, state)
+
+
+def _reduce_marker(marker: DoFnParam, field: str) -> tuple:
+    # Rebuilt empty, then filled: a spec and the on_timer method whose defaults hold this
+    # marker refer to each other, so the spec may still be half-built when the marker is.
+    return (_empty_marker, (type(marker),), {"name": marker.name, field: getattr(marker, field)})
+
+
+def _empty_marker(kind: type) -> Any:
+    return object.__new__(kind)
+
+
+def _restore_marker(marker: DoFnParam, state: dict) -> None:
+    for field, value in state.items():
+        object.__setattr__(marker, field, value)
 
 
 class BundleFinalizer:

@@ -16,10 +16,15 @@ import pytest
 import sparkbeam
 from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.runners.core.memory import run_in_memory
-from tests.oracle import _pane_key, _sparkbeam_ns, _window_key, canonical, run_beam
+from tests.oracle import _pane_key, _sparkbeam_ns, _window_key, canonical, run_beam, run_sparkbeam
+
+#: the engine alone (in memory), and the Spark runner (the shared local session)
+BACKENDS = ["engine", pytest.param("spark", marks=pytest.mark.spark)]
 
 
-def run_engine(build, *, streaming):
+def run_engine(build, *, streaming, backend="engine"):
+    if backend == "spark":
+        return run_sparkbeam(build, streaming=streaming, overlapping_window_rule=False)
     p = sparkbeam.Pipeline(options=PipelineOptions(streaming=streaming))
     output = sparkbeam.capture(build(_sparkbeam_ns(), p))
     result = run_in_memory(p, streaming=streaming, overlapping_window_rule=False)
@@ -30,9 +35,9 @@ def run_engine(build, *, streaming):
     )
 
 
-def assert_engine_same_as_beam(build, *, streaming):
+def assert_engine_same_as_beam(build, *, streaming, backend="engine"):
     expected = run_beam(build, streaming=streaming)
-    actual = run_engine(build, streaming=streaming)
+    actual = run_engine(build, streaming=streaming, backend=backend)
     assert expected, "Beam output nothing: the builder proves nothing"
     assert actual == expected, f"\n  Beam lacks: {sorted((actual - expected).elements(), key=repr)}\n  we lack:   {sorted((expected - actual).elements(), key=repr)}"
     return actual
@@ -238,9 +243,10 @@ BATCH_CASES = {
 }
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("case", sorted(BATCH_CASES))
-def test_batch_matches_beam(case):
-    assert_engine_same_as_beam(BATCH_CASES[case], streaming=False)
+def test_batch_matches_beam(case, backend):
+    assert_engine_same_as_beam(BATCH_CASES[case], streaming=False, backend=backend)
 
 
 def test_cleared_timer_never_fires():
@@ -293,12 +299,14 @@ STREAM_CASES = {
 # pinned in batch (FnApiRunner) above and by tests/core/test_user_state.py.
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("case", sorted(STREAM_CASES))
-def test_stream_matches_beam(case):
-    assert_engine_same_as_beam(STREAM_CASES[case], streaming=True)
+def test_stream_matches_beam(case, backend):
+    assert_engine_same_as_beam(STREAM_CASES[case], streaming=True, backend=backend)
 
 
-def test_processing_time_timer_fires_when_test_stream_clock_passes_it():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_processing_time_timer_fires_when_test_stream_clock_passes_it(backend):
     def build(ns, p):
         tv = ns.TimestampedValue
         stream = (
@@ -313,5 +321,5 @@ def test_processing_time_timer_fires_when_test_stream_clock_passes_it():
         )
         return p | stream | ns.beam.ParDo(processing_time_flush(ns))
 
-    out = assert_engine_same_as_beam(build, streaming=True)
+    out = assert_engine_same_as_beam(build, streaming=True, backend=backend)
     assert sorted(value for (value, *_) in out.elements()) == [("a", ("<list>", (1, 3))), ("a", ("<list>", (4,))), ("b", ("<list>", (2,)))]
