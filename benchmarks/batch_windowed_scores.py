@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import glob
 import os
-import random
 import shutil
 import sys
 import tempfile
@@ -31,68 +30,33 @@ from typing import Any
 
 import attrs
 
-# A sibling module: run as a file, this script has its own directory on sys.path.
-from measuring import MachineWatch, PeerProfile, driver_peak_rss_mb, start_spark
+# Sibling modules: run as a file, this script has its own directory on sys.path.
+from measuring import MachineWatch, PeerProfile, driver_peak_rss_mb
+from workloads import (
+    KEY_COUNT,
+    WINDOW_MS,
+    WINDOW_SECONDS,
+    Bench,
+    CountAndSumLogic,
+    Event,
+    PeerUnavailable,
+    Row,
+    Totals,
+    add_common_arguments,
+    busy_warning,
+    compare,
+    expected_totals,
+    generate_events,
+    parse_common,
+    prepare_peers,
+    share_behind,
+    start_bench,
+    write_events,
+)
 
-KEY_COUNT = 1000
-WINDOW_SECONDS = 60
-WINDOW_MS = WINDOW_SECONDS * 1000
-HOUR_MS = 3_600_000
-# 2026-01-01T00:00:00Z: minute-aligned, so the hour of event time is exactly 60 windows.
-EPOCH_MS = 1_767_225_600_000
-# Arrival lags event time by an exponential delay, so arrival order is not event-time order.
-MEAN_DELAY_MS = 30_000
-
-Event = tuple[str, int, int]  # (key, score, event time in epoch milliseconds)
-Row = tuple[str, int, int, int]  # (key, window start in epoch milliseconds, count, sum)
-Totals = dict[tuple[str, int], tuple[int, int]]
 RunFn = Callable[["Workload"], list[Row]]
 
 ALL_PEERS = ("sparkbeam", "beam", "dataframe", "rdd")
-
-
-# -- the workload ----------------------------------------------------------------------
-
-
-def generate_events(count: int, seed: int) -> list[Event]:
-    """``count`` events in arrival order, the same for the same seed."""
-    rng = random.Random(seed)
-    keys = [f"user{index:04d}" for index in range(KEY_COUNT)]
-    arrivals = []
-    for _ in range(count):
-        event_ms = EPOCH_MS + rng.randrange(HOUR_MS)
-        arrival_ms = event_ms + int(rng.expovariate(1 / MEAN_DELAY_MS))
-        arrivals.append((arrival_ms, rng.choice(keys), rng.randint(1, 100), event_ms))
-    arrivals.sort()
-    return [(key, score, event_ms) for _, key, score, event_ms in arrivals]
-
-
-def share_behind(events: list[Event]) -> float:
-    """The share of events whose event time is earlier than one that arrived before them."""
-    latest = EPOCH_MS - 1
-    behind = 0
-    for _, _, event_ms in events:
-        if event_ms < latest:
-            behind += 1
-        else:
-            latest = event_ms
-    return behind / max(1, len(events))
-
-
-def write_events(events: list[Event], path: str) -> None:
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.writelines(f"{key},{score},{event_ms}\n" for key, score, event_ms in events)
-
-
-def expected_totals(events: list[Event]) -> Totals:
-    """The oracle: the answer computed by a plain Python loop, with no engine involved."""
-    counts: dict[tuple[str, int], int] = {}
-    sums: dict[tuple[str, int], int] = {}
-    for key, score, event_ms in events:
-        slot = (key, event_ms - event_ms % WINDOW_MS)
-        counts[slot] = counts.get(slot, 0) + 1
-        sums[slot] = sums.get(slot, 0) + score
-    return {slot: (counts[slot], sums[slot]) for slot in counts}
 
 
 @attrs.frozen
@@ -125,27 +89,6 @@ def stamp_event(event: Event, timestamped_value: type) -> Any:
     return timestamped_value((key, score), event_ms / 1000)
 
 
-class CountAndSumLogic:
-    """(count, sum) of integer scores; mixed into each SDK's CombineFn so both run this code."""
-
-    def create_accumulator(self) -> tuple[int, int]:
-        return 0, 0
-
-    def add_input(self, accumulator: tuple[int, int], score: int) -> tuple[int, int]:
-        count, total = accumulator
-        return count + 1, total + score
-
-    def merge_accumulators(self, accumulators: Any) -> tuple[int, int]:
-        count = total = 0
-        for partial_count, partial_total in accumulators:
-            count += partial_count
-            total += partial_total
-        return count, total
-
-    def extract_output(self, accumulator: tuple[int, int]) -> tuple[int, int]:
-        return accumulator
-
-
 def window_pair(event: Event) -> tuple[tuple[str, int], tuple[int, int]]:
     key, score, event_ms = event
     return (key, event_ms - event_ms % WINDOW_MS), (1, score)
@@ -153,20 +96,6 @@ def window_pair(event: Event) -> tuple[tuple[str, int], tuple[int, int]]:
 
 def add_pairs(left: tuple[int, int], right: tuple[int, int]) -> tuple[int, int]:
     return left[0] + right[0], left[1] + right[1]
-
-
-@attrs.frozen
-class Bench:
-    """What every peer shares: the one SparkSession, its master, the shuffle width, a scratch dir."""
-
-    spark: Any
-    master: str
-    partitions: int
-    workdir: str
-
-
-class PeerUnavailable(Exception):
-    """A peer cannot run here (a missing package); the others still run."""
 
 
 # -- the peers: each prepare_* does its imports (untimed) and returns the timed run --------
@@ -320,30 +249,6 @@ DESCRIBE = {
 # -- running and checking ----------------------------------------------------------------
 
 
-def compare(expected: Totals, rows: list[Row]) -> str | None:
-    """None when ``rows`` is exactly ``expected``, else what differs, with a few examples."""
-    got: Totals = {}
-    duplicates = []
-    for key, window_ms, count, total in rows:
-        slot = (key, window_ms)
-        if slot in got:
-            duplicates.append(slot)
-        got[slot] = (count, total)
-    missing = [slot for slot in expected if slot not in got]
-    extra = [slot for slot in got if slot not in expected]
-    wrong = [slot for slot in expected if slot in got and got[slot] != expected[slot]]
-    if not (duplicates or missing or extra or wrong):
-        return None
-    problems = []
-    for name, slots in (("duplicated", duplicates), ("missing", missing), ("unexpected", extra)):
-        if slots:
-            problems.append(f"{len(slots)} {name} (key, window), e.g. {slots[:2]}")
-    if wrong:
-        examples = [f"{slot}: {got[slot]} != {expected[slot]}" for slot in wrong[:2]]
-        problems.append(f"{len(wrong)} wrong (count, sum), e.g. {'; '.join(examples)}")
-    return "; ".join(problems)
-
-
 @attrs.define
 class Outcome:
     """One peer at one size: its timed runs and what the best of them cost."""
@@ -420,10 +325,6 @@ def measure(
 # -- reporting ---------------------------------------------------------------------------
 
 
-# Other processes using more than this many cores make a timing suspect on a small machine.
-BUSY_ELSEWHERE_WARNING = 0.25
-
-
 def format_table(events: int, outcomes: list[Outcome]) -> str:
     timed = [o for o in outcomes if o.seconds is not None and not o.disagrees]
     fastest = min((o.seconds for o in timed if o.seconds is not None), default=None)
@@ -450,12 +351,7 @@ def format_table(events: int, outcomes: list[Outcome]) -> str:
             f"{o.peer:<10} {o.seconds:>8.2f} {events / o.seconds:>10,.0f} {vs_sparkbeam:>12} "
             f"{vs_fastest:>10} {cpu:>7} {peak:>8} {others:>6}  {o.problem or 'agrees'}{runs}"
         )
-    busy = [o.peer for o in outcomes if (o.others_cores or 0) > BUSY_ELSEWHERE_WARNING]
-    if busy:
-        lines.append(
-            f"warning: other processes kept more than {BUSY_ELSEWHERE_WARNING} cores busy during "
-            f"{', '.join(busy)}; those timings are inflated (see 'others')"
-        )
+    lines.extend(busy_warning({o.peer: o.others_cores for o in outcomes}))
     return "\n".join(lines)
 
 
@@ -464,37 +360,13 @@ def format_table(events: int, outcomes: list[Outcome]) -> str:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--events",
-        type=int,
-        action="append",
-        help="events per run; repeat for several sizes (default 100000)",
-    )
-    parser.add_argument(
-        "--peers",
-        default=",".join(ALL_PEERS),
-        help=f"comma-separated, from {','.join(ALL_PEERS)} (default: all)",
-    )
-    parser.add_argument(
-        "--master", default="local[*]", help="Spark master of the shared session (default local[*])"
-    )
-    parser.add_argument(
-        "--repeat",
-        type=int,
-        default=1,
-        help="timed runs per peer; the best is reported (default 1)",
-    )
-    parser.add_argument(
-        "--warmup-events",
-        type=int,
-        default=10_000,
-        help="untimed warm-up run per peer on this many events; 0 for none",
-    )
-    parser.add_argument(
-        "--partitions",
-        type=int,
-        default=None,
-        help="shuffle partitions for every Spark peer (default: Spark's default parallelism, at least 2)",
+    add_common_arguments(
+        parser,
+        ALL_PEERS,
+        warmup_events=10_000,
+        warmup_help="untimed warm-up run per peer on this many events; 0 for none",
+        partitions_help="shuffle partitions for every Spark peer (default: Spark's default parallelism, at least 2)",
+        workdir_help="where the event files go (default: a temporary directory, removed after)",
     )
     parser.add_argument(
         "--source",
@@ -502,33 +374,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="file",
         help="peers read a CSV file (default) or get the in-memory list",
     )
-    parser.add_argument("--seed", type=int, default=2026)
-    parser.add_argument(
-        "--workdir",
-        default=None,
-        help="where the event files go (default: a temporary directory, removed after)",
-    )
-    parser.add_argument(
-        "--spark-conf",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="extra Spark setting for the shared session (repeatable)",
-    )
-    parser.add_argument(
-        "--profile-dir",
-        default=None,
-        help="profile each peer's timed runs into DIR (driver cProfile; executor profiles too with --spark-conf spark.python.profile=true); slows every peer down",
-    )
-    args = parser.parse_args(argv)
-    args.events = args.events or [100_000]
-    args.peers = [name.strip() for name in args.peers.split(",") if name.strip()]
-    unknown = [name for name in args.peers if name not in PREPARE]
-    if unknown:
-        parser.error(f"unknown peer(s) {', '.join(unknown)}; choose from {', '.join(ALL_PEERS)}")
-    if args.repeat < 1 or any(count < 1 for count in args.events):
-        parser.error("--repeat and --events must be positive")
-    return args
+    return parse_common(parser, argv, ALL_PEERS)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -537,38 +383,9 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(workdir, exist_ok=True)
     if args.profile_dir:
         os.makedirs(args.profile_dir, exist_ok=True)
-    print(
-        f"python {sys.version.split()[0]} on {os.cpu_count()} cores, load average "
-        f"{os.getloadavg()[0]:.2f}; peers: {', '.join(args.peers)}"
-    )
-    started = time.perf_counter()
-    spark = start_spark(args.master, args.spark_conf, "sparkbeam-benchmark")
-    session_seconds = time.perf_counter() - started
-    sc = spark.sparkContext
-    partitions = args.partitions or max(2, sc.defaultParallelism)
-    # DataFrame shuffles get the same width as sparkbeam's and the RDD code's.
-    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
-    import pyspark
-
-    print(
-        f"SparkSession started in {session_seconds:.2f} s (not in any peer's time): pyspark "
-        f"{pyspark.__version__}, master {sc.master}, default parallelism {sc.defaultParallelism}, "
-        f"{partitions} shuffle partitions"
-    )
-    bench = Bench(spark, sc.master, partitions, workdir)
-
-    runs: dict[str, RunFn] = {}
-    unavailable: dict[str, str] = {}
-    for peer in args.peers:
-        try:
-            before = time.perf_counter()
-            runs[peer] = PREPARE[peer](bench)
-            print(
-                f"  {peer}: {DESCRIBE[peer]} (imports {time.perf_counter() - before:.2f} s, untimed)"
-            )
-        except Exception as error:
-            unavailable[peer] = f"unavailable: {error}"
-            print(f"  {peer}: {unavailable[peer]}")
+    bench = start_bench(args, workdir, "sparkbeam-benchmark", "shuffle partitions")
+    spark = bench.spark
+    runs, unavailable = prepare_peers(args.peers, lambda peer: PREPARE[peer](bench), lambda peer, _: DESCRIBE[peer])
 
     exit_status = 0
     try:

@@ -1,7 +1,8 @@
 """What a benchmark run did to the machine besides taking time: memory, CPU, profiles.
 
-Driver-side helpers for batch_windowed_scores.py (nothing here is shipped to executors).
-Memory and CPU come from /proc, so they are Linux-only and report None elsewhere.
+Driver-side helpers for the benchmark scripts (nothing here is shipped to executors).
+Memory and CPU come from /proc (or psutil, where ``rss_mb`` finds it installed), so they
+are Linux-only and report None elsewhere.
 """
 
 from __future__ import annotations
@@ -18,7 +19,17 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["MachineWatch", "PeerProfile", "driver_peak_rss_mb"]
+__all__ = [
+    "MachineWatch",
+    "PeerProfile",
+    "driver_peak_rss_mb",
+    "median_slope",
+    "process_tree",
+    "pss_mb",
+    "rss_mb",
+    "spark_jvm_memory",
+    "start_spark",
+]
 
 
 class MachineWatch:
@@ -137,6 +148,80 @@ def _memory_kb(pid: int) -> int:
             return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
     except OSError:
         return 0
+
+
+def process_tree(root: int) -> list[int]:
+    """``root`` and every process descended from it (from /proc)."""
+    return _descendants(root)
+
+
+def command_line(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def rss_mb(pid: int) -> float | None:
+    """Resident memory of one process in MB (psutil if installed, else /proc); None once it is gone."""
+    try:
+        import psutil
+    except ImportError:
+        try:
+            with open(f"/proc/{pid}/statm", encoding="utf-8") as handle:
+                return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+        except OSError:
+            return None
+    try:
+        return psutil.Process(pid).memory_info().rss / 2**20
+    except psutil.Error:
+        return None
+
+
+def pss_mb(pids: list[int]) -> float:
+    """Proportional memory of these processes in MB: pages they share (forked Python
+    workers) are split between them rather than counted in each."""
+    return sum(_memory_kb(pid) for pid in pids) / 1024
+
+
+def spark_jvm_memory(spark_context: Any) -> dict[str, float]:
+    """The JVM's memory as the SparkContext sees it, in MB: ``jvm_heap_mb``, the heap in use
+    right after a full collection (what is live, not what awaits collection), and
+    ``storage_mb``, the storage memory the executors' block managers hold (persisted RDD
+    blocks such as keyed state, and broadcasts), from ``getExecutorMemoryStatus``. The
+    collection is forced, so sample sparingly.
+
+    Not the status tracker's ``usedOnHeapStorageMemory``: in PySpark 4.x it keeps counting
+    broadcast blocks (every job's task binary) after Spark removed them, so it grows by
+    about 10 KB per job while the block manager holds a few hundred KB."""
+    management = spark_context._jvm.java.lang.management.ManagementFactory
+    management.getMemoryMXBean().gc()
+    # What each heap pool held when its last collection ended (the one just forced), so
+    # that objects allocated since by running jobs do not count.
+    heap = sum(
+        pool.getCollectionUsage().getUsed()
+        for pool in management.getMemoryPoolMXBeans()
+        if pool.getType().toString() == "Heap memory" and pool.getCollectionUsage() is not None
+    )
+    storage = 0
+    statuses = spark_context._jsc.sc().getExecutorMemoryStatus().iterator()  # executor -> (max, remaining)
+    while statuses.hasNext():
+        limits = statuses.next()._2()
+        storage += limits._1() - limits._2()
+    return {"jvm_heap_mb": heap / 2**20, "storage_mb": storage / 2**20}
+
+
+def median_slope(xs: list[float], ys: list[float]) -> float:
+    """The Theil-Sen slope: the median of the slopes between every two points, so that one
+    odd sample (a collection that ran during a burst) cannot tilt it; nan for fewer than two."""
+    slopes = sorted(
+        (ys[j] - ys[i]) / (xs[j] - xs[i]) for i in range(len(xs)) for j in range(i + 1, len(xs)) if xs[j] != xs[i]
+    )
+    if not slopes:
+        return float("nan")
+    middle = len(slopes) // 2
+    return slopes[middle] if len(slopes) % 2 else (slopes[middle - 1] + slopes[middle]) / 2
 
 
 def driver_peak_rss_mb() -> float:

@@ -27,14 +27,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from batch_windowed_scores import (
-    CountAndSumLogic,
-    add_pairs,
-    generate_events,
-    parse_line,
-    stamp_line,
-    window_pair,
-)
+from batch_windowed_scores import add_pairs, parse_line, stamp_line, window_pair
+from workloads import CountAndSumLogic, generate_events
 
 # portable_hash refuses str keys unless hashing is deterministic, as on PySpark's workers.
 os.environ.setdefault("PYTHONHASHSEED", "0")
@@ -130,6 +124,7 @@ def sparkbeam_phases(splits: list[list[bytes]], partitions: int) -> Phases:
 
     import sparkbeam as beam
     from sparkbeam import window
+    from sparkbeam.runners.core.holds import HoldPolicy
     from sparkbeam.runners.core.ops import lower
     from sparkbeam.runners.core.plan import plan_stages
     from sparkbeam.runners.core.timeline import Emission
@@ -155,12 +150,13 @@ def sparkbeam_phases(splits: list[list[bytes]], partitions: int) -> Phases:
     if op is None or op.combine_fn is None:
         msg = "sparkbeam no longer plans CombinePerKey as a grouping stage with a CombineFn; update this replay"
         raise RuntimeError(msg)
-    fn = op.combine_fn
+    fn = batch_grouping._SetUpOnce(op.combine_fn)
+    holds = HoldPolicy(op.windowing, overlapping_window_rule=True)
     (group_output,) = op.outputs
     aggregator = Aggregator(
         functools.partial(batch_grouping._create, op, fn),
-        functools.partial(batch_grouping._merge_value, op, fn),
-        functools.partial(batch_grouping._merge_combiners, op, fn),
+        functools.partial(batch_grouping._merge_value, op, fn, holds),
+        functools.partial(batch_grouping._merge_combiners, op, fn, holds),
     )
 
     # What SparkBackend chains with mapPartitions on the batch path (run_stage, then group).
@@ -169,10 +165,10 @@ def sparkbeam_phases(splits: list[list[bytes]], partitions: int) -> Phases:
         return (wv for _, wv in worker.run_body(read_stage, None, None, tagged))
 
     def key_by_window(stamped: Iterable[Any]) -> Iterator[tuple]:
-        return batch_grouping._explode(op, True, _NoCounter(), stamped)
+        return batch_grouping._explode(op, holds, _NoCounter(), stamped)
 
     def output_elements(merged: list) -> list:
-        tagged = worker.tagged(group_output, batch_grouping._panes(op, fn, merged))
+        tagged = worker.tagged(group_output, batch_grouping._panes(op, fn, holds, merged))
         return list(
             backend._select_tagged(group_output, worker.run_body(group_stage, None, None, tagged))
         )

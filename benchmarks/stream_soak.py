@@ -1,6 +1,6 @@
-"""Soak test of sparkbeam's real streaming: SIGKILL and restart many times, then a long rate run.
+"""Soak test of sparkbeam's real streaming: SIGKILL and restart many times, long rate runs.
 
-Two parts, both by default (name one to run only it):
+Three parts, all by default (name some to run only them):
 
 ``kills``: a directory of JSON-lines files (``--files`` x ``--records`` scores, a few bad
 lines) read as an available-now stream, one file per micro-batch, summed per team in
@@ -29,12 +29,28 @@ hand-written Structured Streaming query on the same source (``withWatermark`` 0 
 ``--peer-seconds``, with its throughput, batch durations, watermark lag and state rows
 from ``recentProgress``, and the sparkbeam / peer ratios.
 
-    python benchmarks/stream_soak.py                                   # both, full size
+``memory``: the rate source (``--memory-rate`` rows/s, 2 partitions) through a
+``Reshuffle`` (a random key per row), keyed by value % 100, summed in 10-second windows,
+the sums captured with a log and written to a text sink, with a timeline log and
+``--timeline_retention_steps`` = ``--retention-steps``, for ``--memory-minutes`` of
+wall-clock time (default 30; however many steps that is), then interrupted (SIGINT).
+A thread in the job's process samples every ``--sample-seconds`` (default 60): the driver's
+RSS and the objects its garbage collector tracks, the JVM's RSS, its heap in use after a
+forced full collection and the block managers' storage memory (from the SparkContext), and
+the Python workers' count and PSS. It prints the series with the step reached, the
+Reshuffle's state keys and Sum's open windows, and the Theil-Sen slope of each series
+(after the kept history filled and 5 minutes, and over the second half). Checks: driver
+RSS, JVM live heap and storage memory flat (the second half's trend moves each by under 5%
+of its level, or 2 MB, over the run), no Reshuffle key left in state after any step, a
+timeline record for every step, and every Sum pane in the capture's log.
+
+    python benchmarks/stream_soak.py                                   # all three, full size
     python benchmarks/stream_soak.py --kills 3 --rate-seconds 60 --peer-seconds 30
     python benchmarks/stream_soak.py kills --kills 10 --seed 7
+    python benchmarks/stream_soak.py memory --memory-minutes 3 --sample-seconds 20 --retention-steps 30
 
 Exit status 0 when every check held, 1 otherwise. Each run is a subprocess of this file
-(``stream_soak.py job ...`` and ``stream_soak.py rate-job ...``).
+(``stream_soak.py job ...``, ``stream_soak.py rate-job ...``, ``stream_soak.py memory-job ...``).
 """
 
 from __future__ import annotations
@@ -54,6 +70,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from typing import Any
 
@@ -124,6 +141,96 @@ def rate_job(output_dir: str, checkpoint_dir: str, timeline_log: str, rows: str,
             | "FormatCount" >> beam.Map(with_window)
             | "WriteCounts" >> beam.io.WriteToText(f"{output_dir}/counts")
         )
+
+
+def memory_job(output_dir: str, checkpoint_dir: str, timeline_log: str, capture_log: str, samples_log: str,
+               rows: str, step_interval: str, retention: str, sample_seconds: str) -> None:
+    """Runs until it is interrupted (SIGINT), however many steps that is."""
+    import sparkbeam as beam
+    from sparkbeam.transforms import window
+
+    def with_window(key_value: Any, w: Any = beam.DoFn.WindowParam) -> str:
+        return format_total(key_value, w)
+
+    sampler = MemorySampler(samples_log, float(sample_seconds))
+    sampler.start()
+    options = beam.PipelineOptions(
+        spark_master="local[2]", spark_conf=JOB_CONF, checkpoint_dir=checkpoint_dir, checkpoint_interval=10,
+        step_interval=float(step_interval), timeline_log=timeline_log,
+        timeline_retention_steps=int(retention), state_partitions=2,
+    )
+    try:
+        with beam.Pipeline(options=options) as p:
+            sums = (
+                p
+                | "Rate" >> beam.io.ReadFromRate(rows_per_second=int(rows), num_partitions=2)
+                | "Spread" >> beam.Reshuffle()  # a random key per row: state for none of them may stay
+                | "Key" >> beam.Map(lambda value: (value % 100, value))
+                | "Windows" >> beam.WindowInto(window.FixedWindows(10))
+                | "Sum" >> beam.CombinePerKey(sum)
+            )
+            beam.capture(sums, log=capture_log)  # kept for the last steps only; every pane in the log
+            sums | "Format" >> beam.Map(with_window) | "WriteSums" >> beam.io.WriteToText(f"{output_dir}/sums")
+    finally:
+        sampler.finish()
+
+
+class MemorySampler(threading.Thread):
+    """In the job's own process: every ``interval`` seconds, once Spark is up, one JSON line of
+    the driver's RSS and Python objects, the JVM's RSS, live heap and storage memory, and
+    the Python workers' count and PSS (see ``measuring``)."""
+
+    def __init__(self, path: str, interval: float) -> None:
+        super().__init__(daemon=True)
+        self.path = path
+        self.interval = interval
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        from pyspark import SparkContext
+
+        while SparkContext._active_spark_context is None:
+            if self.stopped.wait(0.5):
+                return
+        while True:
+            self.sample(SparkContext._active_spark_context)
+            if self.stopped.wait(self.interval):
+                return
+
+    def finish(self) -> None:
+        self.stopped.set()
+        self.join()
+
+    def sample(self, spark_context: Any) -> None:
+        import gc
+
+        measuring = _measuring()
+        gc.collect()  # count what is alive, not cycles awaiting collection
+        tree = measuring.process_tree(os.getpid())
+        commands = {pid: measuring.command_line(pid) for pid in tree}
+        java = [pid for pid, command in commands.items() if os.path.basename(command.split(" ")[0]) == "java"]
+        workers = [pid for pid, command in commands.items() if "pyspark.daemon" in command or "pyspark.worker" in command]
+        row: dict[str, Any] = {
+            "wall": time.time(),
+            "driver_rss_mb": measuring.rss_mb(os.getpid()),
+            "python_objects": len(gc.get_objects()),
+            "jvm_rss_mb": sum(measuring.rss_mb(pid) or 0.0 for pid in java),
+            "workers": len(workers),
+            "workers_pss_mb": measuring.pss_mb(workers),
+        }
+        try:
+            row.update(measuring.spark_jvm_memory(spark_context))
+        except Exception:  # the context is stopping: the /proc figures still count
+            row.update(jvm_heap_mb=None, storage_mb=None)
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(row) + "\n")
+
+
+def _measuring() -> Any:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import measuring
+
+    return measuring
 
 
 # -- what runs leave behind ---------------------------------------------------------------
@@ -417,14 +524,13 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else float("nan")
 
 
-def rate_part(args: argparse.Namespace, workdir: str) -> tuple[bool, dict[str, float]]:
-    steps = int(args.rate_seconds / args.step_interval)
-    print(f"\n== rate: {args.rate:,} rows/s for {args.rate_seconds} s ({steps} steps of {args.step_interval} s), checkpoint every 10 steps", flush=True)
-    paths = round_paths(f"{workdir}/rate", "")
+def run_until_max_steps(arguments: list[str], stderr_path: str, planned_seconds: float) -> tuple[bool, float, float, str]:
+    """Runs a job that stops by ``max_steps``, sampling its CPU; SIGINT only if it overruns
+    1.5 times the plan + 240 s, SIGKILL a minute later. (ok, seconds, CPU seconds, stopped by)."""
     started = time.monotonic()
-    process = start_job(["rate-job", paths["out"], paths["ck"], paths["log"], str(args.rate), str(steps), str(args.step_interval)], paths["stderr"])
+    process = start_job(arguments, stderr_path)
     cpu = TreeCpu(process.pid)
-    deadline, stopped_by = started + args.rate_seconds * 1.5 + 240, "max_steps"
+    deadline, stopped_by = started + planned_seconds * 1.5 + 240, "max_steps"
     while process.poll() is None:
         cpu.sample()
         if time.monotonic() > deadline and stopped_by == "max_steps":
@@ -435,10 +541,42 @@ def rate_part(args: argparse.Namespace, workdir: str) -> tuple[bool, dict[str, f
             stopped_by = "SIGKILL after SIGINT"
             os.killpg(process.pid, signal.SIGKILL)
         time.sleep(1.0)
-    seconds, cpu_seconds = time.monotonic() - started, cpu.seconds
     ok = process.returncode == 0 and stopped_by == "max_steps"
     if not ok:
-        print(f"   FAILURE: the rate job ended with status {process.returncode} ({stopped_by}):\n{tail(paths['stderr'])}")
+        print(f"   FAILURE: the {arguments[0]} ended with status {process.returncode} ({stopped_by}):\n{tail(stderr_path)}")
+    return ok, time.monotonic() - started, cpu.seconds, stopped_by
+
+
+def run_for(arguments: list[str], stderr_path: str, seconds: float) -> tuple[bool, float, float, str]:
+    """Runs a job for ``seconds`` of wall-clock time, sampling its CPU, then interrupts its
+    driver (SIGINT; SIGKILL to the group if it has not ended two minutes later).
+    (ok, seconds, CPU seconds, how it stopped): ok when it ran the whole time."""
+    started = time.monotonic()
+    process = start_job(arguments, stderr_path)
+    cpu = TreeCpu(process.pid)
+    stopped_by, kill_at = "itself, before the time was up", 0.0
+    while process.poll() is None:
+        cpu.sample()
+        now = time.monotonic()
+        if now - started >= seconds and not kill_at:
+            stopped_by, kill_at = "SIGINT when the time was up", now + 120
+            os.kill(process.pid, signal.SIGINT)
+        elif kill_at and now > kill_at:
+            stopped_by = "SIGKILL: SIGINT did not stop it"
+            os.killpg(process.pid, signal.SIGKILL)
+        time.sleep(1.0)
+    ok = stopped_by == "SIGINT when the time was up"
+    if not ok:
+        print(f"   FAILURE: the {arguments[0]} ended with status {process.returncode} ({stopped_by}):\n{tail(stderr_path)}")
+    return ok, time.monotonic() - started, cpu.seconds, stopped_by
+
+
+def rate_part(args: argparse.Namespace, workdir: str) -> tuple[bool, dict[str, float]]:
+    steps = int(args.rate_seconds / args.step_interval)
+    print(f"\n== rate: {args.rate:,} rows/s for {args.rate_seconds} s ({steps} steps of {args.step_interval} s), checkpoint every 10 steps", flush=True)
+    paths = round_paths(f"{workdir}/rate", "")
+    arguments = ["rate-job", paths["out"], paths["ck"], paths["log"], str(args.rate), str(steps), str(args.step_interval)]
+    ok, seconds, cpu_seconds, stopped_by = run_until_max_steps(arguments, paths["stderr"], args.rate_seconds)
     records = read_timeline(paths["log"])
     by_step: dict[int, dict[str, dict]] = collections.defaultdict(dict)
     for record in records:
@@ -508,9 +646,7 @@ def rate_part(args: argparse.Namespace, workdir: str) -> tuple[bool, dict[str, f
 
 
 def peer_part(args: argparse.Namespace, workdir: str, figures: dict[str, float]) -> bool:
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from measuring import start_spark
-
+    start_spark = _measuring().start_spark
     print(f"\n== peer: Structured Streaming on the rate source, {args.rate:,} rows/s for {args.peer_seconds} s", flush=True)
     spark = start_spark("local[2]", [], "stream-soak-peer", {"spark.sql.shuffle.partitions": "2", "spark.sql.streaming.numRecentProgressUpdates": "100000"})
     from pyspark.sql import functions as F
@@ -561,12 +697,103 @@ def peer_part(args: argparse.Namespace, workdir: str, figures: dict[str, float])
     return True
 
 
+# -- part 3: memory -----------------------------------------------------------------------------
+
+MEMORY_SERIES = [
+    # (sample field, column, what it is)
+    ("driver_rss_mb", "driver RSS MB", "the driver's Python process"),
+    ("python_objects", "objects k", "objects the driver's garbage collector tracks, in thousands"),
+    ("jvm_rss_mb", "JVM RSS MB", "Spark's JVM (driver and executor in local mode)"),
+    ("jvm_heap_mb", "heap MB", "the JVM's heap in use right after a full collection"),
+    ("storage_mb", "storage MB", "the block managers' storage memory in use (persisted keyed state, broadcasts)"),
+    ("workers_pss_mb", "workers MB", "PSS of the Python worker processes"),
+]
+
+
+def memory_part(args: argparse.Namespace, workdir: str) -> bool:
+    seconds = args.memory_minutes * 60
+    print(
+        f"\n== memory: {args.memory_rate:,} rows/s for {args.memory_minutes:g} min, steps of {args.step_interval:g} s, Reshuffle and 10 s sums, "
+        f"timeline and emissions kept for {args.retention_steps} steps, a sample every {args.sample_seconds:g} s", flush=True,
+    )
+    paths = round_paths(f"{workdir}/memory", "")
+    samples_path, capture_path = f"{workdir}/memory/samples.jsonl", f"{workdir}/memory/sums.jsonl"
+    arguments = ["memory-job", paths["out"], paths["ck"], paths["log"], capture_path, samples_path, str(args.memory_rate),
+                 str(args.step_interval), str(args.retention_steps), str(args.sample_seconds)]
+    ok, elapsed, cpu_seconds, stopped_by = run_for(arguments, paths["stderr"], seconds)
+    records = read_timeline(paths["log"])
+    samples = read_timeline(samples_path)  # JSON lines, as the timeline's
+    if not records or len(samples) < 2:
+        print(f"   FAILURE: {len(records)} timeline records and {len(samples)} memory samples")
+        return False
+    by_step: dict[int, dict[str, dict]] = collections.defaultdict(dict)
+    for record in records:
+        by_step[record["step"]][record["stage"]] = record
+    spread = next(r["stage"] for r in records if r["stage"].endswith("ReshufflePerKey/GroupByKey"))
+    step_times = sorted((stages[spread]["processing_time"] / 1e6, step) for step, stages in by_step.items() if spread in stages)
+    rows_in = sum(r["elements_in"] for r in records if r["stage"] == spread)
+    print(f"   {len(by_step)} steps in {elapsed:.0f} s (stopped by {stopped_by}), {rows_in:,} rows through the Reshuffle; CPU {cpu_seconds:.0f} s ({cpu_seconds / elapsed:.2f} cores)")
+    t0 = samples[0]["wall"]
+    header = f"{'minute':>6} {'step':>5} " + " ".join(f"{column:>13}" for _, column, _ in MEMORY_SERIES) + f" {'workers':>7} {'reshuffle keys':>14} {'sum windows':>11}"
+    print(header + "\n" + "-" * len(header))
+    points = []
+    for sample in samples:
+        earlier = [step for wall, step in step_times if wall <= sample["wall"]]
+        step = earlier[-1] if earlier else -1
+        stages = by_step.get(step, {})
+        sums = next((r for name, r in stages.items() if name.startswith("Sum")), None)
+        points.append((sample, step))
+        print(
+            f"{(sample['wall'] - t0) / 60:>6.1f} {step:>5} "
+            + " ".join(f"{_figure(sample.get(field), field):>13}" for field, _, _ in MEMORY_SERIES)
+            + f" {sample['workers']:>7} {stages[spread]['state_keys'] if spread in stages else '-':>14} {sums['state_windows'] if sums else '-':>11}"
+        )
+    # Steady once the kept history is full (it grows until then, by design) and Spark warmed up.
+    warm = [(sample, step) for sample, step in points if step >= args.retention_steps and sample["wall"] - t0 >= 300]
+    halves = points[len(points) // 2:]
+    print(f"   slopes in MB per minute (objects: thousands per minute), Theil-Sen: over the samples after step {args.retention_steps} "
+          f"(the kept history full) and 5 minutes, and over the second half of the run")
+    flat = True
+    for field, column, meaning in MEMORY_SERIES:
+        steady_slope = _slope(warm, field, t0)
+        half_slope = _slope(halves, field, t0)
+        print(f"   {column:<14} {steady_slope:>+8.3f} {half_slope:>+8.3f}   {meaning}")
+        if field in ("driver_rss_mb", "jvm_heap_mb", "storage_mb") and not math.isnan(half_slope):
+            values = [sample[field] for sample, _ in halves if sample.get(field) is not None]
+            # Flat: the second half's trend, over the whole run, moves it by under 5% of its
+            # level, or 2 MB for the small ones (storage memory is a few MB, in a saw-tooth).
+            flat = flat and abs(half_slope) * args.memory_minutes <= max(0.05 * statistics.fmean(values), 2.0)
+    leftover = [step for step, stages in by_step.items() if stages.get(spread, {}).get("state_keys")]
+    logged_steps = sorted(by_step)
+    # The interrupt may fall between a step's timeline and its captures: compare the steps before.
+    last = logged_steps[-1]
+    emitted = sum(r["elements_out"] for r in records if r["stage"].startswith("Sum") and r["step"] < last)
+    captured = sum(1 for line in read_timeline(capture_path) if line["step"] < last)
+    print(f"   memory flat (driver RSS, JVM live heap, storage: second-half trend over the run < 5% of the level or 2 MB): {'yes' if flat else 'NO'}")
+    print(f"   Reshuffle's keys left in state after a step: {'none' if not leftover else f'at {len(leftover)} steps, e.g. {leftover[:5]}'}")
+    print(f"   timeline log: steps {logged_steps[0]}-{logged_steps[-1]}, {'every one' if logged_steps == list(range(len(logged_steps))) else 'SOME MISSING'}; "
+          f"capture log: {captured:,} panes of the {emitted:,} Sum emitted")
+    return ok and flat and not leftover and captured == emitted and logged_steps == list(range(len(logged_steps)))
+
+
+def _figure(value: float | None, field: str) -> str:
+    if value is None:
+        return "-"
+    return f"{value / 1000:.0f}" if field == "python_objects" else f"{value:.1f}"
+
+
+def _slope(points: list[tuple[dict, int]], field: str, t0: float) -> float:
+    usable = [(sample["wall"], sample[field]) for sample, _ in points if sample.get(field) is not None]
+    slope = _measuring().median_slope([(wall - t0) / 60 for wall, _ in usable], [value for _, value in usable])
+    return slope / 1000 if field == "python_objects" else slope
+
+
 # -- the command ------------------------------------------------------------------------------
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("parts", nargs="*", metavar="kills|rate", help="what to run (default: both)")
+    parser.add_argument("parts", nargs="*", metavar="kills|rate|memory", help="what to run (default: all three)")
     parser.add_argument("--kills", type=int, default=50, help="SIGKILLs in all (default 50)")
     parser.add_argument("--seed", type=int, default=1, help="round r draws its kill moments from seed + r - 1 (default 1)")
     parser.add_argument("--files", type=int, default=40, help="input files of the kill job, one per micro-batch (default 40)")
@@ -576,12 +803,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--rate-seconds", type=int, default=600, help="length of the sparkbeam rate run (default 600)")
     parser.add_argument("--peer-seconds", type=int, default=120, help="length of the Structured Streaming run (default 120; 0 skips it)")
     parser.add_argument("--step-interval", type=float, default=1.0, help="seconds per step of the rate run and the peer (default 1.0)")
+    parser.add_argument("--memory-minutes", type=float, default=30, help="length of the memory run in minutes (default 30)")
+    parser.add_argument("--memory-rate", type=int, default=500, help="rows per second of the memory run (default 500)")
+    parser.add_argument("--sample-seconds", type=float, default=60, help="seconds between memory samples (default 60)")
+    parser.add_argument("--retention-steps", type=int, default=300,
+                        help="--timeline_retention_steps of the memory run (default 300, so that the kept history is full "
+                             "early in the run even when a loaded machine takes a step every few seconds; the option's "
+                             "own default is 1000)")
     parser.add_argument("--workdir", default=None, help="where inputs, outputs and checkpoints go (default: a temporary directory)")
     parser.add_argument("--keep", action="store_true", help="keep every round's directory (failed ones are always kept)")
     args = parser.parse_args(argv)
-    args.parts = args.parts or ["kills", "rate"]
-    if set(args.parts) - {"kills", "rate"}:
-        parser.error(f"the parts are kills and rate, got {' '.join(args.parts)}")
+    args.parts = args.parts or ["kills", "rate", "memory"]
+    if set(args.parts) - {"kills", "rate", "memory"}:
+        parser.error(f"the parts are kills, rate and memory, got {' '.join(args.parts)}")
     return args
 
 
@@ -592,6 +826,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if argv[:1] == ["rate-job"]:
         rate_job(*argv[1:7])
+        return 0
+    if argv[:1] == ["memory-job"]:
+        memory_job(*argv[1:10])
         return 0
     args = parse_args(argv)
     workdir = args.workdir or tempfile.mkdtemp(prefix="sparkbeam-soak-")
@@ -611,6 +848,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.peer_seconds:
             ok = peer_part(args, workdir, figures) and ok
             print(f"   load average now {' '.join(f'{load:.2f}' for load in os.getloadavg())}")
+    if "memory" in args.parts:
+        ok = memory_part(args, workdir) and ok
+        print(f"   load average now {' '.join(f'{load:.2f}' for load in os.getloadavg())}")
     print(f"\n{'all checks held' if ok else 'SOME CHECKS FAILED'}; {time.monotonic() - started:.0f} s in all")
     if ok and args.workdir is None and not args.keep:
         shutil.rmtree(workdir, ignore_errors=True)

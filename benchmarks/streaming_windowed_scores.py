@@ -21,7 +21,6 @@ import argparse
 import contextlib
 import json
 import os
-import random
 import shutil
 import statistics
 import sys
@@ -33,54 +32,33 @@ from typing import Any
 
 import attrs
 
-# A sibling module: run as a file, this script has its own directory on sys.path.
-from measuring import MachineWatch, PeerProfile, driver_peak_rss_mb, start_spark
-
-KEY_COUNT = 1000
-WINDOW_SECONDS = 60
-WINDOW_MS = WINDOW_SECONDS * 1000
-HOUR_MS = 3_600_000
-# 2026-01-01T00:00:00Z: minute-aligned, so the hour of event time is exactly 60 windows.
-EPOCH_MS = 1_767_225_600_000
-# Arrival lags event time by an exponential delay, so arrival order is not event-time order.
-MEAN_DELAY_MS = 30_000
-
-Event = tuple[str, int, int]  # (key, score, event time in epoch milliseconds)
-Row = tuple[str, int, int, int]  # (key, window start in epoch milliseconds, count, sum)
-Totals = dict[tuple[str, int], tuple[int, int]]
+# Sibling modules: run as a file, this script has its own directory on sys.path.
+from measuring import MachineWatch, PeerProfile, driver_peak_rss_mb
+from workloads import (
+    EPOCH_MS,
+    KEY_COUNT,
+    WINDOW_MS,
+    WINDOW_SECONDS,
+    Bench,
+    CountAndSumLogic,
+    Event,
+    PeerUnavailable,
+    Row,
+    add_common_arguments,
+    busy_warning,
+    compare,
+    expected_totals,
+    generate_events,
+    parse_common,
+    prepare_peers,
+    share_behind,
+    start_bench,
+)
 
 ALL_PEERS = ("sparkbeam", "beam", "structured")
 
 
 # -- the workload ----------------------------------------------------------------------
-
-
-def generate_events(count: int, seed: int) -> list[Event]:
-    """``count`` events in arrival order, the same for the same seed.
-
-    The same generator as batch_windowed_scores.py (copied, not imported: executors could
-    not import that script), so a size and seed give the same events in both benchmarks.
-    """
-    rng = random.Random(seed)
-    keys = [f"user{index:04d}" for index in range(KEY_COUNT)]
-    arrivals = []
-    for _ in range(count):
-        event_ms = EPOCH_MS + rng.randrange(HOUR_MS)
-        arrival_ms = event_ms + int(rng.expovariate(1 / MEAN_DELAY_MS))
-        arrivals.append((arrival_ms, rng.choice(keys), rng.randint(1, 100), event_ms))
-    arrivals.sort()
-    return [(key, score, event_ms) for _, key, score, event_ms in arrivals]
-
-
-def expected_totals(events: list[Event]) -> Totals:
-    """The oracle: the answer computed by a plain Python loop, with no engine involved."""
-    counts: dict[tuple[str, int], int] = {}
-    sums: dict[tuple[str, int], int] = {}
-    for key, score, event_ms in events:
-        slot = (key, event_ms - event_ms % WINDOW_MS)
-        counts[slot] = counts.get(slot, 0) + 1
-        sums[slot] = sums.get(slot, 0) + score
-    return {slot: (counts[slot], sums[slot]) for slot in counts}
 
 
 @attrs.frozen
@@ -150,56 +128,9 @@ def make_script(events: list[Event], steps: int) -> Script:
     return Script(batches, watermarks, out_of_orderness_ms)
 
 
-def share_behind(events: list[Event]) -> float:
-    """The share of events whose event time is earlier than one that arrived before them."""
-    latest = EPOCH_MS - 1
-    behind = 0
-    for _, _, event_ms in events:
-        if event_ms < latest:
-            behind += 1
-        else:
-            latest = event_ms
-    return behind / max(1, len(events))
-
-
 # -- what every peer shares --------------------------------------------------------------
 # Module-level functions and classes of __main__ are pickled by value (cloudpickle in
 # both PySpark and Beam), so executors and Beam's workers need not import this script.
-
-
-class CountAndSumLogic:
-    """(count, sum) of integer scores; mixed into each SDK's CombineFn so both run this code."""
-
-    def create_accumulator(self) -> tuple[int, int]:
-        return 0, 0
-
-    def add_input(self, accumulator: tuple[int, int], score: int) -> tuple[int, int]:
-        count, total = accumulator
-        return count + 1, total + score
-
-    def merge_accumulators(self, accumulators: Any) -> tuple[int, int]:
-        count = total = 0
-        for partial_count, partial_total in accumulators:
-            count += partial_count
-            total += partial_total
-        return count, total
-
-    def extract_output(self, accumulator: tuple[int, int]) -> tuple[int, int]:
-        return accumulator
-
-
-@attrs.frozen
-class Bench:
-    """What every peer shares: the one SparkSession, its master, the shuffle width, a scratch dir."""
-
-    spark: Any
-    master: str
-    partitions: int
-    workdir: str
-
-
-class PeerUnavailable(Exception):
-    """A peer cannot run here (a missing package); the others still run."""
 
 
 @attrs.define
@@ -802,30 +733,6 @@ PEERS: dict[str, Callable[[Bench], Peer]] = {
 # -- measuring ---------------------------------------------------------------------------
 
 
-def compare(expected: Totals, rows: list[Row]) -> str | None:
-    """None when ``rows`` is exactly ``expected``, else what differs, with a few examples."""
-    got: Totals = {}
-    duplicates = []
-    for key, window_ms, count, total in rows:
-        slot = (key, window_ms)
-        if slot in got:
-            duplicates.append(slot)
-        got[slot] = (count, total)
-    missing = [slot for slot in expected if slot not in got]
-    extra = [slot for slot in got if slot not in expected]
-    wrong = [slot for slot in expected if slot in got and got[slot] != expected[slot]]
-    if not (duplicates or missing or extra or wrong):
-        return None
-    problems = []
-    for name, slots in (("duplicated", duplicates), ("missing", missing), ("unexpected", extra)):
-        if slots:
-            problems.append(f"{len(slots)} {name} (key, window), e.g. {slots[:2]}")
-    if wrong:
-        examples = [f"{slot}: {got[slot]} != {expected[slot]}" for slot in wrong[:2]]
-        problems.append(f"{len(wrong)} wrong (count, sum), e.g. {'; '.join(examples)}")
-    return "; ".join(problems)
-
-
 @attrs.define
 class Outcome:
     peer: str
@@ -901,10 +808,6 @@ def measure(
 # -- reporting ---------------------------------------------------------------------------
 
 
-# Other processes using more than this many cores make a timing suspect on a small machine.
-BUSY_ELSEWHERE_WARNING = 0.25
-
-
 def format_table(outcomes: list[Outcome]) -> str:
     """One line per peer. The ratio is of seconds per event, which is the ratio of seconds
     when the sizes are equal and still fair when Beam ran a smaller stream."""
@@ -941,12 +844,7 @@ def format_table(outcomes: list[Outcome]) -> str:
         lines.append(
             "* ran a smaller stream (--beam-events): the ratio is of seconds per event, not of seconds"
         )
-    busy = [o.peer for o in outcomes if (o.others_cores or 0) > BUSY_ELSEWHERE_WARNING]
-    if busy:
-        lines.append(
-            f"warning: other processes kept more than {BUSY_ELSEWHERE_WARNING} cores busy during "
-            f"{', '.join(busy)}; those timings are inflated (see 'others')"
-        )
+    lines.extend(busy_warning({o.peer: o.others_cores for o in outcomes}))
     return "\n".join(lines)
 
 
@@ -969,11 +867,13 @@ def format_idle(figures: list[IdleFigure]) -> str:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--events",
-        type=int,
-        action="append",
-        help="events per run; repeat for several sizes (default 100000)",
+    add_common_arguments(
+        parser,
+        ALL_PEERS,
+        warmup_events=5_000,
+        warmup_help="untimed warm-up run per peer on this many events in 2 steps; 0 for none (default 5000)",
+        partitions_help="state partitions of sparkbeam and Structured Streaming (default: Spark's default parallelism, at least 2)",
+        workdir_help="where the batch files and checkpoints go (default: a temporary directory, removed after)",
     )
     parser.add_argument(
         "--steps", type=int, default=20, help="arrival batches the events are cut into (default 20)"
@@ -990,58 +890,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=20,
         help="steps with no data for the per-step overhead (default 20; 0 skips it)",
     )
-    parser.add_argument(
-        "--peers",
-        default=",".join(ALL_PEERS),
-        help=f"comma-separated, from {','.join(ALL_PEERS)} (default: all)",
-    )
-    parser.add_argument(
-        "--master", default="local[*]", help="Spark master of the shared session (default local[*])"
-    )
-    parser.add_argument(
-        "--repeat",
-        type=int,
-        default=1,
-        help="timed runs per peer; the best is reported (default 1)",
-    )
-    parser.add_argument(
-        "--warmup-events",
-        type=int,
-        default=5_000,
-        help="untimed warm-up run per peer on this many events in 2 steps; 0 for none (default 5000)",
-    )
-    parser.add_argument(
-        "--partitions",
-        type=int,
-        default=None,
-        help="state partitions of sparkbeam and Structured Streaming (default: Spark's default parallelism, at least 2)",
-    )
-    parser.add_argument("--seed", type=int, default=2026)
-    parser.add_argument(
-        "--workdir",
-        default=None,
-        help="where the batch files and checkpoints go (default: a temporary directory, removed after)",
-    )
-    parser.add_argument(
-        "--spark-conf",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="extra Spark setting (repeatable)",
-    )
-    parser.add_argument(
-        "--profile-dir",
-        default=None,
-        help="profile each peer's timed runs into DIR (driver cProfile; executor profiles too with --spark-conf spark.python.profile=true); slows every peer down",
-    )
-    args = parser.parse_args(argv)
-    args.events = args.events or [100_000]
-    args.peers = [name.strip() for name in args.peers.split(",") if name.strip()]
-    unknown = [name for name in args.peers if name not in PEERS]
-    if unknown:
-        parser.error(f"unknown peer(s) {', '.join(unknown)}; choose from {', '.join(ALL_PEERS)}")
-    if args.repeat < 1 or args.steps < 1 or any(count < args.steps for count in args.events):
-        parser.error("--repeat and --steps must be positive, and --events at least --steps")
+    args = parse_common(parser, argv, ALL_PEERS)
+    if args.steps < 1 or any(count < args.steps for count in args.events):
+        parser.error("--steps must be positive, and --events at least --steps")
     if args.idle_steps < 0 or args.beam_events < args.steps:
         parser.error("--idle-steps must be 0 or more and --beam-events at least --steps")
     return args
@@ -1053,29 +904,15 @@ def main(argv: list[str] | None = None) -> int:
     os.makedirs(workdir, exist_ok=True)
     if args.profile_dir:
         os.makedirs(args.profile_dir, exist_ok=True)
-    print(
-        f"python {sys.version.split()[0]} on {os.cpu_count()} cores, load average "
-        f"{' '.join(f'{load:.2f}' for load in os.getloadavg())}; peers: {', '.join(args.peers)}"
+    bench = start_bench(
+        args,
+        workdir,
+        "sparkbeam-streaming-benchmark",
+        "state partitions",
+        # Enough progress reports to cover every micro-batch of the longest run.
+        {"spark.sql.streaming.numRecentProgressUpdates": "10000"},
     )
-    started = time.perf_counter()
-    spark = start_spark(args.master, args.spark_conf, "sparkbeam-streaming-benchmark", {
-            # Enough progress reports to cover every micro-batch of the longest run.
-            "spark.sql.streaming.numRecentProgressUpdates": "10000",
-        })
-    session_seconds = time.perf_counter() - started
-    sc = spark.sparkContext
-    partitions = args.partitions or max(2, sc.defaultParallelism)
-    # Structured Streaming keeps its state in this many partitions, as sparkbeam does in
-    # state_partitions; set before any query starts (a query's checkpoint fixes it).
-    spark.conf.set("spark.sql.shuffle.partitions", str(partitions))
-    import pyspark
-
-    print(
-        f"SparkSession started in {session_seconds:.2f} s (not in any peer's time): pyspark "
-        f"{pyspark.__version__}, master {sc.master}, default parallelism {sc.defaultParallelism}, "
-        f"{partitions} state partitions"
-    )
-    bench = Bench(spark, sc.master, partitions, workdir)
+    spark = bench.spark
     if os.environ.get("PYTHONDONTWRITEBYTECODE"):
         # PySpark's workers inherit it: every new worker compiles sparkbeam from source.
         print(
@@ -1083,18 +920,7 @@ def main(argv: list[str] | None = None) -> int:
             "imports (sparkbeam's) from source; steps that start workers pay for it"
         )
 
-    peers: dict[str, Peer] = {}
-    unavailable: dict[str, str] = {}
-    for name in args.peers:
-        try:
-            before = time.perf_counter()
-            peers[name] = PEERS[name](bench)
-            print(
-                f"  {name}: {peers[name].describe} (imports {time.perf_counter() - before:.2f} s, untimed)"
-            )
-        except Exception as error:
-            unavailable[name] = f"unavailable: {error}"
-            print(f"  {name}: {unavailable[name]}")
+    peers, unavailable = prepare_peers(args.peers, lambda name: PEERS[name](bench), lambda _, peer: peer.describe)
 
     warmup = None
     if args.warmup_events:

@@ -17,6 +17,10 @@ This package (the SDK) never imports pyspark; the Spark runner is loaded when a
 pipeline runs.
 """
 
+import importlib
+import importlib.util
+from typing import Any
+
 from sparkbeam import (
     coders,
     io,
@@ -84,6 +88,21 @@ from sparkbeam.window import TimestampedValue
 
 __version__ = "0.1.0"
 
+
+def _spark_runner() -> Any:
+    """``sparkbeam.SparkRunner``, loaded when asked for (the SDK never imports a runner).
+
+    With apache_beam installed it is the runner of ``runners/beam``, which is also one of
+    Beam's runners: ``--runner=sparkbeam.SparkRunner`` on a Beam pipeline's command line,
+    or ``beam.Pipeline(runner=sparkbeam.SparkRunner())``. Without it, the Spark runner alone.
+    """
+    try:
+        has_beam = importlib.util.find_spec("apache_beam") is not None
+    except (ImportError, ValueError):
+        has_beam = False
+    module = "sparkbeam.runners.beam.runner" if has_beam else "sparkbeam.runners.spark.runner"
+    return importlib.import_module(module).SparkRunner
+
 __all__ = [
     "CombineFn",
     "CombineGlobally",
@@ -111,6 +130,7 @@ __all__ = [
     "PipelineState",
     "Row",
     "Select",
+    "SparkRunner",
     "TaggedOutput",
     "Timestamp",
     "TimestampedValue",
@@ -154,6 +174,14 @@ __all__ += [
 
 
 # Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
-__getattr__ = module_getattr(__name__, "apache_beam")
+_missing_beam_name = module_getattr(__name__, "apache_beam")
+
+
+def __getattr__(name: str) -> Any:
+    if name == "SparkRunner":
+        return _spark_runner()
+    return _missing_beam_name(name)
+
+
 # ... and so do imports of Beam's modules that sparkbeam lacks (import sparkbeam.io.gcp).
 install_module_finder()

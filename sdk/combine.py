@@ -44,7 +44,23 @@ __all__ = [
     "CombineGlobally",
     "CombinePerKey",
     "CombineValues",
+    "accumulator_from",
 ]
+
+
+def accumulator_from(fn: Any, method: str, result: Any, given: Any) -> Any:
+    """``result``, which ``fn.<method>`` returned where an accumulator is due, given the
+    accumulator ``given`` (or a list of them): a None instead is the usual mistake of a
+    method that changes the accumulator in place and forgets to return it, which would
+    otherwise lose the data so far, or fail later in another method."""
+    if result is None and (any(a is not None for a in given) if isinstance(given, list) else given is not None):
+        name = fn.default_label() if isinstance(fn, CombineFn) else type(fn).__name__
+        msg = (
+            f"CombineFn {name}: {method} returned None where the accumulator is due; it must "
+            "return the accumulator (also when it changed it in place: `return accumulator`)"
+        )
+        raise TypeError(msg)
+    return result
 
 
 class CombineFn(WithTypeHints):
@@ -61,7 +77,8 @@ class CombineFn(WithTypeHints):
 
     def add_inputs(self, mutable_accumulator: Any, elements: Iterable[Any], *args: Any, **kwargs: Any) -> Any:
         for element in elements:
-            mutable_accumulator = self.add_input(mutable_accumulator, element, *args, **kwargs)
+            added = self.add_input(mutable_accumulator, element, *args, **kwargs)
+            mutable_accumulator = accumulator_from(self, "add_input", added, mutable_accumulator)
         return mutable_accumulator
 
     def merge_accumulators(self, accumulators: Iterable[Any], *args: Any, **kwargs: Any) -> Any:

@@ -16,8 +16,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from sparkbeam import pvalue
+from sparkbeam.coders import registry
 from sparkbeam.dofn import DoFn, DoFnParam, is_stateful_param, is_supported_param
-from sparkbeam.errors import PipelineConstructionError
+from sparkbeam.errors import PipelineConstructionError, describe
 from sparkbeam.ptransform import PTransform, label_from_callable
 from sparkbeam.trigger import AccumulationMode, DefaultTrigger, TriggerFn, check_can_fire
 from sparkbeam.typehints import typehints
@@ -369,6 +370,8 @@ class GroupByKey(PTransform):
         if not isinstance(pcoll, pvalue.PCollection):
             msg = f"{self.label} is applied to a PCollection of (key, value) pairs, not {pcoll!r}"
             raise TypeError(msg)
+        if pcoll.pipeline.options.pipeline_type_check:
+            _refuse_keys_without_value_equality(pcoll)
         windowing = pcoll.windowing
         continued = Windowing(
             windowing.windowfn,
@@ -378,6 +381,35 @@ class GroupByKey(PTransform):
             windowing.allowed_lateness,
         )
         return pvalue.PCollection(pcoll.pipeline, windowing=continued, is_bounded=pcoll.is_bounded)
+
+
+def _refuse_keys_without_value_equality(pcoll: pvalue.PCollection) -> None:
+    """Fail at construction when the declared key type cannot be grouped by value.
+
+    sparkbeam groups keys by ``==`` and ``hash`` (Beam groups by the bytes of the key's
+    coder). Keys of a class that keeps ``object``'s identity hash would never meet their
+    equals once pickled to another process, so the grouping would be silently wrong.
+    """
+    try:
+        key_type = typehints.coerce_to_kv_type(pcoll.element_type).tuple_types[0]
+    except ValueError:
+        return  # not pairs: the input type check reports it
+    if not isinstance(key_type, type) or key_type.__module__ == "builtins":
+        return
+    unhashable = key_type.__hash__ is None
+    if not unhashable and key_type.__hash__ is not object.__hash__:
+        return
+    coder = registry.get_coder(key_type) if key_type in registry.custom_types else None
+    how_beam = f"by the bytes of its registered {type(coder).__name__}" if coder is not None else "by the bytes of its coder"
+    node = pcoll.pipeline.current_transform()
+    problem = "are unhashable" if unhashable else "compare by identity (it defines no __eq__ and __hash__)"
+    msg = (
+        f"{describe(node.full_label, node.location)} groups keys of type {key_type.__qualname__}, whose "
+        f"instances {problem}: sparkbeam groups keys by value (== and hash), Beam {how_beam}, which "
+        f"sparkbeam does not support yet. Define __eq__ and __hash__ on {key_type.__qualname__} "
+        "(by the values its coder writes), or key by a value that has them"
+    )
+    raise NotImplementedError(msg)
 
 
 class Flatten(PTransform):

@@ -18,7 +18,12 @@ import attrs
 
 from sparkbeam import element_types, pvalue
 from sparkbeam.beam_surface import module_getattr
-from sparkbeam.errors import PipelineConstructionError, UserLocation, caller_location
+from sparkbeam.errors import (
+    PipelineConstructionError,
+    UserLocation,
+    caller_location,
+    engine_frames_hidden,
+)
 from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.ptransform import PTransform
 
@@ -158,8 +163,15 @@ class Pipeline:
         from sparkbeam.runner import create_runner
 
         runner = create_runner(self.runner)
-        self._result = runner.run_pipeline(self, self._options)
-        return self._result
+        try:
+            self._result = runner.run_pipeline(self, self._options)
+        except Exception as error:
+            if not engine_frames_hidden(error):
+                raise
+            failure = error  # your code's, raised on Spark: shown without the engine's frames
+        else:
+            return self._result
+        raise failure.with_traceback(None)  # your code failed on Spark: the notes below say where
 
     def __enter__(self) -> Pipeline:
         return self
@@ -225,6 +237,11 @@ def capture(pcoll: pvalue.PCollection, log: str | os.PathLike[str] | None = None
     that checkpoint had written before it replays the steps after it, so each emission is
     in it once.
     """
+    if type(pcoll).__module__.startswith("apache_beam."):
+        # A PCollection of an apache_beam pipeline run with --runner=sparkbeam.SparkRunner.
+        from sparkbeam.runners.beam.capture import capture as capture_beam
+
+        return capture_beam(pcoll, log)
     if not isinstance(pcoll, pvalue.PCollection):
         msg = f"capture takes a PCollection, not {pcoll!r}"
         raise TypeError(msg)

@@ -5,7 +5,7 @@ and ``Sessions(gap_size)`` have Beam's names, arguments (seconds or ``Duration``
 behaviour; user window functions subclass ``WindowFn`` or ``NonMergingWindowFn``.
 
 >>> FixedWindows(60).assign(WindowFn.AssignContext(125))
-[IntervalWindow(Timestamp(120), Timestamp(180))]
+[[120.0, 180.0)]
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from sparkbeam.utils.timestamp import (
     DurationLike,
     Timestamp,
     TimestampLike,
-    seconds_text,
 )
 
 __all__ = [
@@ -117,8 +116,9 @@ class BoundedWindow:
             return NotImplemented
         return window_sort_key(self) >= window_sort_key(other)
 
+    # Beam's text, which users format into their output (e.g. `str(window)` in a DoFn).
     def __repr__(self) -> str:
-        return f"[?, {seconds_text(self.end.micros)})"
+        return f"[?, {float(self.end)})"
 
 
 def window_sort_key(window: BoundedWindow) -> tuple[int, int]:
@@ -207,10 +207,7 @@ class IntervalWindow(BoundedWindow):
         return self.start.micros <= micros < self.end.micros
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.start!r}, {self.end!r})"
-
-    def __str__(self) -> str:
-        return f"[{seconds_text(self.start.micros)}, {seconds_text(self.end.micros)})"
+        return f"[{float(self.start)}, {float(self.end)})"
 
 
 # The slots' own setters: IntervalWindow.__setattr__ refuses these names to everyone else.

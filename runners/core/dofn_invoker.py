@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from sparkbeam.core import _CallableDoFn
 from sparkbeam.dofn import (
@@ -31,17 +31,34 @@ from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
 from sparkbeam.window import GlobalWindow, GlobalWindows, TimestampedValue, WindowFn
 
-__all__ = ["DoFnRunner", "SideInputs", "side_window_for"]
+__all__ = ["DoFnRunner", "ElementRunner", "SideInputs", "side_window_for"]
 
 Emit = Callable[[WindowedValue], None]
 _MIN_MICROS = MIN_TIMESTAMP.micros
 _MAX_MICROS = MAX_TIMESTAMP.micros
 
 
+class ElementRunner(Protocol):
+    """Runs one ParDo over a bundle (built by its kind's ``execution.pardo_joiner``): the fused body calls
+    ``start``, then ``process`` per element, ``finish``, and ``teardown`` in any case;
+    ``finalize_bundle`` once the bundle's output has been handed on."""
+
+    def start(self) -> None: ...
+
+    def process(self, wv: WindowedValue) -> None: ...
+
+    def finish(self) -> None: ...
+
+    def teardown(self) -> None: ...
+
+    def finalize_bundle(self) -> None: ...
+
+
 class SideInputs:
     """Side-input contents by PCollection id, as lists of WindowedValue, viewed per window."""
 
     def __init__(self, contents: dict[int, list[WindowedValue]]) -> None:
+        self.contents = contents
         self._by_window: dict[int, dict[Any, list]] = {}
         for pcoll, values in contents.items():
             by_window: dict[Any, list] = {}
@@ -50,6 +67,10 @@ class SideInputs:
                     by_window.setdefault(window, []).append(wv.value)
             self._by_window[pcoll] = by_window
         self._views: dict[tuple[int, Any], Any] = {}
+
+    def elements(self, pcoll: int) -> list[WindowedValue]:
+        """Every element of a side input, in all its windows."""
+        return self.contents.get(pcoll, [])
 
     def view(self, slot: SideInputSlot, main_window: Any) -> Any:
         side_window = side_window_for(slot.windowfn, main_window)
@@ -272,7 +293,7 @@ class DoFnRunner:
                 f"'{self.label}' (applied at {self.location}) output to tag {tag!r}, which was not "
                 f"declared; declare it with .with_outputs({tag!r}) (declared: {declared})"
             )
-            raise ValueError(msg)
+            raise UserCodeError(self.label, self.location, ValueError(msg))
         return emit
 
     def _guard(self, method: Callable[[], Any]) -> Any:

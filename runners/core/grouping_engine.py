@@ -16,7 +16,7 @@ import functools
 from collections.abc import Iterable
 from typing import Any
 
-from sparkbeam.combine import CombineFn
+from sparkbeam.combine import CombineFn, accumulator_from
 from sparkbeam.trigger import AccumulationMode, TriggerFn
 from sparkbeam.utils.windowed_value import PaneInfo, PaneInfoTiming, WindowedValue
 from sparkbeam.window import BoundedWindow, IntervalWindow, window_sort_key
@@ -136,7 +136,7 @@ class GroupingEngine(abc.ABC):
         accumulator = window_state.contents
         if accumulator is None:
             accumulator = combine_fn.create_accumulator()
-        window_state.contents = combine_fn.add_inputs(accumulator, values)
+        window_state.contents = accumulator_from(combine_fn, "add_inputs", combine_fn.add_inputs(accumulator, values), accumulator)
 
     def _payload(self, contents: Any, keep: bool) -> Any:
         """A pane's value from a window's contents: the grouped values (a copy when the

@@ -3,7 +3,9 @@
 ``run_in_memory(pipeline)`` executes a pipeline in this process. The Spark runner is the
 product; this backend exists so that the engine, the watermark bookkeeping and the
 transcripts can be tested exactly and fast, and so that a Spark result can be compared with
-the engine's own.
+the engine's own. It registers (``execution.backend_ops("in-memory")``) the sources whose
+elements the driver holds (Create, Impulse, TestStream) and the grouping; it writes no
+files, and refuses what it does not run by name.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from sparkbeam.pipeline import Pipeline
 from sparkbeam.runners.core.clock import Clock, ManualClock
 from sparkbeam.runners.core.dofn_invoker import SideInputs
 from sparkbeam.runners.core.errors import TransformError, UserCodeError, add_transform_note
+from sparkbeam.runners.core.execution import backend_ops, kind_of
 from sparkbeam.runners.core.fused import FusedBody
 from sparkbeam.runners.core.grouping import engine_for
 from sparkbeam.runners.core.grouping_step import group_partition, key_element
@@ -24,8 +27,9 @@ from sparkbeam.runners.core.ops import (
     CreateOp,
     GroupOp,
     ImpulseOp,
-    ReadTextOp,
+    Op,
     StatefulParDoOp,
+    TestStreamOp,
     lower,
 )
 from sparkbeam.runners.core.plan import Stage, StagePlan, plan_stages
@@ -35,22 +39,12 @@ from sparkbeam.runners.core.sources import SourceEmission
 from sparkbeam.runners.core.stateful_step import key_for_state, stateful_partition
 from sparkbeam.runners.core.steps import StageResult, StageSummary, StepLoop, StepParams
 from sparkbeam.runners.core.timeline import Emissions, Timeline, emissions_of
-from sparkbeam.utils.timestamp import MIN_TIMESTAMP
-from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
-from sparkbeam.window import GlobalWindow
+from sparkbeam.utils.windowed_value import WindowedValue
 
-__all__ = ["InMemoryResult", "MemoryBackend", "run_in_memory"]
+__all__ = ["MEMORY", "InMemoryResult", "MemoryBackend", "run_in_memory"]
 
-
-def bounded_source_elements(op: Any) -> list[WindowedValue]:
-    """The elements of Create and Impulse, in the global window at the minimum timestamp."""
-    window = (GlobalWindow(),)
-    if isinstance(op, CreateOp):
-        return [WindowedValue(v, MIN_TIMESTAMP.micros, window, PANE_INFO_UNKNOWN) for v in op.values]
-    if isinstance(op, ImpulseOp):
-        return [WindowedValue(b"", MIN_TIMESTAMP.micros, window, PANE_INFO_UNKNOWN)]
-    msg = f"'{op.label}': {type(op).__name__} cannot run in memory"
-    raise TypeError(msg)
+#: what the in-memory backend runs, per op type
+MEMORY = backend_ops("in-memory")
 
 
 class MemoryBackend:
@@ -62,12 +56,12 @@ class MemoryBackend:
         self.parked: dict[int, list[WindowedValue]] = {}
 
     def source_dataset(self, stage: Stage, emission: SourceEmission) -> list[WindowedValue]:
-        if emission.whole is not None:
-            if isinstance(emission.whole, ReadTextOp):
-                msg = f"'{stage.name}': ReadFromText runs on the Spark runner"
-                raise TypeError(msg)
-            return bounded_source_elements(emission.whole)
-        return list(emission.elements)
+        head = stage.head
+        if head is None:
+            msg = f"'{stage.name}' is not a source stage"
+            raise TypeError(msg)
+        read = MEMORY.sources.lookup(head)
+        return [] if emission.is_empty else read(self, head, emission)
 
     def union(self, datasets: list[list[WindowedValue]]) -> list[WindowedValue]:
         return [wv for dataset in datasets for wv in dataset]
@@ -91,31 +85,13 @@ class MemoryBackend:
     ) -> StageResult:
         if must_wait(stage, params, stage.id in self.parked):
             return self._run_waiting(stage, inputs, params, side_inputs)
-        summary = StageSummary()
         grouping = stage.grouping
-        if isinstance(grouping, StatefulParDoOp):
-            entering, summary = self._run_stateful(stage, grouping, inputs, params)
-        elif grouping is not None:
-            (source,) = grouping.inputs
-            engine = self._engine(grouping, params)
-            states = self.states.setdefault(stage.id, {})
-            records: list[tuple[Any, KeyedState | WindowedValue]] = [(k, KeyedState(s)) for k, s in states.items()]
-            records.extend(key_element(grouping, wv) for wv in inputs[source])
-            states.clear()
-            head_output: list[WindowedValue] = []
-            for key, record in group_partition(engine, records, params):
-                kind = type(record)
-                if kind is KeyedState:
-                    states[key] = record.state
-                elif kind is Pane:
-                    head_output.append(record.element)
-                elif kind is Summary:
-                    summary = record.summary
-            (output,) = grouping.outputs
-            entering = [(output, wv) for wv in head_output]
+        if grouping is not None:
+            group = MEMORY.groupings.lookup(grouping)
+            entering, summary = group(self, grouping, stage, inputs, params)
         else:
             entering = [(pcoll, wv) for pcoll, dataset in inputs.items() for wv in dataset]
-            summary.elements_in = len(entering)
+            summary = StageSummary(elements_in=len(entering))
         body = FusedBody(stage, SideInputs(side_inputs) if side_inputs else None)
         produced: dict[int, list[WindowedValue]] = {pcoll: [] for pcoll in stage.outputs}
         try:
@@ -129,7 +105,7 @@ class MemoryBackend:
         return StageResult(produced, summary)
 
     def _run_stateful(
-        self, stage: Stage, op: StatefulParDoOp, inputs: dict[int, Any], params: StepParams
+        self, op: StatefulParDoOp, stage: Stage, inputs: dict[int, Any], params: StepParams
     ) -> tuple[list[tuple[int, WindowedValue]], StageSummary]:
         """A stateful DoFn's step over all keys at once: its outputs (by PCollection) and summary."""
         (source,) = op.inputs
@@ -179,12 +155,51 @@ class MemoryBackend:
         self.parked[stage.id] = waiting
         return StageResult(produced, summary)
 
+    def _run_grouping(
+        self, grouping: GroupOp, stage: Stage, inputs: dict[int, Any], params: StepParams
+    ) -> tuple[list[tuple[int, WindowedValue]], StageSummary]:
+        """A grouping's step over all keys at once: its panes (by PCollection) and its summary."""
+        (source,) = grouping.inputs
+        engine = self._engine(grouping, params)
+        states = self.states.setdefault(stage.id, {})
+        records: list[tuple[Any, KeyedState | WindowedValue]] = [(k, KeyedState(s)) for k, s in states.items()]
+        records.extend(key_element(grouping, wv) for wv in inputs[source])
+        states.clear()
+        panes: list[WindowedValue] = []
+        summary = StageSummary()
+        for key, record in group_partition(engine, records, params):
+            kind = type(record)
+            if kind is KeyedState:
+                states[key] = record.state
+            elif kind is Pane:
+                panes.append(record.element)
+            elif kind is Summary:
+                summary = record.summary
+        (output,) = grouping.outputs
+        return [(output, pane) for pane in panes], summary
+
     def write(self, stage: Stage, datasets: dict[int, Any], params: StepParams) -> None:
-        msg = f"'{stage.sinks[0].label}': file sinks run on the Spark runner"
-        raise TypeError(msg)
+        for sink in stage.sinks:
+            (pcoll,) = sink.inputs
+            MEMORY.sinks.lookup(sink)(self, sink, datasets[pcoll], params)
 
     def end_step(self, step: int) -> None:
         return None
+
+
+@MEMORY.sources.register(CreateOp, ImpulseOp)
+def _driver_elements(backend: MemoryBackend, op: Op, emission: SourceEmission) -> list[WindowedValue]:
+    elements = kind_of(op).driver_elements
+    return [] if elements is None else elements(op)
+
+
+@MEMORY.sources.register(TestStreamOp)
+def _test_stream_step(backend: MemoryBackend, op: Op, emission: SourceEmission) -> list[WindowedValue]:
+    return list(emission.elements)
+
+
+MEMORY.groupings.register(GroupOp)(MemoryBackend._run_grouping)
+MEMORY.groupings.register(StatefulParDoOp)(MemoryBackend._run_stateful)
 
 
 @attrs.frozen
@@ -217,6 +232,7 @@ def run_in_memory(
 ) -> InMemoryResult:
     lowered = lower(pipeline)
     plan = plan_stages(lowered)
+    MEMORY.check(plan)
     if streaming is None:
         streaming = any(not info.is_bounded for info in lowered.pcollections)
     history = run_history(lowered, pipeline.options.get_all_options(), streaming=streaming)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sparkbeam.combine import CombineFn
+from sparkbeam.combine import CombineFn, accumulator_from
 from sparkbeam.window import BoundedWindow, WindowFn
 
 from .drops import DropReason, GroupingStats
@@ -145,7 +145,9 @@ class WindowMerger:
             if self.combine_fn is None:
                 merged.contents = [value for part in contents for value in part]
             else:
-                merged.contents = self.combine_fn.merge_accumulators(contents)
+                merged.contents = accumulator_from(
+                    self.combine_fn, "merge_accumulators", self.combine_fn.merge_accumulators(contents), contents
+                )
         merged.pending = sum(s.pending for s in states)
         merged.gc_hold = any(s.gc_hold for s in states)
         merged.hold = self.holds.merge(result, [s.hold for s in states])

@@ -62,10 +62,17 @@ class PCollectionInfo:
 
 @attrs.frozen
 class Op:
+    """A lowered primitive; ``execution.py`` says what each type is to the engine."""
+
     label: str
     location: str
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
+
+    @property
+    def side_inputs(self) -> tuple[SideInputSlot, ...]:
+        """The side inputs the op reads (a ParDo's; none for other ops)."""
+        return ()
 
 
 @attrs.frozen
@@ -196,12 +203,7 @@ class LoweredPipeline:
         raise KeyError(msg)
 
     def consumers(self, pcoll: int) -> list[Op]:
-        return [
-            op
-            for op in self.ops
-            if pcoll in op.inputs
-            or (isinstance(op, ParDoOp) and any(s.pcoll == pcoll for s in op.side_inputs))
-        ]
+        return [op for op in self.ops if pcoll in op.inputs or any(s.pcoll == pcoll for s in op.side_inputs)]
 
 
 class _Lowering:

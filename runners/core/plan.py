@@ -7,7 +7,8 @@ stages (a Flatten across branches) starts a stage with no head; a ParDo with sid
 starts a new stage, after the stages producing its side inputs: in batch they are complete
 before it runs; in a stream its elements wait there until their side windows are ready
 (``side_input_wait``). Each stage has an input and an output watermark (DESIGN §4); the
-step loop runs stages in the topological order planned here.
+step loop runs stages in the topological order planned here. Which of these an op is, is
+its kind's role (``execution.py``).
 """
 
 from __future__ import annotations
@@ -15,28 +16,10 @@ from __future__ import annotations
 import attrs
 
 from sparkbeam.runners.core.errors import UnsupportedError
-from sparkbeam.runners.core.ops import (
-    CreateOp,
-    FlattenOp,
-    GroupOp,
-    ImpulseOp,
-    LoweredPipeline,
-    Op,
-    ParDoOp,
-    ReadTextOp,
-    SinkOp,
-    StatefulParDoOp,
-    StreamReadOp,
-    TestStreamOp,
-    WindowIntoOp,
-)
+from sparkbeam.runners.core.execution import Role, kind_of
+from sparkbeam.runners.core.ops import LoweredPipeline, Op
 
 __all__ = ["Stage", "StagePlan", "plan_stages"]
-
-SOURCE_OPS = (CreateOp, ImpulseOp, ReadTextOp, StreamReadOp, TestStreamOp)
-#: ops that head a keyed stage: their state lives per key between steps
-KEYED_OPS = (GroupOp, StatefulParDoOp)
-ELEMENTWISE_OPS = (ParDoOp, WindowIntoOp, FlattenOp)
 
 
 @attrs.frozen
@@ -52,7 +35,7 @@ class Stage:
     #: a sink, a side input, a capture)
     outputs: tuple[int, ...]
     upstream: tuple[int, ...]
-    sinks: tuple[SinkOp, ...] = ()
+    sinks: tuple[Op, ...] = ()
     #: for a TestStream split per output tag: the tag this stage emits
     source_tag: str | None = None
     #: outputs read by more than one consumer (stages, sinks, side inputs, captures)
@@ -60,12 +43,14 @@ class Stage:
 
     @property
     def is_source(self) -> bool:
-        return isinstance(self.head, SOURCE_OPS)
+        return self.head is not None and kind_of(self.head).role is Role.SOURCE
 
     @property
-    def grouping(self) -> GroupOp | StatefulParDoOp | None:
-        """The keyed op heading the stage (a grouping or a stateful DoFn), if one does."""
-        return self.head if isinstance(self.head, KEYED_OPS) else None
+    def grouping(self) -> Op | None:
+        """The grouping that heads the stage, if one does."""
+        if self.head is not None and kind_of(self.head).role is Role.GROUPING:
+            return self.head
+        return None
 
     @property
     def produced(self) -> tuple[int, ...]:
@@ -93,7 +78,6 @@ class StagePlan:
             slot.pcoll
             for stage in self.stages
             for op in stage.body
-            if isinstance(op, ParDoOp)
             for slot in op.side_inputs
         )
 
@@ -109,7 +93,7 @@ class StagePlan:
 
 def plan_stages(lowered: LoweredPipeline) -> StagePlan:
     producer_stage: dict[int, int] = {}  # pcoll -> index in drafts
-    sink_outputs: dict[int, SinkOp] = {}  # a sink's output PCollection, which stays empty
+    sink_outputs: dict[int, Op] = {}  # a sink's output PCollection, which stays empty
     drafts: list[dict] = []
 
     def new_stage(name: str, head: Op | None, inputs: tuple[int, ...], source_tag: str | None = None) -> int:
@@ -121,29 +105,28 @@ def plan_stages(lowered: LoweredPipeline) -> StagePlan:
         return index
 
     for op in lowered.ops:
-        side_pcolls = tuple(slot.pcoll for slot in op.side_inputs) if isinstance(op, ParDoOp) else ()
+        side_pcolls = tuple(slot.pcoll for slot in op.side_inputs)
         _refuse_reading_sink_output(op, (*op.inputs, *side_pcolls), sink_outputs)
-        if isinstance(op, TestStreamOp) and len(op.outputs) > 1:
-            # each output tag has its own watermark, so each becomes its own source stage
-            for pcoll, tag in zip(op.outputs, op.output_tags):
-                index = new_stage(f"{op.label}[{tag}]", attrs.evolve(op, outputs=(pcoll,), output_tags=(tag,)), (), tag)
+        kind = kind_of(op)
+        split = kind.split_stages(op)
+        if split:
+            # each output has its own watermark, so each becomes its own source stage
+            for name, part, tag in split:
+                new_stage(name, part, (), tag)
             continue
-        if isinstance(op, SOURCE_OPS):
+        if kind.role is Role.SOURCE:
             new_stage(op.label, op, ())
             continue
-        if isinstance(op, KEYED_OPS):
+        if kind.role is Role.GROUPING:
             new_stage(op.label, op, op.inputs)
             continue
-        if isinstance(op, SinkOp):
+        if kind.role is Role.SINK:
             (pcoll,) = op.inputs
             drafts[producer_stage[pcoll]]["sinks"].append(op)
             sink_outputs.update((output, op) for output in op.outputs)
             continue
-        if not isinstance(op, ELEMENTWISE_OPS):
-            msg = f"'{op.label}' (applied at {op.location}): no stage planning for {type(op).__name__}"
-            raise TypeError(msg)
         input_stages = {producer_stage[pcoll] for pcoll in op.inputs}
-        side_inputs = isinstance(op, ParDoOp) and op.side_inputs
+        side_inputs = op.side_inputs
         if len(input_stages) == 1 and not side_inputs:
             index = input_stages.pop()
         else:
@@ -163,10 +146,9 @@ def plan_stages(lowered: LoweredPipeline) -> StagePlan:
         for pcoll in draft["inputs"]:
             readers[pcoll] = readers.get(pcoll, 0) + 1
         for op in draft["body"]:
-            if isinstance(op, ParDoOp):
-                external.update(slot.pcoll for slot in op.side_inputs)
-                for slot in op.side_inputs:
-                    readers[slot.pcoll] = readers.get(slot.pcoll, 0) + 1
+            external.update(slot.pcoll for slot in op.side_inputs)
+            for slot in op.side_inputs:
+                readers[slot.pcoll] = readers.get(slot.pcoll, 0) + 1
         for sink in draft["sinks"]:
             external.update(sink.inputs)
             for pcoll in sink.inputs:
@@ -196,7 +178,7 @@ def plan_stages(lowered: LoweredPipeline) -> StagePlan:
     return StagePlan(tuple(stages), lowered)
 
 
-def _refuse_reading_sink_output(reader: Op | None, inputs: tuple[int, ...], sink_outputs: dict[int, SinkOp]) -> None:
+def _refuse_reading_sink_output(reader: Op | None, inputs: tuple[int, ...], sink_outputs: dict[int, Op]) -> None:
     """A streaming file sink's output PCollection is never filled: reading it is an error."""
     for pcoll in inputs:
         sink = sink_outputs.get(pcoll)

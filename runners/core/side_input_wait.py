@@ -30,8 +30,9 @@ from typing import Any
 from sparkbeam.runners.core.dofn_invoker import SideInputs, side_window_for
 from sparkbeam.runners.core.drops import DropReason, GroupingStats
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
+from sparkbeam.runners.core.execution import kind_of
 from sparkbeam.runners.core.fused import FusedBody
-from sparkbeam.runners.core.ops import ParDoOp, SideInputSlot, StreamReadOp
+from sparkbeam.runners.core.ops import Op, SideInputSlot
 from sparkbeam.runners.core.plan import Stage, StagePlan
 from sparkbeam.runners.core.records import Parked, ReleaseAt, Summary
 from sparkbeam.runners.core.steps import StageSummary, StepParams
@@ -50,13 +51,13 @@ __all__ = [
 MAX = MAX_TIMESTAMP.micros
 
 
-def side_input_op(stage: Stage) -> ParDoOp | None:
+def side_input_op(stage: Stage) -> Op | None:
     """The ParDo reading side inputs that heads the stage's body (planning starts a new stage
     at each such ParDo, so there is at most one, and it reads the stage's input)."""
     if stage.head is not None or not stage.body:
         return None
     first = stage.body[0]
-    return first if isinstance(first, ParDoOp) and first.side_inputs else None
+    return first if first.side_inputs else None
 
 
 def must_wait(stage: Stage, params: StepParams, has_parked: bool) -> bool:
@@ -74,7 +75,7 @@ def _gc_time(slot: SideInputSlot, side_window: Any) -> int:
 class _Gate:
     """Sorts a stage's main-input elements, per window, into ready, waiting and expired."""
 
-    def __init__(self, op: ParDoOp, params: StepParams) -> None:
+    def __init__(self, op: Op, params: StepParams) -> None:
         self.op = op
         self.slots = op.side_inputs
         self.watermarks = dict(params.side_input_watermarks)
@@ -238,7 +239,7 @@ def _stages_fed_by_endless_sources(plan: StagePlan) -> dict[int, str]:
     """Stage id -> label of a real-stream source upstream of it (stages are in topological order)."""
     fed: dict[int, str] = {}
     for stage in plan.stages:
-        if isinstance(stage.head, StreamReadOp):
+        if stage.head is not None and kind_of(stage.head).endless:
             fed[stage.id] = stage.head.label
             continue
         for upstream in stage.upstream:

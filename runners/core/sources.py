@@ -11,21 +11,13 @@ from typing import Any
 
 import attrs
 
-from sparkbeam.runners.core.ops import (
-    CreateOp,
-    ImpulseOp,
-    Op,
-    ReadTextOp,
-    StreamReadOp,
-    TestStreamOp,
-)
-from sparkbeam.runners.core.plan import Stage
+from sparkbeam.runners.core.ops import Op, TestStreamOp
 from sparkbeam.testing.test_stream import ElementEvent, ProcessingTimeEvent, WatermarkEvent
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
 from sparkbeam.window import GlobalWindow
 
-__all__ = ["SourceEmission", "SourceReport", "SourceState", "make_source_state"]
+__all__ = ["BoundedSourceState", "SourceEmission", "SourceReport", "SourceState", "TestStreamState"]
 
 MIN = MIN_TIMESTAMP.micros
 MAX = MAX_TIMESTAMP.micros
@@ -138,16 +130,3 @@ class TestStreamState(SourceState):
         msg = f"unknown TestStream event {event!r}"
         raise TypeError(msg)
 
-
-def make_source_state(stage: Stage) -> SourceState:
-    head = stage.head
-    if isinstance(head, (CreateOp, ImpulseOp, ReadTextOp)):
-        return BoundedSourceState(head)
-    if isinstance(head, TestStreamOp):
-        return TestStreamState(head, head.output_tags[0])
-    if isinstance(head, StreamReadOp):
-        from sparkbeam.runners.core.stream_sources import StreamSourceState
-
-        return StreamSourceState(head)
-    msg = f"'{stage.name}': {type(head).__name__} is not a source"
-    raise TypeError(msg)

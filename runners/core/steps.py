@@ -22,15 +22,11 @@ from typing import Any, Protocol
 import attrs
 
 from sparkbeam.runners.core.clock import Clock
+from sparkbeam.runners.core.execution import make_source_state
 from sparkbeam.runners.core.history import RunHistory
 from sparkbeam.runners.core.holds import output_watermark
 from sparkbeam.runners.core.plan import Stage, StagePlan
-from sparkbeam.runners.core.sources import (
-    SourceEmission,
-    SourceReport,
-    SourceState,
-    make_source_state,
-)
+from sparkbeam.runners.core.sources import SourceEmission, SourceReport, SourceState
 from sparkbeam.runners.core.timeline import Emission, WatermarkRecord
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp
 from sparkbeam.utils.windowed_value import WindowedValue
@@ -193,8 +189,8 @@ class StepLoop:
         self.max_steps = max_steps
         self.runtimes = [_StageRuntime(stage) for stage in plan.stages]
         for runtime in self.runtimes:
-            if runtime.stage.is_source:
-                runtime.source = make_source_state(runtime.stage)
+            if runtime.stage.is_source and runtime.stage.head is not None:
+                runtime.source = make_source_state(runtime.stage.head)
         # Unbounded unless the runner says otherwise (a stream's --timeline_retention_steps).
         self.history = history if history is not None else RunHistory(plan.lowered.captured)
         self.side_contents: dict[int, list[WindowedValue]] = {p: [] for p in plan.side_input_pcolls()}
@@ -382,9 +378,7 @@ class StepLoop:
             self.side_contents[pcoll] = expire_side_contents(elements, watermark, lateness)
 
     def _side_slots(self, stage: Stage) -> set[int]:
-        from sparkbeam.runners.core.ops import ParDoOp
-
-        return {slot.pcoll for op in stage.body if isinstance(op, ParDoOp) for slot in op.side_inputs}
+        return {slot.pcoll for op in stage.body for slot in op.side_inputs}
 
     def _advance_output(self, runtime: _StageRuntime, summary: StageSummary) -> None:
         runtime.output_watermark = output_watermark(

@@ -1,6 +1,6 @@
 """Assigning windows from a timestamp: WindowInto, and outputs a DoFn re-stamps.
 
-Two places assign windows during execution: ``WindowInto`` (``fused.window_assigner``),
+Two places assign windows during execution: ``WindowInto`` (``window_assigner``),
 and a DoFn that outputs a ``TimestampedValue``, whose output Beam's Python SDK windows
 again with the input PCollection's window fn from the new timestamp
 (``apache_beam/runners/common.py``, ``_maybe_propagate_windowing_info``). Both use the
@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from sparkbeam.runners.core.errors import UserCodeError
 from sparkbeam.utils.timestamp import Timestamp
+from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
 from sparkbeam.window import (
     FixedWindows,
     GlobalWindow,
@@ -22,7 +24,7 @@ from sparkbeam.window import (
     WindowFn,
 )
 
-__all__ = ["cached_assignment", "restamp_assigner"]
+__all__ = ["cached_assignment", "restamp_assigner", "window_assigner"]
 
 
 def cached_assignment(windowfn: WindowFn) -> Callable[[int], tuple] | None:
@@ -83,3 +85,39 @@ def restamp_assigner(windowfn: WindowFn) -> Callable[[Any, int], tuple]:
         return tuple(assign(context(Timestamp.from_micros(micros), value)))
 
     return assign_restamped
+
+
+def window_assigner(windowfn: WindowFn, label: str, location: str) -> Callable[[WindowedValue], list[WindowedValue]]:
+    """WindowInto: the element once per window it was in, re-windowed by the window fn.
+
+    As in Beam, the pane becomes unknown and an element in several windows is assigned
+    once per window (so it can be duplicated). A failing user window fn is reported
+    naming the transform (``label``, applied at ``location``).
+    """
+    assign = windowfn.assign
+    AssignContext = WindowFn.AssignContext
+    cached = cached_assignment(windowfn)
+    if cached is not None:
+
+        def reassign_cached(wv: WindowedValue) -> list[WindowedValue]:
+            micros = wv.timestamp_micros
+            windows = cached(micros)
+            copy = WindowedValue(wv.value, micros, windows, PANE_INFO_UNKNOWN)
+            # The built-in fns depend on the timestamp alone: one copy per input window.
+            return [copy] * len(wv.windows)
+
+        return reassign_cached
+
+    def reassign(wv: WindowedValue) -> list[WindowedValue]:
+        value, micros = wv.value, wv.timestamp_micros
+        timestamp = Timestamp.from_micros(micros)
+        out = []
+        try:
+            for window in wv.windows:
+                windows = tuple(assign(AssignContext(timestamp, value, window)))
+                out.append(WindowedValue(value, micros, windows, PANE_INFO_UNKNOWN))
+        except Exception as error:
+            raise UserCodeError(label, location, error, value) from error
+        return out
+
+    return reassign

@@ -12,26 +12,32 @@ Per step and stage:
   them (``runners/core/side_input_wait.py``) in an RDD partitioned like grouping state:
   its new elements run in place, only those that must wait are shuffled into the parked
   state, and the parked state is released partition by partition, never shuffled.
+
+What Spark runs per op type is registered under ``execution.backend_ops("Spark")``: the
+sources here (Create, Impulse, ReadFromText, TestStream, real streams), the grouping here,
+the file sinks in ``sinks.py``.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import uuid
 from typing import Any
 
 import attrs
 
+from sparkbeam.runners.core.execution import backend_ops, kind_of
 from sparkbeam.runners.core.grouping import engine_for
-from sparkbeam.runners.core.memory import bounded_source_elements
 from sparkbeam.runners.core.ops import (
     CreateOp,
     GroupOp,
     ImpulseOp,
+    Op,
     ReadTextOp,
     StatefulParDoOp,
+    StreamReadOp,
     TestStreamOp,
-    WriteTextOp,
 )
 from sparkbeam.runners.core.plan import Stage
 from sparkbeam.runners.core.records import KeyedState, Parked, ReleaseAt, Summary
@@ -39,13 +45,16 @@ from sparkbeam.runners.core.side_input_wait import must_wait
 from sparkbeam.runners.core.sources import SourceEmission
 from sparkbeam.runners.core.steps import StageResult, StageSummary, StepParams
 from sparkbeam.runners.spark import batch_grouping, sinks, textio, worker
+from sparkbeam.runners.spark.counters import read_and_release
 from sparkbeam.runners.spark.errors import user_errors
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP
 from sparkbeam.utils.windowed_value import WindowedValue
 
-__all__ = ["Dataset", "SparkBackend"]
+__all__ = ["SPARK", "Dataset", "SparkBackend"]
 
 MAX = MAX_TIMESTAMP.micros
+#: what the Spark backend runs, per op type
+SPARK = backend_ops("Spark")
 
 
 @attrs.frozen
@@ -74,11 +83,10 @@ def shippable(stage: Stage) -> Stage:
     """The stage as executors need it: a source's content stays on the driver (a
     TestStream's script, Create's values), since each step ships only its own elements."""
     head = stage.head
-    if isinstance(head, TestStreamOp):
-        return attrs.evolve(stage, head=attrs.evolve(head, events=()))
-    if isinstance(head, CreateOp):
-        return attrs.evolve(stage, head=attrs.evolve(head, values=()))
-    return stage
+    if head is None:
+        return stage
+    shipped = kind_of(head).for_executors(head)
+    return stage if shipped is head else attrs.evolve(stage, head=shipped)
 
 
 def _strip_state(records: Any) -> Any:
@@ -172,25 +180,22 @@ class SparkBackend:
         #: per stage reading side inputs: side input -> the watermark it must reach before
         #: anything parked can be released
         self.release_at: dict[int, dict[int, int]] = {}
+        #: the Spark job group of this run's jobs (to cancel them, and to follow them)
+        self.job_group = f"sparkbeam-{uuid.uuid4().hex[:12]}"
+        self.current_stage: str | None = None
 
     # -- sources -----------------------------------------------------------------------
     def source_dataset(self, stage: Stage, emission: SourceEmission) -> Dataset:
-        if emission.whole is not None:
-            op = emission.whole
-            if isinstance(op, ReadTextOp):
-                return Dataset(textio.read_text(self.sc, op))
-            if isinstance(op, (CreateOp, ImpulseOp)):
-                elements = bounded_source_elements(op)
-                if not elements:
-                    return Dataset(self.sc.emptyRDD(), known_empty=True)
-                slices = max(1, min(self.num_partitions, len(elements)))
-                return Dataset(self.sc.parallelize(elements, slices))
-            msg = f"'{stage.name}': no Spark source for {type(op).__name__}"
+        head = stage.head
+        if head is None:
+            msg = f"'{stage.name}' is not a source stage"
             raise TypeError(msg)
-        if emission.elements:
-            return Dataset(self.sc.parallelize(list(emission.elements), 1))
-        if emission.wal_paths:
-            return Dataset(self.sc.union([self.sc.pickleFile(path) for path in emission.wal_paths]))
+        read = SPARK.sources.lookup(head)
+        if emission.is_empty:
+            return self.empty()
+        return read(self, head, emission)
+
+    def empty(self) -> Dataset:
         return Dataset(self.sc.emptyRDD(), known_empty=True)
 
     def union(self, datasets: list[Dataset]) -> Dataset:
@@ -218,13 +223,18 @@ class SparkBackend:
         side_inputs: dict[int, list[WindowedValue]],
         wanted: frozenset[int] = frozenset(),
     ) -> StageResult:
+        # Named so that the Spark UI, its job descriptions and sparkbeam's progress show the
+        # transform's label for every Spark job run for the stage.
+        self.current_stage = stage.name
+        self.sc.setJobGroup(self.job_group, f"{stage.name} (step {params.step})", True)
         side = None
         if side_inputs:
             side = self.sc.broadcast(side_inputs)
             self.broadcasts.append(side)
         grouping = stage.grouping
         if grouping is not None:
-            return self._run_grouping(stage, grouping, inputs, params, side, wanted)
+            group = SPARK.groupings.lookup(grouping)
+            return group(self, grouping, stage, inputs, params, side, wanted)
         if must_wait(stage, params, stage.id in self.states):
             return self._run_waiting(stage, inputs, params, side, wanted)
         entering = [
@@ -234,13 +244,15 @@ class SparkBackend:
         source = self.union(entering)
         counters = (self.sc.accumulator(0), self.sc.accumulator(0))
         body = source.rdd.mapPartitions(functools.partial(worker.run_body, shippable(stage), side, counters))
+        body.setName(stage.name)
         outputs = self._split(stage, body, source.known_empty, wanted)
         if not stage.outputs and not stage.sinks and not source.known_empty:
             with user_errors():
                 body.count()  # a leaf stage: nothing downstream will make Spark run it
 
         def summary() -> StageSummary:
-            return StageSummary(elements_in=counters[0].value, elements_out=counters[1].value)
+            elements_in, elements_out = read_and_release(*counters)
+            return StageSummary(elements_in=elements_in, elements_out=elements_out)
 
         return StageResult(outputs, summary)
 
@@ -259,8 +271,8 @@ class SparkBackend:
 
     def _run_grouping(
         self,
-        stage: Stage,
         grouping: GroupOp | StatefulParDoOp,
+        stage: Stage,
         inputs: dict[int, Dataset],
         params: StepParams,
         side: Any,
@@ -307,7 +319,7 @@ class SparkBackend:
         # (a checkpoint costs a write of the state, so not every step).
         # Persisting first also stops PySpark from pipelining the next mapPartitions into
         # this one, which would leave the checkpoint unwritten.
-        result.persist()
+        result.setName(f"{stage.name} (keyed state and panes)").persist()
         steps_since = self.steps_since_checkpoint.get(stage.id, 0) + 1
         if steps_since >= self.checkpoint_every:
             result.localCheckpoint()
@@ -426,21 +438,19 @@ class SparkBackend:
                 body.count()
 
         def summary() -> StageSummary:
-            return StageSummary(elements_in=counters[0].value, elements_out=body_counters[0].value)
+            elements_in, _, elements_out, _ = read_and_release(*counters, *body_counters)
+            return StageSummary(elements_in=elements_in, elements_out=elements_out)
 
         return StageResult(outputs, summary)
 
     # -- sinks and bookkeeping ----------------------------------------------------------
     def write(self, stage: Stage, datasets: dict[int, Dataset], params: StepParams) -> None:
-        """Batch text keeps Beam's flat shards; streaming commits a directory per step."""
+        """Each sink as Spark writes it (``sinks.py``): in a stream, a directory per step."""
         for sink in stage.sinks:
             (pcoll,) = sink.inputs
             dataset = datasets[pcoll]
             with user_errors():
-                if params.batch and isinstance(sink, WriteTextOp):
-                    textio.write_text(self.sc, sink, dataset.rdd, params)
-                else:
-                    sinks.write_step(self.sc, sink, dataset.rdd, dataset.known_empty, params.step)
+                sinks.write(self.sc, sink, dataset.rdd, dataset.known_empty, params)
 
     def end_step(self, step: int) -> None:
         for rdd in self.step_cache:
@@ -454,6 +464,7 @@ class SparkBackend:
     def save_state(self, directory: str) -> dict[int, str]:
         """Write each grouping stage's keyed state under ``directory``; {stage id: file name}."""
         written = {}
+        self.sc.setJobGroup(self.job_group, f"checkpoint of the keyed state in {directory}", True)
         for stage_id, state in self.states.items():
             name = f"state-{stage_id}"
             with user_errors():
@@ -478,3 +489,35 @@ class SparkBackend:
             rdd.unpersist()
         self.state_results.clear()
         self.states.clear()
+
+
+# A stateful DoFn keeps its state and timers as a grouping does: the same keyed-state path.
+SPARK.groupings.register(GroupOp, StatefulParDoOp)(SparkBackend._run_grouping)
+
+
+@SPARK.sources.register(CreateOp, ImpulseOp)
+def _parallelize(backend: SparkBackend, op: Op, emission: SourceEmission) -> Dataset:
+    """The elements the driver holds, spread over the state's partitions."""
+    produce = kind_of(op).driver_elements
+    elements = [] if produce is None else produce(op)
+    if not elements:
+        return backend.empty()
+    slices = max(1, min(backend.num_partitions, len(elements)))
+    return Dataset(backend.sc.parallelize(elements, slices))
+
+
+@SPARK.sources.register(ReadTextOp)
+def _read_text(backend: SparkBackend, op: ReadTextOp, emission: SourceEmission) -> Dataset:
+    return Dataset(textio.read_text(backend.sc, op))
+
+
+@SPARK.sources.register(TestStreamOp)
+def _test_stream_step(backend: SparkBackend, op: Op, emission: SourceEmission) -> Dataset:
+    return Dataset(backend.sc.parallelize(list(emission.elements), 1))
+
+
+@SPARK.sources.register(StreamReadOp)
+def _write_ahead_log(backend: SparkBackend, op: Op, emission: SourceEmission) -> Dataset:
+    """A real stream's micro-batches of the step, as its write-ahead log holds them."""
+    sc = backend.sc
+    return Dataset(sc.union([sc.pickleFile(path) for path in emission.wal_paths]))

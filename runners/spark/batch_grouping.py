@@ -16,7 +16,7 @@ import functools
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from sparkbeam.combine import CombineFn
+from sparkbeam.combine import CombineFn, accumulator_from
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
 from sparkbeam.runners.core.grouping_step import key_element
 from sparkbeam.runners.core.holds import HoldPolicy, last_instant, single_pane_timestamp
@@ -93,7 +93,8 @@ def _create(op: GroupOp, holder: _SetUpOnce, item: tuple) -> list:
     fn = holder.get()
     value, hold = item
     try:
-        return [fn.add_input(fn.create_accumulator(), value), hold]
+        created = fn.create_accumulator()
+        return [accumulator_from(fn, "add_input", fn.add_input(created, value), created), hold]
     except Exception as error:
         raise UserCodeError(op.label, op.location, error, value) from error
 
@@ -102,7 +103,7 @@ def _merge_value(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, combiner: l
     fn = holder.get()
     value, hold = item
     try:
-        combiner[0] = fn.add_input(combiner[0], value)
+        combiner[0] = accumulator_from(fn, "add_input", fn.add_input(combiner[0], value), combiner[0])
     except Exception as error:
         raise UserCodeError(op.label, op.location, error, value) from error
     combiner[1] = holds.combine(combiner[1], hold)
@@ -112,7 +113,8 @@ def _merge_value(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, combiner: l
 def _merge_combiners(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, left: list, right: list) -> list:
     fn = holder.get()
     try:
-        left[0] = fn.merge_accumulators([left[0], right[0]])
+        both = [left[0], right[0]]
+        left[0] = accumulator_from(fn, "merge_accumulators", fn.merge_accumulators(both), both)
     except Exception as error:
         raise UserCodeError(op.label, op.location, error) from error
     left[1] = holds.combine(left[1], right[1])

@@ -27,7 +27,7 @@ import shutil
 import uuid
 from typing import Any
 
-from sparkbeam.runners.core.ops import GroupOp, StreamReadOp
+from sparkbeam.runners.core.execution import kind_of
 from sparkbeam.runners.core.plan import StagePlan
 
 __all__ = ["CheckpointError", "CheckpointStore", "pipeline_shape", "write_atomically"]
@@ -50,10 +50,7 @@ def pipeline_shape(plan: StagePlan) -> list[str]:
         parts = [f"stage {stage.id} {stage.name!r}"]
         if head is not None:
             parts.append(f"{type(head).__name__}({head.label})")
-        if isinstance(head, GroupOp):
-            parts.append(f"windowing={head.windowing!r} combine={type(head.combine_fn).__name__ if head.combine_fn else None}")
-        if isinstance(head, StreamReadOp):
-            parts.append(f"source={head.spec.format}")
+            parts.extend(kind_of(head).shape(head))
         parts.extend(f"{type(op).__name__}({op.label})" for op in stage.body)
         parts.append(f"inputs={list(stage.inputs)} outputs={list(stage.outputs)}")
         lines.append("; ".join(parts))

@@ -41,6 +41,7 @@ from sparkbeam.runners.core.errors import TransformError
 from sparkbeam.runners.core.ops import StreamReadOp
 from sparkbeam.runners.core.stream_sources import PartitionStats, WalBatch
 from sparkbeam.runners.spark.checkpoints import write_atomically
+from sparkbeam.runners.spark.counters import read_and_release
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp, to_micros
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
 from sparkbeam.window import GlobalWindow
@@ -271,7 +272,9 @@ def _merge_stats(total: dict, part: dict) -> dict:
     return total
 
 
+@functools.cache
 def _stats_param() -> Any:
+    """One AccumulatorParam for every batch (a class made per batch would stay in memory)."""
     from pyspark.accumulators import AccumulatorParam
 
     class _Stats(AccumulatorParam):
@@ -473,7 +476,7 @@ class StreamIntake:
         final = os.path.join(self.wal_dir, f"{batch_id:010d}")
         temp = os.path.join(self.wal_dir, f".tmp-{batch_id:010d}-{uuid.uuid4().hex}")
         records.saveAsPickleFile(temp)
-        total = stats.value
+        (total,) = read_and_release(stats)
         kept = sum(entry[0] for entry in total["partitions"].values())
         if kept or total["bad"]:
             shutil.rmtree(final, ignore_errors=True)

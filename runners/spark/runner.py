@@ -20,23 +20,20 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from sparkbeam.options.pipeline_options import PipelineOptions
+from sparkbeam.errors import engine_frames_hidden
 from sparkbeam.pipeline import Pipeline
 from sparkbeam.runner import PipelineResult, PipelineRunner, PipelineState
 from sparkbeam.runners.core.clock import Clock, ManualClock, WallClock
+from sparkbeam.runners.core.execution import kind_of
 from sparkbeam.runners.core.history import run_history
-from sparkbeam.runners.core.ops import (
-    GroupOp,
-    ParDoOp,
-    StreamReadOp,
-    TestStreamOp,
-    WriteTextOp,
-    lower,
-)
+from sparkbeam.runners.core.ops import LoweredPipeline, lower
 from sparkbeam.runners.core.plan import StagePlan, plan_stages
 from sparkbeam.runners.core.side_input_wait import refuse_side_inputs_never_ready
 from sparkbeam.runners.core.steps import StepLoop
 from sparkbeam.runners.core.timeline import Emissions, Timeline, emissions_of
+from sparkbeam.runners.core.validation import check_inputs_and_outputs
+from sparkbeam.runners.spark.interrupts import stop_on_signals
+from sparkbeam.runners.spark.progress import run_progress
 
 __all__ = ["SparkPipelineResult", "SparkRunner", "check_picklable"]
 
@@ -50,15 +47,7 @@ def check_picklable(plan: StagePlan) -> None:
     for stage in plan.stages:
         ops = [*stage.body, *([stage.head] if stage.head is not None else [])]
         for op in ops:
-            if isinstance(op, ParDoOp):
-                parts: tuple[tuple[str, Any], ...] = (("DoFn", op.dofn), ("arguments", (op.args, op.kwargs)))
-            elif isinstance(op, GroupOp) and op.combine_fn is not None:
-                parts = (("CombineFn", op.combine_fn),)
-            elif isinstance(op, StreamReadOp):
-                parts = (("timestamp, partition_by and watermark settings", op.spec),)
-            else:
-                continue
-            for what, value in parts:
+            for what, value in kind_of(op).shipped_parts(op):
                 try:
                     cloudpickle.dumps(value)
                 except Exception as error:
@@ -71,15 +60,17 @@ def check_picklable(plan: StagePlan) -> None:
 
 
 def _check_supported(plan: StagePlan) -> None:
-    """Refuse, before Spark starts, a text sink off the local and shared file systems, in
-    batch and streaming alike (a stream would otherwise fail at its first step with output;
-    the other file sinks refuse such paths when they are constructed)."""
-    from sparkbeam.runners.spark.textio import local_prefix
+    """Refuse, before Spark starts, an op the Spark backend does not run, and a text sink
+    off the local and shared file systems, in batch and streaming alike (a stream would
+    otherwise fail at its first step with output; the other file sinks refuse such paths
+    when they are constructed)."""
+    from sparkbeam.runners.spark import sinks
+    from sparkbeam.runners.spark.backend import SPARK
 
+    SPARK.check(plan)
     for stage in plan.stages:
         for sink in stage.sinks:
-            if isinstance(sink, WriteTextOp):
-                local_prefix(sink)
+            sinks.check(sink)
 
 
 class _Execution:
@@ -186,8 +177,10 @@ class SparkPipelineResult(PipelineResult):
             msg = f"wait_until_finish: duration is a number of milliseconds, got {duration!r}"
             raise ValueError(msg)
         self._execution.done.wait(duration / 1000 if duration else None)
-        if self._execution.error is not None:
-            raise self._execution.error
+        error = self._execution.error
+        if error is not None:
+            # A failure of the user's code shows their frames, not the background thread's.
+            raise error.with_traceback(None) if engine_frames_hidden(error) else error
         return self.state
 
     def cancel(self) -> PipelineState:
@@ -224,9 +217,25 @@ class SparkRunner(PipelineRunner):
     def __init__(self, clock: Clock | None = None) -> None:
         self.clock = clock
 
-    def run_pipeline(self, pipeline: Pipeline, options: PipelineOptions) -> SparkPipelineResult:
-        settings = options.get_all_options()
-        lowered = lower(pipeline)
+    def run_pipeline(self, pipeline: Any, options: Any) -> Any:
+        if not isinstance(pipeline, Pipeline):
+            # An apache_beam pipeline: its translator (the only code that imports apache_beam)
+            # lowers Beam's graph into the same ops.
+            from sparkbeam.runners.beam.runner import run_beam_pipeline
+
+            return run_beam_pipeline(self, pipeline, options)
+        # Before Spark starts: reads that match nothing, outputs that cannot be written.
+        check_inputs_and_outputs(pipeline)
+        return self.run_lowered(lower(pipeline), options.get_all_options())
+
+    def run_lowered(
+        self,
+        lowered: LoweredPipeline,
+        settings: dict[str, Any],
+        result_type: type[SparkPipelineResult] | None = None,
+    ) -> SparkPipelineResult:
+        """Plan and run lowered ops (from sparkbeam's SDK or from Beam's graph) with the
+        settings of ``PipelineOptions.get_all_options()``."""
         plan = plan_stages(lowered)
         streaming = bool(settings["streaming"]) or any(not pc.is_bounded for pc in lowered.pcollections)
         _check_supported(plan)
@@ -238,9 +247,12 @@ class SparkRunner(PipelineRunner):
             install_for_executors,
         )
         from sparkbeam.runners.spark.session import executors_share_this_interpreter, get_session
+        from sparkbeam.runners.spark.spark_log import choose_log
 
         check_dependency_options(settings["requirements_file"], settings["setup_file"])
-        spark, session_settings = get_session(settings["spark_master"], settings["spark_conf"], settings["job_name"])
+        spark, session_settings = get_session(
+            settings["spark_master"], settings["spark_conf"], settings["job_name"], log=choose_log(settings)
+        )
         cleanups: list[Callable[[], None]] = [session_settings.restore]
         backend = None
         try:
@@ -258,9 +270,9 @@ class SparkRunner(PipelineRunner):
                 num_partitions=settings["state_partitions"],
                 overlapping_window_rule=settings["overlapping_window_rule"],
             )
-            has_test_stream = any(isinstance(op, TestStreamOp) for op in lowered.ops)
-            real_sources = any(isinstance(op, StreamReadOp) for op in lowered.ops)
-            clock = self.clock or (ManualClock() if has_test_stream else WallClock())
+            scripted_time = any(kind_of(op).scripts_processing_time for op in lowered.ops)
+            real_sources = any(kind_of(op).endless for op in lowered.ops)
+            clock = self.clock or (ManualClock() if scripted_time else WallClock())
             stream_run = None
             if real_sources:
                 from sparkbeam.runners.spark.streaming import StreamRun
@@ -268,9 +280,19 @@ class SparkRunner(PipelineRunner):
                 stream_run = StreamRun(spark, plan, backend, settings)
                 clock = stream_run.clock
             history = run_history(lowered, settings, streaming=streaming)
+            progress = run_progress(settings, backend, stream_run, plan, batch=not streaming)
             loop = StepLoop(
-                plan, backend, clock, batch=not streaming, max_steps=settings["max_steps"], hooks=stream_run, history=history
+                plan,
+                backend,
+                clock,
+                batch=not streaming,
+                max_steps=settings["max_steps"],
+                hooks=progress or stream_run,
+                on_record=progress.on_record if progress is not None else None,
+                history=history,
             )
+            if progress is not None:
+                cleanups.append(progress.close)
         except BaseException:
             if backend is not None:
                 backend.close()
@@ -278,11 +300,12 @@ class SparkRunner(PipelineRunner):
                 cleanup()
             raise
         execution = _Execution(loop, stream_run, backend, cleanups)
-        result = SparkPipelineResult(plan, execution)
+        result = (result_type or SparkPipelineResult)(plan, execution)
         if not settings["block_on_run"]:
             execution.start(settings["job_name"] or "pipeline")
             return result
-        execution.run()
+        with stop_on_signals(execution):
+            execution.run()
         if execution.error is not None:
             raise execution.error
         return result

@@ -21,6 +21,14 @@ from typing import Any
 
 import attrs
 
+from sparkbeam.runners.spark.spark_log import (
+    SparkLog,
+    current_log,
+    java_options,
+    logs_to_file,
+    reconfigure_jvm,
+)
+
 __all__ = [
     "RuntimeSettings",
     "apply_runtime_settings",
@@ -38,6 +46,10 @@ _DEFAULT_CONF = {
     "spark.sql.shuffle.partitions": "4",
     # Executors must not wait for a slot they will never get on a small machine.
     "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+    # A stream reads each micro-batch's write-ahead log as a new Hadoop RDD; without cloning,
+    # Spark caches each one's JobConf (~100 KB) under its RDD id in a soft-valued map that
+    # the JVM empties only when its heap runs low, so the live heap grows step by step.
+    "spark.hadoop.cloneConf": "true",
 }
 
 #: sparkbeam's own setting: the SparkContext's log level
@@ -135,10 +147,15 @@ def apply_runtime_settings(session: Any, requested: dict[str, str]) -> RuntimeSe
 
 
 def get_session(
-    master: str = "local[*]", conf: list[str] | tuple[str, ...] = (), app_name: str | None = None
+    master: str | None = None,
+    conf: list[str] | tuple[str, ...] = (),
+    app_name: str | None = None,
+    log: SparkLog | None = None,
 ) -> tuple[Any, RuntimeSettings]:
     """The active SparkSession if there is one (and it has a compatible master), with the
-    run's settings applied, else a new one; and what to restore after the run."""
+    run's settings applied, else a new one whose Spark log goes where ``log`` says; and
+    what to restore after the run. Without a ``master``, a script run by ``spark-submit``
+    gets the master given to it, any other an embedded ``local[*]``."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
@@ -147,7 +164,7 @@ def get_session(
     active = SparkSession.getActiveSession()
     if active is not None:
         active_master = active.sparkContext.master
-        if master not in ("local[*]", active_master):
+        if master not in (None, "local[*]", active_master):
             msg = (
                 f"a SparkSession with master {active_master!r} is already running in this process; "
                 f"stop it before running with --spark_master={master}, or drop that option to use it"
@@ -156,14 +173,48 @@ def get_session(
         applied = apply_runtime_settings(active, requested)
         ship_for_run(active.sparkContext)
         return active, applied
-    builder = SparkSession.builder.master(master).appName(app_name or "sparkbeam")
+    submitted = bool(os.environ.get("PYSPARK_GATEWAY_PORT"))  # spark-submit started the JVM
+    if master is None and not submitted:
+        master = "local[*]"
+    log = log if log is not None else SparkLog()
     settings = {**_DEFAULT_CONF, **requested}
+    level = settings.pop(LOG_LEVEL, "WARN" if log.path is not None else "ERROR")
+    settings = _start_jvm(master, app_name or "sparkbeam", settings, log, level)
+    builder = SparkSession.builder.appName(app_name or "sparkbeam")
+    if master is not None:
+        builder = builder.master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
-    session.sparkContext.setLogLevel(settings.get(LOG_LEVEL, "ERROR"))
+    if log.path is not None and current_log().path is not None and not logs_to_file(session.sparkContext._jvm):
+        reconfigure_jvm(session.sparkContext._jvm, log, level)  # Spark reset it as it started
+    session.sparkContext.setLogLevel(level)
     ship_for_run(session.sparkContext)
     return session, RuntimeSettings(session)
+
+
+def _start_jvm(master: str | None, app_name: str, settings: dict[str, str], log: SparkLog, level: str) -> dict[str, str]:
+    """Start Spark's JVM (or join the one ``spark-submit`` started) before the SparkContext,
+    so that Spark's log goes where ``log`` says from the start; the settings to start the
+    SparkContext with.
+
+    A JVM started here runs in a process session of its own, with its executors' Python
+    workers: Ctrl-C in a terminal (which signals the whole foreground process group) and a
+    SIGTERM to the driver's group reach the driver alone, which stops the run cleanly at a
+    step boundary; the JVM still ends with the driver, when its stdin closes.
+    """
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or os.environ.get("PYSPARK_GATEWAY_PORT"):
+        SparkContext._ensure_initialized()  # joins spark-submit's JVM, or keeps this process's
+        reconfigure_jvm(SparkContext._jvm, log, level)
+        return settings
+    settings = java_options(log, level, settings)
+    launch = SparkConf().setMaster(master or "local[*]").setAppName(app_name).setAll(list(settings.items()))
+    gateway = launch_gateway(launch, popen_kwargs={"start_new_session": True})
+    SparkContext._ensure_initialized(gateway=gateway)
+    return settings
 
 
 def _same_interpreter(python: str | None) -> bool:

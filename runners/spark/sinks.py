@@ -14,6 +14,10 @@ For each step with elements (layout in ``sparkbeam.io.stepfiles``):
 
 A step whose input is empty writes nothing (and removes what an earlier attempt of the
 same step wrote, so a step's files are always those of its last attempt).
+
+Each sink op Spark writes is registered here as a ``SparkSink`` (under
+``execution.backend_ops("Spark")``): how a step lays out its files, and in batch, when it
+has one, its own write (WriteToText keeps Beam's flat shards).
 """
 
 from __future__ import annotations
@@ -23,37 +27,67 @@ import functools
 import os
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
+
+import attrs
 
 from sparkbeam.io.filebased import FileSink
 from sparkbeam.io.stepfiles import StepFiles
 from sparkbeam.runners.core.errors import UserCodeError
-from sparkbeam.runners.core.ops import SinkOp, WriteFilesPerStepOp, WriteTextOp
+from sparkbeam.runners.core.execution import backend_ops
+from sparkbeam.runners.core.ops import Op, WriteFilesPerStepOp, WriteTextOp
+from sparkbeam.runners.core.steps import StepParams
 from sparkbeam.runners.spark import textio
 from sparkbeam.utils.windowed_value import WindowedValue
 
-__all__ = ["commit_directory", "step_files", "write_step"]
+__all__ = ["SparkSink", "check", "commit_directory", "write", "write_step"]
 
 _TEMP = ".sparkbeam-temp-"
 _REPLACED = ".sparkbeam-replaced-"
 
 
-def step_files(op: SinkOp) -> StepFiles:
-    """What ``op`` writes each step; refuses paths that are not local or on a shared mount."""
-    if isinstance(op, WriteFilesPerStepOp):
-        return op.files
-    if isinstance(op, WriteTextOp):
-        sink = op.sink
-        template = sink.shard_name_template
-        num_shards = 1 if template == "" else sink.num_shards  # '' names exactly one file
-        return StepFiles(textio.TextFileSink(sink), textio.local_prefix(op), template, sink.file_name_suffix, num_shards)
-    msg = f"'{op.label}' (applied at {op.location}): no streaming file writing for {type(op).__name__}"
-    raise TypeError(msg)
+@attrs.frozen
+class SparkSink:
+    """How Spark writes one sink op type."""
+
+    #: what the op writes each step (a committed directory per step); refuses paths that
+    #: are not local or on a shared mount
+    step_files: Callable[[Any], StepFiles]
+    #: in batch, a write of its own (sc, op, rdd, params); None: as one step
+    batch_write: Callable[[Any, Any, Any, StepParams], Any] | None = None
+
+
+def _text_step_files(op: WriteTextOp) -> StepFiles:
+    sink = op.sink
+    template = sink.shard_name_template
+    num_shards = 1 if template == "" else sink.num_shards  # '' names exactly one file
+    return StepFiles(textio.TextFileSink(sink), textio.local_prefix(op), template, sink.file_name_suffix, num_shards)
+
+
+_SINKS = backend_ops("Spark").sinks
+_SINKS.register(WriteFilesPerStepOp)(SparkSink(step_files=lambda op: op.files))
+_SINKS.register(WriteTextOp)(SparkSink(step_files=_text_step_files, batch_write=textio.write_text))
+
+
+def check(op: Op) -> None:
+    """Refuse, before Spark starts, a sink Spark cannot write (an op type it does not
+    write, a path off the local and shared file systems)."""
+    _SINKS.lookup(op).step_files(op)
+
+
+def write(sc: Any, op: Op, rdd: Any, known_empty: bool, params: StepParams) -> None:
+    """Write one step of ``op``'s input: in batch by the sink's own write if it has one,
+    else as the step's committed directory."""
+    sink: SparkSink = _SINKS.lookup(op)
+    if params.batch and sink.batch_write is not None:
+        sink.batch_write(sc, op, rdd, params)
+    else:
+        write_step(sc, op, rdd, known_empty, params.step)
 
 
 def _write_partition(
-    op: SinkOp, sink: FileSink, temp_dir: str, every_shard: bool, index: int, values: Iterator[WindowedValue]
+    op: Op, sink: FileSink, temp_dir: str, every_shard: bool, index: int, values: Iterator[WindowedValue]
 ) -> Iterator[tuple[int, str, int]]:
     """Writes one partition's values to a new file in ``temp_dir``: (index, path, count)."""
     path = os.path.join(temp_dir, f".part-{index:05d}-{uuid.uuid4().hex}")  # one per task attempt
@@ -77,14 +111,16 @@ def _write_partition(
             # The write already failed: its own error is the one to report.
             with contextlib.suppress(Exception):
                 writer.close()
+        if isinstance(error, UserCodeError):
+            raise  # an upstream transform's failure, already naming it
         raise UserCodeError(op.label, op.location, error, value) from error
     if writer is not None:
         yield index, path, records
 
 
-def write_step(sc: Any, op: SinkOp, rdd: Any, known_empty: bool, step: int) -> list[str]:
+def write_step(sc: Any, op: Op, rdd: Any, known_empty: bool, step: int) -> list[str]:
     """Writes ``rdd`` as step ``step``'s committed directory; returns its files (none if empty)."""
-    files = step_files(op)
+    files = _SINKS.lookup(op).step_files(op)
     final_dir = files.directory(step)
     if known_empty:
         commit_directory(None, final_dir)

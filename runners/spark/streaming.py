@@ -73,6 +73,13 @@ class StreamRun:
         self.loop = loop
         self.store.claim()
         self.sources = {rt.stage.id: rt.source for rt in loop.runtimes if isinstance(rt.source, StreamSourceState)}
+        if self.spark.sparkContext.getConf().get("spark.hadoop.cloneConf", "false").lower() != "true":
+            _LOG.warning(
+                "this SparkSession runs with spark.hadoop.cloneConf=false: Spark keeps the JobConf of every "
+                "micro-batch's write-ahead log read (about 100 KB each) until its heap runs low; start the "
+                "session with spark.hadoop.cloneConf=true (sparkbeam does when it starts the session) to keep "
+                "a long stream's memory flat"
+            )
         manifest = self.store.newest()
         if manifest is not None:
             self._restore(manifest)

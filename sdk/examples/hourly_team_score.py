@@ -57,10 +57,17 @@ def build(pipeline, input_path, output_prefix=None):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # --help shows this example's flags, then sparkbeam's pipeline options (PipelineOptions
+    # prints those and exits when it sees --help).
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], add_help=False)
+    parser.add_argument("-h", "--help", action="store_true", help="show this help and the pipeline options, then exit")
     parser.add_argument("--input", default=SAMPLE_DATA, help="log file or glob (default: the shipped sample)")
     parser.add_argument("--output", default=None, help="also write results to PREFIX-SSSSS-of-NNNNN.txt")
     known, pipeline_args = parser.parse_known_args(argv)
+    if known.help:
+        parser.print_help()
+        print()
+        pipeline_args = ["--help"]
     pipeline = beam.Pipeline(options=PipelineOptions(pipeline_args))
     totals = beam.capture(build(pipeline, known.input, known.output))
     result = pipeline.run()

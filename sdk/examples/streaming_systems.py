@@ -140,8 +140,12 @@ def overlapping_windows(pipeline: Any) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     from sparkbeam.options.pipeline_options import PipelineOptions
 
+    argv = list(argv or [])
+    if "--help" in argv or "-h" in argv:
+        print(__doc__.split("\n\n")[0] + "\n")  # then PipelineOptions prints the options and exits
+    PipelineOptions(argv)
     for combiner in (window.TimestampCombiner.OUTPUT_AT_EOW, window.TimestampCombiner.OUTPUT_AT_EARLIEST):
-        p = beam.Pipeline(options=PipelineOptions(list(argv or []), streaming=True))
+        p = beam.Pipeline(options=PipelineOptions(argv, streaming=True))
         outputs = sessions_then_averages(p, combiner)
         result = p.run()
         print(f"== {combiner.name}")

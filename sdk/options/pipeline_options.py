@@ -6,13 +6,18 @@ True
 
 An unknown flag is an error (Beam only warns): a misspelt ``--streamin`` must not
 silently run a batch pipeline. Beam flags that have no meaning on Spark are accepted
-and listed in ``IGNORED_BEAM_OPTIONS``.
+and listed in ``IGNORED_BEAM_OPTIONS``. ``--help`` (or ``-h``) among the flags prints
+every option, grouped, with its default, and exits; ``display_data()`` gives the
+settings in effect.
 """
 
 from __future__ import annotations
 
+import shutil
+import sys
+import textwrap
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import IO, Any
 
 import attrs
 
@@ -69,9 +74,20 @@ class _Option:
     help: str
     is_flag: bool = False  # a bare --name means True
     repeated: bool = False  # --name may be given several times; values collect in a list
+    group: str = "standard"  # where --help lists it (_GROUPS)
+    metavar: str | None = None  # --help's name for the value (default: the name's last word)
+    default_text: str | None = None  # --help's words for the default, when its value says little
 
 
 _OPTIONS: dict[str, _Option] = {}
+
+#: --help's sections, in order: option group -> title
+_GROUPS = {
+    "standard": "Standard options",
+    "spark": "Spark options",
+    "streaming": "Streaming options (unbounded sources, --streaming)",
+    "beam": "Accepted for compatibility with Beam (no effect on Spark)",
+}
 
 #: Steps of timeline and captured emissions a stream keeps in memory (--timeline_retention_steps).
 DEFAULT_TIMELINE_RETENTION_STEPS = 1000
@@ -89,12 +105,49 @@ class PipelineOptions:
     _names: tuple[str, ...] = ()
 
     def __init__(self, flags: Sequence[str] | None = None, **kwargs: Any) -> None:
+        flags = list(flags or [])
+        if "--help" in flags or "-h" in flags:
+            print(self.format_help(), end="")
+            raise SystemExit(0)
         values: dict[str, Any] = {}
         for name, value in kwargs.items():
             _set(values, name, value, source="keyword")
-        for name, value in _parse_flags(list(flags or [])):
+        for name, value in _parse_flags(flags):
             _set(values, name, value, source="flag")
         object.__setattr__(self, "_values", values)
+
+    @staticmethod
+    def format_help(width: int | None = None) -> str:
+        """Every option, grouped (standard, Spark, streaming, Beam's accepted ones), with its
+        meaning and default: what ``--help`` prints."""
+        width = width or min(100, shutil.get_terminal_size((100, 24)).columns)
+        out = [
+            "sparkbeam pipeline options (--name=value or --name value; a flag is --name or --no_name):",
+        ]
+        for group, title in _GROUPS.items():
+            out += ["", f"{title}:"]
+            for option in _OPTIONS.values():
+                if option.group != group:
+                    continue
+                if option.is_flag:
+                    usage = f"--[no_]{option.name}"
+                else:
+                    usage = f"--{option.name} {option.metavar or option.name.split('_')[-1].upper()}"
+                text = f"{option.help} (default: {_describe_default(option)})"
+                out.append(f"  {usage}")
+                out += textwrap.wrap(
+                    text, width, initial_indent=" " * 6, subsequent_indent=" " * 6, break_on_hyphens=False
+                )
+        return "\n".join(out) + "\n"
+
+    @classmethod
+    def print_help(cls, file: IO[str] | None = None) -> None:
+        print(cls.format_help(), end="", file=file or sys.stdout)
+
+    def display_data(self) -> dict[str, Any]:
+        """The settings in effect, option by option: those given, and every default (Beam's
+        lists only those given)."""
+        return self.get_all_options()
 
     @classmethod
     def from_dictionary(cls, options: dict[str, Any]) -> PipelineOptions:
@@ -137,6 +190,16 @@ class PipelineOptions:
     def __repr__(self) -> str:
         shown = ", ".join(f"{k}={v!r}" for k, v in sorted(self._values.items()))
         return f"{type(self).__name__}({shown})"
+
+
+def _describe_default(option: _Option) -> str:
+    if option.default_text is not None:
+        return option.default_text
+    if option.is_flag:
+        return "on" if option.default else "off"
+    if option.repeated:
+        return "none"
+    return "none" if option.default is None else str(option.default)
 
 
 def _default(option: _Option) -> Any:
@@ -196,7 +259,8 @@ def _parse_flags(flags: list[str]) -> list[tuple[str, Any]]:
 
 class StandardOptions(PipelineOptions):
     _names = _define(
-        _Option("runner", str, None, "SparkRunner (the default); Beam's local runner names map to it"),
+        _Option("runner", str, None, "the runner; Beam's local runner names (DirectRunner, ...) map to SparkRunner",
+                default_text="SparkRunner"),
         _Option("streaming", _to_bool, False,
                 "run as a stream of steps (micro-batches) even when every input is bounded", is_flag=True),
     )
@@ -204,33 +268,55 @@ class StandardOptions(PipelineOptions):
 
 class SparkRunnerOptions(PipelineOptions):
     _names = _define(
-        _Option("spark_master", str, "local[*]",
-                "Spark master URL; the default starts an embedded local[*] Spark"),
-        _Option("spark_conf", str, (), "extra Spark setting key=value (repeatable)", repeated=True),
-        _Option("state_partitions", _positive_int, None,
-                "partitions of keyed state and shuffles (default: Spark's default parallelism)"),
+        _Option("spark_master", str, None,
+                "Spark master URL (spark://host:7077, local-cluster[2,1,1024], ...)", group="spark",
+                metavar="MASTER",
+                default_text="the master spark-submit was given, else an embedded local[*] Spark that the runner starts"),
+        _Option("spark_conf", str, (), "an extra Spark setting (repeatable)", repeated=True,
+                group="spark", metavar="KEY=VALUE"),
+        _Option("state_partitions", _positive_int, None, "partitions of keyed state and shuffles",
+                group="spark", default_text="Spark's default parallelism"),
         _Option("overlapping_window_rule", _to_bool, True,
                 "stamp panes of overlapping (sliding) windows no earlier than the end of the previous "
                 "window; --no_overlapping_window_rule gives current Beam's timestamps", is_flag=True),
-        _Option("checkpoint_dir", str, None, "directory for streaming checkpoints"),
-        _Option("checkpoint_interval", _positive_int, 10, "write a checkpoint every N steps"),
+        _Option("checkpoint_dir", str, None,
+                "where a real stream keeps its write-ahead log, journal and checkpoints; a run "
+                "started again with it resumes", group="streaming",
+                default_text="a temporary directory, removed at the end"),
+        _Option("checkpoint_interval", _positive_int, 10, "write a checkpoint every N steps",
+                group="streaming", metavar="N"),
         _Option("step_interval", _non_negative_float, 1.0,
-                "seconds between micro-batches of a real (unbounded) stream"),
-        _Option("max_steps", _positive_int, None, "stop a streaming run after N steps"),
+                "seconds between micro-batches of a real (unbounded) stream", group="streaming",
+                metavar="SECONDS"),
+        _Option("max_steps", _positive_int, None, "stop a streaming run after N steps", group="streaming",
+                metavar="N", default_text="no limit"),
         _Option("block_on_run", _to_bool, True,
                 "run() waits for the end of the run (as Beam Java's --blockOnRun); with "
                 "--no_block_on_run it returns a RUNNING result at once, to wait for with "
                 "wait_until_finish(duration) or stop with cancel()", is_flag=True),
         _Option("timeline_log", str, None,
                 "append every stage's watermarks to this file as JSON lines, step by step, "
-                "to follow a running stream; it keeps the history that memory does not"),
+                "to follow a running stream; it keeps the history that memory does not",
+                group="streaming", metavar="PATH"),
         _Option("timeline_retention_steps", _positive_int, DEFAULT_TIMELINE_RETENTION_STEPS,
                 "in a stream, keep the watermark timeline and captured emissions of only the "
                 "last N steps in memory and in checkpoints (the full history goes to "
-                "--timeline_log and to sparkbeam.capture(pcoll, log=path))"),
+                "--timeline_log and to sparkbeam.capture(pcoll, log=path))", group="streaming",
+                metavar="N"),
         _Option("available_now", _to_bool, False,
                 "read what real sources hold when the run starts, as a stream of steps with "
-                "checkpoints, then finish (Spark's Trigger.AvailableNow)", is_flag=True),
+                "checkpoints, then finish (Spark's Trigger.AvailableNow)", is_flag=True,
+                group="streaming"),
+        _Option("quiet", _to_bool, False,
+                "no progress line while a run goes on (a live line on a terminal, a log line "
+                "otherwise)", is_flag=True),
+        _Option("verbose_errors", _to_bool, False,
+                "print Spark's and Py4J's log and full traces on the terminal instead of a "
+                "short error that names the log file", is_flag=True),
+        _Option("spark_log", str, None,
+                "file for Spark's own log (log4j) when the runner starts Spark; a failed run "
+                "names it", group="spark", metavar="PATH",
+                default_text="a new file under the temporary directory"),
     )
 
 
@@ -238,45 +324,49 @@ class TypeOptions(PipelineOptions):
     _names = _define(
         _Option("allow_unsafe_triggers", _to_bool, False,
                 "accepted for Beam compatibility: sparkbeam counts data a finished trigger drops",
-                is_flag=True),
+                is_flag=True, group="beam"),
         _Option("pipeline_type_check", _to_bool, True,
                 "check declared element types when the pipeline is built (--no_pipeline_type_check "
-                "turns the checks off)", is_flag=True),
+                "turns the checks off)", is_flag=True, group="beam"),
         _Option("runtime_type_check", _to_bool, False,
-                "not supported: setting it is refused (types are checked at construction)", is_flag=True),
+                "not supported: setting it is refused (types are checked at construction)", is_flag=True, group="beam"),
         _Option("performance_runtime_type_check", _to_bool, False,
-                "not supported: setting it is refused (types are checked at construction)", is_flag=True),
+                "not supported: setting it is refused (types are checked at construction)", is_flag=True, group="beam"),
     )
 
 
 class SetupOptions(PipelineOptions):
     _names = _define(
         _Option("save_main_session", _to_bool, False,
-                "accepted for Beam compatibility: functions are shipped with cloudpickle", is_flag=True),
+                "accepted for Beam compatibility: functions are shipped with cloudpickle", is_flag=True,
+                group="beam"),
         _Option("setup_file", str, None,
                 "the setup.py or pyproject.toml of a project to install, with its dependencies, "
-                "for the executors (see the README's 'Running on a cluster')"),
+                "for the executors (see the README's 'Running on a cluster')", group="spark",
+                metavar="PATH"),
         _Option("requirements_file", str, None,
-                "a pip requirements file whose packages are installed for the executors"),
+                "a pip requirements file whose packages are installed for the executors", group="spark",
+                metavar="PATH"),
     )
 
 
 class DebugOptions(PipelineOptions):
-    _names = _define(_Option("experiments", str, (), "free-form experiment names", repeated=True))
+    _names = _define(_Option("experiments", str, (), "free-form experiment names (repeatable)", repeated=True,
+                                   metavar="NAME"))
 
 
 class DirectOptions(PipelineOptions):
     _names = _define(
-        _Option("direct_num_workers", int, 1, "accepted for Beam compatibility"),
-        _Option("direct_running_mode", str, "in_memory", "accepted for Beam compatibility"),
+        _Option("direct_num_workers", int, 1, "accepted for Beam compatibility", group="beam"),
+        _Option("direct_running_mode", str, "in_memory", "accepted for Beam compatibility", group="beam"),
     )
 
 
 class GoogleCloudOptions(PipelineOptions):
     _names = _define(
         _Option("job_name", str, None, "a name for the run (used as the Spark application name)"),
-        _Option("temp_location", str, None, "accepted for Beam compatibility"),
-        _Option("project", str, None, "accepted for Beam compatibility"),
+        _Option("temp_location", str, None, "accepted for Beam compatibility", group="beam"),
+        _Option("project", str, None, "accepted for Beam compatibility", group="beam"),
     )
 
 

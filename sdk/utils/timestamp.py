@@ -48,6 +48,14 @@ def seconds_text(micros: int) -> str:
     return f"{sign}{whole}" if not frac else f"{sign}{whole}.{frac:06d}".rstrip("0")
 
 
+def beam_seconds_text(micros: int) -> str:
+    """Seconds as Beam's ``Timestamp`` and ``Duration`` write them: whole, or with all six
+    digits of microseconds (``90``, ``1.500000``, ``-0.000001``)."""
+    sign = "-" if micros < 0 else ""
+    whole, frac = divmod(abs(micros), 1_000_000)
+    return f"{sign}{whole}" if not frac else f"{sign}{whole}.{frac:06d}"
+
+
 def to_micros(value: TimestampLike | DurationLike) -> int:
     """Microseconds for a ``Timestamp``, a ``Duration`` or a number of seconds."""
     if isinstance(value, (Timestamp, Duration)):
@@ -155,11 +163,8 @@ class Timestamp:
         return self.micros // 1_000_000
 
     def __repr__(self) -> str:
-        if self.micros <= _MIN_MICROS:
-            return "Timestamp(MIN)"
-        if self.micros >= _MAX_MICROS:
-            return "Timestamp(MAX)"
-        return f"Timestamp({seconds_text(self.micros)})"
+        # Beam's text (users format timestamps into their output): MIN and MAX as numbers.
+        return f"Timestamp({beam_seconds_text(self.micros)})"
 
     def __str__(self) -> str:
         return repr(self)
@@ -251,7 +256,7 @@ class Duration:
         return int(self.micros / 1_000_000)
 
     def __repr__(self) -> str:
-        return f"Duration({seconds_text(self.micros)})"
+        return f"Duration({beam_seconds_text(self.micros)})"
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Timestamp):

@@ -336,7 +336,7 @@ def test_issue_10_a_closed_session_does_not_swallow_a_later_one():
     events = [("elements", [("k", 0), ("k", 1)]), ("elements", [("k", 15)]), ("elements", [("k", 8)])]
     result, grouped = run_discarding(events, window.Sessions(10), trigger.AfterCount(2), 0)
     panes = sorted((str(e.window), sorted(e.value[1])) for e in result.emissions(grouped))
-    assert panes == [("[0, 11)", [0, 1]), ("[8, 25)", [8, 15])]
+    assert panes == [("[0.0, 11.0)", [0, 1]), ("[8.0, 25.0)", [8, 15])]
     assert sum(r.dropped for r in result.watermarks()) == 0
 
 
@@ -351,7 +351,7 @@ def test_a_merge_into_a_closed_session_is_counted_in_the_timeline():
     ]
     result, grouped = run_discarding(events, window.Sessions(10), trigger.AfterCount(2), 100)
     panes = sorted((str(e.window), sorted(e.value[1])) for e in result.emissions(grouped))
-    assert panes == [("[1, 18)", [1, 8]), ("[30, 40)", [30])]
+    assert panes == [("[1.0, 18.0)", [1, 8]), ("[30.0, 40.0)", [30])]
     group = result.watermarks().for_stage("Group")
     assert [r.merged_into_closed_dropped for r in group if r.merged_into_closed_dropped] == [3]
     totals = {reason: sum(r.drops()[reason] for r in group) for reason in group[0].drops()}

@@ -510,6 +510,28 @@ def test_windows_that_still_hold_something_are_kept_without_pane_indices(windowi
     assert not key.engine.is_empty(key.state)
 
 
+@pytest.mark.parametrize(
+    "windowing",
+    [
+        fixed(allowed_lateness=5),
+        fixed(trigger=AfterCount(1)),  # closed after its pane: kept until it expires
+        fixed(trigger=Repeatedly(AfterCount(2)), accumulation_mode=ACCUMULATING),
+        fixed(trigger=AfterWatermark(early=AfterCount(1), late=AfterCount(1)), allowed_lateness=20),
+        Windowing(Sessions(10), Repeatedly(AfterCount(1))),
+        Windowing(SlidingWindows(10, 5), AfterProcessingTime(5)),
+    ],
+    ids=["default", "closed", "repeated-accumulating", "early-and-late", "sessions", "sliding-processing-time"],
+)
+def test_a_key_whose_windows_all_expired_keeps_no_state(windowing):
+    key = Key(windowing)
+    key.add(1, 3, 12)
+    key.clock.set(6 * S)
+    key.watermark(15)
+    key.add(14, 16)
+    key.watermark(100)
+    assert key.engine.is_empty(key.state)
+
+
 def test_the_default_trigger_fast_path_matches_the_trigger_machine():
     rng = random.Random(7)
     for _ in range(50):

@@ -67,7 +67,7 @@ def test_a_stream_keeps_its_last_steps_in_memory_and_every_step_in_the_logs(tmp_
     # every window's sum once, in the capture's log, with its step, time, window and pane
     lines = read_lines(capture_log)
     assert [line["value"] for line in lines] == [["k", batch] for batch in range(BATCHES)]
-    assert [line["windows"] for line in lines] == [[f"[{b * 10}, {b * 10 + 10})"] for b in range(BATCHES)]
+    assert [line["windows"] for line in lines] == [[f"[{b * 10}.0, {b * 10 + 10}.0)"] for b in range(BATCHES)]
     assert lines[0]["timestamp"] == 10 * S - 1 and lines[0]["pane"]["timing"] == "ON_TIME"
     assert [line["step"] for line in lines] == sorted(line["step"] for line in lines)
 

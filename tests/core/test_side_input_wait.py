@@ -97,7 +97,7 @@ def test_an_element_waits_while_the_side_watermark_is_before_its_side_windows_en
     assert (summary.elements_in, summary.elements_out, summary.side_input_waiting) == (1, 0, 1)
     assert summary.earliest_hold == 1 * S
     assert summary.hold_key == "side-input wait AsList(SideWindows)"
-    assert summary.hold_window == "[0, 10)"
+    assert summary.hold_window == "[0.0, 10.0)"
 
 
 def test_a_parked_element_goes_once_the_side_watermark_reaches_its_side_windows_end():
@@ -119,7 +119,7 @@ def test_an_element_in_several_windows_waits_only_in_those_not_ready():
     # [0, 10) reads side window [0, 10), ready; [5, 15) reads [10, 20), not yet.
     assert outputs == [(("x", ["s"]), (fixed(0, 10),))]
     assert waiting == [element("x", 7, fixed(5, 15))]
-    assert summary.hold_window == "[10, 20)"
+    assert summary.hold_window == "[10.0, 20.0)"
 
 
 def test_an_element_whose_side_window_expired_is_dropped_and_counted_late():
@@ -176,14 +176,14 @@ def test_a_waiting_element_holds_the_stages_output_watermark_and_shows_in_the_ti
     assert waiting, "the element went at once: nothing was tested"
     for _, _, output_watermark, hold, key, side_window, count in waiting:
         assert output_watermark <= 1 * S
-        assert (hold, key, side_window, count) == (1 * S, "side-input wait AsList(SideWindows)", "[0, 10)", 1)
+        assert (hold, key, side_window, count) == (1 * S, "side-input wait AsList(SideWindows)", "[0.0, 10.0)", 1)
     # It waited while the side watermark was at 5s although the stage's input had passed 1s.
     assert any(input_watermark == 5 * S and output_watermark == 1 * S for _, input_watermark, output_watermark, *_ in waiting)
     # It went in the step the side watermark reached 10s, and nothing holds the stage then.
     (released,) = [row for row in rows if row[0] == emitted.step]
     assert released[1] == 10 * S and released[2] == 10 * S
     assert (released[3], released[6]) == (None, 0)
-    assert "side-input wait AsList(SideWindows) [0, 10)" in result.watermarks().format()
+    assert "side-input wait AsList(SideWindows) [0.0, 10.0)" in result.watermarks().format()
 
 
 def test_the_step_loop_drops_side_input_windows_once_they_expire():

@@ -9,6 +9,10 @@ computed here in plain Python: nothing lost, nothing duplicated; and every stage
 watermarks, logged step by step across all the runs, must never go backwards. The job's
 stateful DoFns check that state and timers are recovered exactly: each window's timer fires
 once with the full count, and each team's running sequence has no gap and no repeat.
+
+SIGINT (a terminal's Ctrl-C, sent to the whole process group) and SIGTERM stop the job
+cleanly instead: within seconds, exit status 130 or 143, a checkpoint at the step where it
+stopped, one line saying how to resume and no traceback; the restart resumes exactly.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ import sys
 import time
 
 import pytest
+
+from sparkbeam.runners.spark.checkpoints import CheckpointStore
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -116,6 +122,32 @@ def run_job(input_dir: str, output_dir: str, checkpoint_dir: str, log: str, kill
     return True
 
 
+def stop_with_signal(input_dir: str, output_dir: str, checkpoint_dir: str, log: str, signum: int, stop_at: int) -> tuple[int, str, float]:
+    """Runs the job and sends ``signum`` to its process group once ``stop_at`` steps have
+    read data; its exit status, what it printed, and the seconds it took to exit."""
+    process = subprocess.Popen(
+        [sys.executable, JOB, input_dir, output_dir, checkpoint_dir, log],
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 300
+    while steps_with_data(log) < stop_at:
+        if process.poll() is not None or time.monotonic() > deadline:
+            os.killpg(process.pid, signal.SIGKILL)
+            pytest.fail(f"the job ended or stalled before {stop_at} steps read data")
+        time.sleep(0.05)
+    os.killpg(process.pid, signum)
+    sent = time.monotonic()
+    try:
+        output, _ = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    return process.returncode, output.decode(), time.monotonic() - sent
+
+
 def committed(output_dir: str, name: str) -> collections.Counter:
     lines: collections.Counter = collections.Counter()
     for path in glob.glob(os.path.join(output_dir, f"{name}-step-*", "*")):
@@ -189,6 +221,35 @@ def test_killed_and_restarted_run_equals_uninterrupted(tmp_path, uninterrupted, 
         if finished:
             break
     assert restarts >= 1, "no kill happened: the job finished before the first chosen step"
+    assert committed(out, "totals") == lines
+    assert committed(out, "bad") == bad
+    assert totals(committed(out, "totals")) == expected
+    stateful_outputs_are_exact(out, counts)
+    check_watermarks(timeline(log))
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_the_stream_at_a_checkpoint_and_the_restart_resumes_exactly(tmp_path, uninterrupted, signum):
+    expected, lines, bad, counts, _ = uninterrupted
+    input_dir = str(tmp_path / "in")
+    write_input(input_dir)
+    out, ck, log = str(tmp_path / "out"), str(tmp_path / "ck"), str(tmp_path / "log.jsonl")
+    returncode, output, seconds = stop_with_signal(input_dir, out, ck, log, signum, stop_at=3)
+    assert returncode == 128 + signum, output
+    assert seconds < 30, f"{seconds:.1f}s to stop"
+    name = signal.Signals(signum).name
+    said = [line for line in output.splitlines() if line.startswith("sparkbeam:")]
+    newest = CheckpointStore(ck, []).newest()
+    assert newest is not None
+    assert said == [
+        f"sparkbeam: stopped on {name} after step {newest['step'] - 1}, checkpoint written; "
+        f"run again with --checkpoint_dir={ck} to resume at step {newest['step']}"
+    ]
+    for noise in ("Traceback", "py4j", "Py4J", "Exception"):
+        assert noise not in output
+    # The checkpoint is at the step where the stream stopped: nothing ran after it.
+    assert max(record["step"] for record in timeline(log)) == newest["step"] - 1
+    assert run_job(input_dir, out, ck, log, None)
     assert committed(out, "totals") == lines
     assert committed(out, "bad") == bad
     assert totals(committed(out, "totals")) == expected

@@ -27,6 +27,28 @@ def test_map_label_names_the_lambda_and_its_line():
     assert out.producer.full_label.startswith("Map(<lambda at test_pipeline_graph.py:")
 
 
+def test_each_transform_of_a_chain_is_located_at_its_own_line():
+    import inspect
+
+    p = beam.Pipeline()
+    first = inspect.currentframe().f_lineno + 2
+    totals = (
+        p
+        | "Numbers" >> beam.Create([1, 2])
+        | "Pairs" >> beam.Map(
+            lambda x: ("k", x))
+        | "Total" >> beam.CombinePerKey(sum)
+    )
+    separate = beam.Map(str)
+    totals | "Later" >> separate
+    lines = {node.full_label: node.location.lineno for node in p.transforms()}
+    assert lines["Numbers"] == first + 1
+    assert lines["Pairs"] == first + 2  # where the transform starts, not where its call ends
+    assert lines["Total"] == lines["Total/GroupByKey"] == first + 4  # a composite's parts too
+    assert lines["Later"] == first + 7  # applied where it was constructed elsewhere
+    assert all(node.location.filename == __file__ for node in p.transforms())
+
+
 def test_composite_parts_are_nested_under_its_label():
     p = beam.Pipeline()
     p | beam.Create([("a", 1)]) | "Total" >> beam.CombinePerKey(sum)

@@ -1,4 +1,5 @@
-"""The SDK is a pure description: importing it and building pipelines never touches Spark."""
+"""The SDK is a pure description: importing it and building pipelines never touches Spark,
+and never imports apache_beam (only ``runners/beam`` does, for Beam pipelines)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,37 @@ def test_importing_sparkbeam_does_not_import_pyspark():
            | beam.WindowInto(beam.window.FixedWindows(60))
            | beam.CombinePerKey(sum))
         assert "pyspark" not in sys.modules
+        print("ok")
+        """
+    )
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == "ok"
+
+
+def test_sparkbeam_runs_its_own_pipelines_without_apache_beam():
+    # apache_beam blocked: the SDK, its runner lookup and the in-memory engine never need it,
+    # and sparkbeam.SparkRunner is then the Spark runner alone.
+    script = textwrap.dedent(
+        """
+        import sys
+
+        class BlockBeam:
+            def find_spec(self, name, path=None, target=None):
+                if name == "apache_beam" or name.startswith("apache_beam."):
+                    raise ImportError("sparkbeam imported " + name)
+                return None
+
+        sys.meta_path.insert(0, BlockBeam())
+        import sparkbeam as beam
+        from sparkbeam.runners.core.memory import run_in_memory
+        from sparkbeam.runners.spark.runner import SparkRunner
+
+        assert beam.SparkRunner is SparkRunner
+        p = beam.Pipeline()
+        totals = beam.capture(p | beam.Create([("a", 1), ("a", 2)]) | beam.CombinePerKey(sum))
+        assert [e.value for e in run_in_memory(p).emissions(totals)] == [("a", 3)]
+        assert not any(name.startswith("apache_beam") for name in sys.modules)
         print("ok")
         """
     )

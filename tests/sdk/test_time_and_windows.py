@@ -10,6 +10,7 @@ import pytest
 from sparkbeam.transforms.window import (
     MAX_TIMESTAMP,
     MIN_TIMESTAMP,
+    BoundedWindow,
     Duration,
     FixedWindows,
     GlobalWindow,
@@ -55,6 +56,41 @@ def test_rfc3339_text_is_exactly_beams():
         assert Timestamp.from_micros(value).to_rfc3339() == BeamTimestamp(micros=value).to_rfc3339(), value
         text = BeamTimestamp(micros=value).to_rfc3339()
         assert Timestamp.from_rfc3339(text).micros == value
+
+
+def test_timestamps_durations_and_windows_print_as_beams():
+    # Users format these into their output (Beam's top_wikipedia_sessions writes
+    # str(window)), so the text must be Beam's to the character.
+    from apache_beam.transforms.window import BoundedWindow as BeamBoundedWindow
+    from apache_beam.transforms.window import IntervalWindow as BeamIntervalWindow
+    from apache_beam.utils.timestamp import MAX_TIMESTAMP as BEAM_MAX
+    from apache_beam.utils.timestamp import MIN_TIMESTAMP as BEAM_MIN
+    from apache_beam.utils.timestamp import Duration as BeamDuration
+    from apache_beam.utils.timestamp import Timestamp as BeamTimestamp
+
+    for micros in [0, 1, -1, 1_500_000, -1_500_000, 3_600_002_000, 86_400_000_000, 1_447_686_663_921_000]:
+        assert repr(Timestamp.from_micros(micros)) == repr(BeamTimestamp(micros=micros)), micros
+        assert str(Timestamp.from_micros(micros)) == str(BeamTimestamp(micros=micros)), micros
+        assert repr(Duration.from_micros(micros)) == repr(BeamDuration(micros=micros)), micros
+        end = micros + 3_600_002_000
+        ours, beams = IntervalWindow(Timestamp.from_micros(micros), Timestamp.from_micros(end)), BeamIntervalWindow(
+            BeamTimestamp(micros=micros), BeamTimestamp(micros=end))
+        assert (str(ours), repr(ours), str([ours])) == (str(beams), repr(beams), str([beams])), micros
+    assert (repr(MIN_TIMESTAMP), repr(MAX_TIMESTAMP)) == (repr(BEAM_MIN), repr(BEAM_MAX))
+    assert str(GlobalWindow()) == "GlobalWindow"
+
+    class OwnWindow(IntervalWindow):
+        pass
+
+    class OwnBeamWindow(BeamIntervalWindow):
+        pass
+
+    assert str(OwnWindow(0, 60)) == str(OwnBeamWindow(0, 60)) == "[0.0, 60.0)"
+
+    class Open(BoundedWindow):
+        pass
+
+    assert repr(Open(5)) == BeamBoundedWindow.__repr__(OwnBeamWindow(0, 5)) == "[?, 5.0)"
 
 
 def assign(window_fn, t):

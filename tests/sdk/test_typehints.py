@@ -284,6 +284,63 @@ def test_type_variables_bind_through_declared_transforms():
     assert repr((p | sparkbeam.Create([1]) | Listed()).element_type) == "List[<class 'int'>]"
 
 
+class IdentityKey:
+    """A key class as Beam's group_with_coder example writes it: no __eq__, no __hash__."""
+
+    def __init__(self, name):
+        self.name = name
+
+
+class ValueKey(IdentityKey):
+    def __eq__(self, other):
+        return isinstance(other, ValueKey) and other.name == self.name
+
+    def __hash__(self):
+        return hash(self.name)
+
+
+class UnhashableKey(IdentityKey):
+    def __eq__(self, other):
+        return isinstance(other, UnhashableKey) and other.name == self.name
+
+
+def test_declared_keys_that_cannot_be_grouped_by_value_are_refused_when_applied():
+    # Beam groups such keys by their coder's bytes; sparkbeam groups by value, and would
+    # otherwise silently give each instance a group of its own.
+    p = sparkbeam.Pipeline()
+    names = p | sparkbeam.Create(["a", "b", "a"])
+    identity = names | "Identity" >> sparkbeam.Map(lambda n: (IdentityKey(n), 1)).with_output_types(Tuple[IdentityKey, int])
+    with pytest.raises(NotImplementedError, match=r"'Sum/GroupByKey' \(applied at .*test_typehints.py.*IdentityKey, whose instances compare by identity.*Define __eq__ and __hash__ on IdentityKey"):
+        identity | "Sum" >> sparkbeam.CombinePerKey(sum)
+    unhashable = names | "Unhashable" >> sparkbeam.Map(lambda n: (UnhashableKey(n), 1)).with_output_types(Tuple[UnhashableKey, int])
+    with pytest.raises(NotImplementedError, match=r"'Group'.*UnhashableKey, whose instances are unhashable"):
+        unhashable | "Group" >> sparkbeam.GroupByKey()
+    valued = names | "Valued" >> sparkbeam.Map(lambda n: (ValueKey(n), 1)).with_output_types(Tuple[ValueKey, int])
+    valued | "SumValued" >> sparkbeam.CombinePerKey(sum)
+    undeclared = names | "Undeclared" >> sparkbeam.Map(lambda n: (IdentityKey(n), 1))
+    undeclared | "SumUndeclared" >> sparkbeam.CombinePerKey(sum)  # nothing declared, nothing known
+
+
+def test_a_registered_coder_for_an_identity_key_is_named_in_the_refusal():
+    class IdentityKeyCoder(sparkbeam.coders.Coder):
+        def encode(self, key):
+            return key.name.encode()
+
+        def decode(self, encoded):
+            return IdentityKey(encoded.decode())
+
+        def is_deterministic(self):
+            return True
+
+    sparkbeam.coders.registry.register_coder(IdentityKey, IdentityKeyCoder)
+    p = sparkbeam.Pipeline()
+    keyed = p | sparkbeam.Create(["a"]) | sparkbeam.Map(lambda n: (IdentityKey(n), 1)).with_output_types(Tuple[IdentityKey, int])
+    with pytest.raises(NotImplementedError, match="Beam by the bytes of its registered IdentityKeyCoder"):
+        keyed | sparkbeam.GroupByKey()
+    unchecked = sparkbeam.Pipeline(options=PipelineOptions(["--no_pipeline_type_check"]))
+    unchecked | sparkbeam.Create(["a"]) | sparkbeam.Map(lambda n: (IdentityKey(n), 1)).with_output_types(Tuple[IdentityKey, int]) | sparkbeam.GroupByKey()
+
+
 def test_checks_can_be_turned_off_and_runtime_checks_are_refused():
     p = sparkbeam.Pipeline(options=PipelineOptions(["--no_pipeline_type_check"]))
     p | sparkbeam.Create([1]) | sparkbeam.GroupByKey()  # not checked; it would fail at run time

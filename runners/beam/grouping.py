@@ -1,0 +1,121 @@
+"""Grouping a Beam PCollection in the engine: keys by Beam's coders, combines by Beam's CombineFns.
+
+Where encoding happens, and why:
+
+- **Keys** are encoded with the input PCollection's key coder, made deterministic as Beam
+  requires for grouping (``Coder.as_deterministic_coder``), just before the shuffle, and
+  decoded right after the grouping. The engine groups by the encoded bytes, which is what
+  a Beam runner must do: keys that are equal but encode differently are different keys,
+  and keys with no value equality of their own (dicts, lists) group by their encoding.
+- **Values of a GroupByKey** are encoded with the value coder on the same boundary, so the
+  grouped values are Beam's copies of what was sent (types as Beam's coders give them),
+  never objects shared with the upstream DoFn.
+- Inside a stage values stay Python objects, and the inputs and accumulators of a lifted
+  combine are not encoded: they are added to accumulators before the shuffle in batch,
+  and Spark pickles what crosses its shuffles and checkpoints.
+
+``KeyCodec`` holds the coders; its methods are the functions of the small ParDos the
+translator puts around a grouping. ``BeamCombineFn`` gives a Beam ``CombineFn`` the
+engine's CombineFn interface.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+from apache_beam import coders
+from apache_beam.typehints import typehints
+
+from sparkbeam.combine import CombineFn
+
+__all__ = ["BeamCombineFn", "KeyCodec", "grouping_coders"]
+
+
+def grouping_coders(pcoll: Any, label: str, deterministic: bool) -> tuple[Any, Any]:
+    """(key coder, value coder) of a (key, value) PCollection that ``label`` groups; the
+    key coder deterministic unless ``deterministic`` is off (Beam's
+    ``--allow_non_deterministic_key_coders``)."""
+    kv_type = typehints.coerce_to_kv_type(pcoll.element_type, label)
+    key_type, value_type = kv_type.tuple_types
+    key_coder = coders.registry.get_coder(key_type)
+    if deterministic:
+        key_coder = key_coder.as_deterministic_coder(label)
+    return key_coder, coders.registry.get_coder(value_type)
+
+
+def _not_a_pair(label: str, element: Any) -> TypeError:
+    text = repr(element)
+    if len(text) > 200:
+        text = text[:197] + "..."
+    msg = f"'{label}' groups (key, value) pairs, but got {text}; key the elements first, e.g. with beam.Map(lambda x: (key_of(x), x))"
+    return TypeError(msg)
+
+
+@attrs.frozen
+class KeyCodec:
+    """Encodes (key, value) pairs before a grouping and decodes its output after it.
+
+    ``value_coder`` is None for a lifted combine, whose values are not encoded.
+    """
+
+    label: str
+    key_coder: Any = attrs.field(eq=False)
+    value_coder: Any = attrs.field(default=None, eq=False)
+
+    def encode(self, element: Any) -> tuple[bytes, Any]:
+        try:
+            key, value = element
+        except (TypeError, ValueError):
+            raise _not_a_pair(self.label, element) from None
+        if self.value_coder is not None:
+            value = self.value_coder.encode(value)
+        return self.key_coder.encode(key), value
+
+    def decode_grouped(self, element: tuple[bytes, Iterable[bytes]]) -> tuple[Any, list]:
+        key, values = element
+        decode = self.value_coder.decode
+        return self.key_coder.decode(key), [decode(value) for value in values]
+
+    def decode_key(self, element: tuple[bytes, Any]) -> tuple[Any, Any]:
+        key, combined = element
+        return self.key_coder.decode(key), combined
+
+
+class BeamCombineFn(CombineFn):
+    """A Beam ``CombineFn`` behind the engine's CombineFn interface (the engine calls it as
+    a lifted combine: accumulate before the shuffle, merge and extract after)."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def default_label(self) -> str:
+        return str(self.fn.default_label())
+
+    def setup(self, *args: Any, **kwargs: Any) -> None:
+        self.fn.setup()
+
+    def create_accumulator(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn.create_accumulator()
+
+    def add_input(self, mutable_accumulator: Any, element: Any, *args: Any, **kwargs: Any) -> Any:
+        return self.fn.add_input(mutable_accumulator, element)
+
+    def add_inputs(self, mutable_accumulator: Any, elements: Iterable[Any], *args: Any, **kwargs: Any) -> Any:
+        return self.fn.add_inputs(mutable_accumulator, elements)
+
+    def merge_accumulators(self, accumulators: Iterable[Any], *args: Any, **kwargs: Any) -> Any:
+        return self.fn.merge_accumulators(accumulators)
+
+    def compact(self, accumulator: Any, *args: Any, **kwargs: Any) -> Any:
+        return self.fn.compact(accumulator)
+
+    def extract_output(self, accumulator: Any, *args: Any, **kwargs: Any) -> Any:
+        return self.fn.extract_output(accumulator)
+
+    def teardown(self, *args: Any, **kwargs: Any) -> None:
+        self.fn.teardown()
+
+    def __repr__(self) -> str:
+        return f"BeamCombineFn({self.fn!r})"

@@ -1,0 +1,164 @@
+"""A Beam ParDo in the engine: its DoFn run by Beam's own ``DoFnRunner``.
+
+``BeamParDoOp`` is a ``ParDoOp`` (so planning fuses it, routes its side inputs and makes
+a stage wait for them in a stream) registered like one (``execution.register_kind``, at the
+end of this module) but for what runs its DoFn in a fused body, ``BeamDoFnRunner``: each
+element is handed to ``apache_beam.runners.common.DoFnRunner`` as Beam's WindowedValue, so
+every DoFn feature of Beam's Python SDK (lifecycle methods, DoFn parameters, tagged
+outputs, ``TimestampedValue`` and ``WindowedValue`` outputs, side inputs of every view
+kind through Beam's own view functions) behaves as in Beam. Outputs come back through
+receivers that convert them to the engine's elements.
+
+Outputs to a tag the transform did not declare are dropped, as Beam's runners drop them
+(``with_outputs()`` without tags declares only the outputs the pipeline reads).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+from apache_beam.runners import common
+from apache_beam.transforms.sideinputs import SideInputMap
+
+from sparkbeam.runners.beam.elements import to_beam, to_engine
+from sparkbeam.runners.core.dofn_invoker import SideInputs
+from sparkbeam.runners.core.errors import UserCodeError
+from sparkbeam.runners.core.execution import pardo_joiner, register_kind
+from sparkbeam.runners.core.ops import ParDoOp
+from sparkbeam.utils.windowed_value import WindowedValue
+
+__all__ = ["BeamDoFnRunner", "BeamParDoOp", "SideInputName", "SideView"]
+
+Emit = Callable[[WindowedValue], None]
+
+
+@attrs.frozen
+class SideInputName:
+    """Stands for a Beam side input's PCollection in a slot (``SideInputSlot.describe``
+    prints its label): the op ships this, not the PCollection with its pipeline."""
+
+    label: str
+
+
+@attrs.frozen
+class SideView:
+    """How Beam views one side input: the view class (``AsList``, ``AsDict``, ...) and the
+    options its ``_from_runtime_iterable`` reads (default value, window mapping, coder)."""
+
+    view_class: type
+    options: dict = attrs.field(hash=False)
+
+
+@attrs.frozen
+class BeamParDoOp(ParDoOp):
+    """A ParDo of an apache_beam pipeline. ``args``/``kwargs`` are Beam's, with argument
+    placeholders where side inputs go; ``side_views`` are aligned with ``side_inputs``."""
+
+    #: the main input PCollection's Beam windowing: Beam's output handler windows the
+    #: ``TimestampedValue`` outputs with its window fn
+    beam_windowing: Any = attrs.field(default=None, eq=False)
+    side_views: tuple[SideView, ...] = attrs.field(default=(), eq=False)
+
+
+class _EngineReceiver(common.Receiver):
+    """Receives one output of a Beam DoFn and passes it on as the engine's element."""
+
+    def __init__(self, emit: Emit) -> None:
+        self.emit = emit
+
+    def receive(self, windowed_value: Any) -> None:
+        try:
+            self.emit(to_engine(windowed_value))
+        except UserCodeError as error:
+            # A failure downstream, already named: Beam's DoFnRunner must pass it on as it is,
+            # not rename it after this step.
+            error._tagged_with_step = True
+            raise
+
+
+class _Dropping(common.Receiver):
+    def receive(self, windowed_value: Any) -> None:
+        return None
+
+
+class _Receivers(dict):
+    """Tag -> receiver; an undeclared tag's outputs are dropped, as in Beam's runners."""
+
+    def __missing__(self, tag: Any) -> common.Receiver:
+        receiver = self[tag] = _Dropping()
+        return receiver
+
+
+def _side_input_maps(op: BeamParDoOp, side_inputs: SideInputs | None) -> list[SideInputMap]:
+    maps = []
+    for slot, view in zip(op.side_inputs, op.side_views):
+        elements = side_inputs.elements(slot.pcoll) if side_inputs is not None else []
+        maps.append(SideInputMap(view.view_class, view.options, [to_beam(wv) for wv in elements]))
+    return maps
+
+
+class BeamDoFnRunner:
+    """Runs one Beam ParDo over a bundle through Beam's ``DoFnRunner``.
+
+    Built on the worker per bundle (a partition of a step), with this bundle's copy of the
+    DoFn: ``start`` is its setup and start_bundle, ``teardown`` its teardown.
+    """
+
+    def __init__(self, op: BeamParDoOp, emitters: dict[str | None, Emit], side_inputs: SideInputs | None) -> None:
+        self.label = op.label
+        self.location = op.location
+        receivers = _Receivers()
+        for tag, emit in emitters.items():
+            receivers[tag] = _EngineReceiver(emit)
+        if None not in receivers:
+            receivers[None] = _Dropping()
+        try:
+            # With the step name, Beam adds "[while running 'label']" to a DoFn's exception,
+            # as Beam's runners do (tests match on it); our note then says where it was applied.
+            self.runner = common.DoFnRunner(
+                op.dofn,
+                op.args,
+                op.kwargs,
+                _side_input_maps(op, side_inputs),
+                op.beam_windowing,
+                tagged_receivers=receivers,
+                step_name=op.label,
+            )
+        except Exception as error:
+            raise UserCodeError(self.label, self.location, error) from error
+
+    def start(self) -> None:
+        self._guard(self.runner.setup)
+        self._guard(self.runner.start)
+
+    def process(self, wv: WindowedValue) -> None:
+        try:
+            self.runner.process(to_beam(wv))
+        except UserCodeError:
+            raise  # from a DoFn downstream in the same stage, already named
+        except Exception as error:
+            raise UserCodeError(self.label, self.location, error, wv.value) from error
+
+    def finish(self) -> None:
+        self._guard(self.runner.finish)
+
+    def finalize_bundle(self) -> None:
+        """The callbacks the DoFn registered with ``DoFn.BundleFinalizerParam``."""
+        self._guard(self.runner.finalize)
+
+    def teardown(self) -> None:
+        self._guard(self.runner.teardown)
+
+    def _guard(self, method: Callable[[], Any]) -> None:
+        try:
+            method()
+        except UserCodeError:
+            raise
+        except Exception as error:
+            raise UserCodeError(self.label, self.location, error) from error
+
+
+# A ParDo in every way (planning, side inputs, what must pickle) but for its DoFn's runner.
+register_kind(BeamParDoOp, like=ParDoOp, join_body=pardo_joiner(BeamDoFnRunner))

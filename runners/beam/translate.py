@@ -1,0 +1,426 @@
+"""Translation: an apache_beam pipeline, after Beam's own expansion, as the engine's lowered ops.
+
+The translator walks Beam's graph (``AppliedPTransform`` nodes) depth first, in the order
+transforms were applied, so producers come before consumers. Two composites are
+translated whole:
+
+- ``CombinePerKey`` with no side arguments becomes one grouping that combines as it
+  groups (combiner lifting), with the user's Beam ``CombineFn``;
+- ``Read`` of a ``BoundedSource`` becomes a source of the source's bundles, split before
+  the run, and a ParDo reading each bundle on the executors (``reads.py``).
+
+Every other composite is walked into, and each primitive is translated by the function
+registered for its type: ``Impulse``, ``ParDo`` (a Beam DoFn run by Beam's DoFnRunner,
+``pardo.py``), ``WindowInto`` (Beam's WindowFn as the engine's, ``windowing.py``),
+``GroupByKey`` (keys encoded with Beam's coders, ``grouping.py``), ``Flatten`` and
+``TestStream``. A primitive without a translation, or a feature the engine cannot honour
+yet (state and timers, splittable DoFns, unbounded sources), raises ``NotImplementedError``
+naming the transform, before Spark starts.
+
+Each PCollection's windowing comes from Beam (``pcoll.windowing``, which Beam's own
+composites, Reshuffle among them, may set without a WindowInto), translated once.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import apache_beam as beam
+from apache_beam import pvalue as beam_pvalue
+from apache_beam.io import iobase
+from apache_beam.runners.common import DoFnSignature
+from apache_beam.testing import test_stream as beam_test_stream
+from apache_beam.transforms import core as beam_core
+from apache_beam.transforms import util as beam_util
+
+from sparkbeam.core import _CallableDoFn
+from sparkbeam.runners.beam.grouping import BeamCombineFn, KeyCodec, grouping_coders
+from sparkbeam.runners.beam.pardo import BeamParDoOp, SideInputName, SideView
+from sparkbeam.runners.beam.reads import ReadBundle, split_source
+from sparkbeam.runners.beam.windowing import engine_windowfn, engine_windowing
+from sparkbeam.runners.core.errors import UnsupportedError
+from sparkbeam.runners.core.ops import (
+    CreateOp,
+    FlattenOp,
+    GroupOp,
+    ImpulseOp,
+    LoweredPipeline,
+    Op,
+    ParDoOp,
+    PCollectionInfo,
+    SideInputSlot,
+    TestStreamOp,
+    WindowIntoOp,
+)
+from sparkbeam.testing import test_stream
+from sparkbeam.utils.timestamp import Duration, Timestamp
+from sparkbeam.window import TimestampedValue
+from sparkbeam.windowing import Windowing
+
+__all__ = ["supported_primitives", "translate"]
+
+#: What to use instead, for transforms that need what a local Spark runner cannot give.
+_REFUSED_HINTS = {
+    "ExternalTransform": (
+        "cross-language transforms need Beam's expansion service and a portable runner; "
+        "use a Python transform (for Kafka, sparkbeam.io.ReadFromKafka in a sparkbeam pipeline)"
+    ),
+    "_ReadFromPubSub": (
+        "Pub/Sub has no local emulator here; read the messages from Kafka or from files "
+        "instead (sparkbeam.io.ReadFromKafka, ReadFromTextStream)"
+    ),
+    "_WriteToPubSub": "Pub/Sub has no local emulator here; write to files or Kafka instead",
+}
+
+
+class _Translation:
+    def __init__(self, locations: dict[str, str], deterministic_keys: bool) -> None:
+        self.locations = locations
+        self.deterministic_keys = deterministic_keys
+        self.ids: dict[int, int] = {}
+        self.infos: list[PCollectionInfo] = []
+        self.ops: list[Op] = []
+        self._windowings: dict[int, Windowing] = {}
+        # Beam's PCollections by id, kept alive so that their ids stay theirs.
+        self._handles: list[Any] = []
+        #: inside Beam's Reshuffle, whose groupings' panes nobody sees
+        self.reshuffle_depth = 0
+
+    # -- PCollections ----------------------------------------------------------------
+    def windowing(self, pcoll: Any, label: str) -> Windowing:
+        beam_windowing = pcoll.windowing
+        found = self._windowings.get(id(beam_windowing))
+        if found is None:
+            found = self._windowings[id(beam_windowing)] = engine_windowing(beam_windowing, label)
+            self._handles.append(beam_windowing)
+        return found
+
+    def pcoll_id(self, pcoll: Any) -> int:
+        key = id(pcoll)
+        found = self.ids.get(key)
+        if found is None:
+            label = _pcoll_label(pcoll)
+            found = self.ids[key] = self.new_pcoll(label, self.windowing(pcoll, label), bool(pcoll.is_bounded))
+            self._handles.append(pcoll)
+        return found
+
+    def new_pcoll(self, label: str, windowing: Windowing, is_bounded: bool) -> int:
+        """A PCollection of the translation's own (between a grouping and its key coding)."""
+        info = PCollectionInfo(len(self.infos), label, windowing, is_bounded)
+        self.infos.append(info)
+        return info.id
+
+    # -- nodes -----------------------------------------------------------------------
+    def location(self, node: Any) -> str:
+        return self.locations.get(node.full_label, "<unknown>")
+
+    def base(self, node: Any) -> dict[str, Any]:
+        return {
+            "label": node.full_label,
+            "location": self.location(node),
+            "inputs": tuple(self.pcoll_id(pc) for pc in _pcolls(node.inputs)),
+            "outputs": tuple(self.pcoll_id(pc) for pc in _pcolls(node.outputs.values())),
+        }
+
+    def visit(self, node: Any) -> None:
+        transform = node.transform
+        hint = _REFUSED_HINTS.get(type(transform).__name__)
+        if hint is not None:
+            msg = f"'{node.full_label}' ({type(transform).__name__}, applied at {self.location(node)}) cannot run on sparkbeam: {hint}"
+            raise UnsupportedError(msg)
+        for kind, translate_whole in _COMPOSITES:
+            if isinstance(transform, kind):
+                ops = translate_whole(self, node)
+                if ops is not None:
+                    self.ops.extend(ops)
+                    return
+        if node.parts:
+            reshuffle = isinstance(transform, (beam_util.Reshuffle, beam_util.ReshufflePerKey))
+            self.reshuffle_depth += reshuffle
+            for part in node.parts:
+                self.visit(part)
+            self.reshuffle_depth -= reshuffle
+            return
+        if _passes_through(node):
+            return  # a composite that returned its input (Create's MaybeReshuffle of one value)
+        translate_primitive = _primitive_translation(transform)
+        if translate_primitive is None:
+            msg = (
+                f"'{node.full_label}' (applied at {self.location(node)}): the primitive "
+                f"{type(transform).__name__} has no translation in sparkbeam's Beam runner; "
+                f"supported primitives: {', '.join(supported_primitives())}"
+            )
+            raise UnsupportedError(msg)
+        self.ops.extend(translate_primitive(self, node))
+
+
+def _pcolls(values: Any) -> list[Any]:
+    return [v for v in values if isinstance(v, beam_pvalue.PCollection)]
+
+
+def _pcoll_label(pcoll: Any) -> str:
+    producer = pcoll.producer.full_label if pcoll.producer is not None else "?"
+    return producer if pcoll.tag in (None, "None") else f"{producer}.{pcoll.tag}"
+
+
+def _passes_through(node: Any) -> bool:
+    outputs = _pcolls(node.outputs.values())
+    return all(pc.producer is not node for pc in outputs)
+
+
+Translate = Callable[[_Translation, Any], list[Op]]
+_PRIMITIVES: dict[type, Translate] = {}
+
+
+def _translates(kind: type) -> Callable[[Translate], Translate]:
+    def register(fn: Translate) -> Translate:
+        _PRIMITIVES[kind] = fn
+        return fn
+
+    return register
+
+
+def _primitive_translation(transform: Any) -> Translate | None:
+    for kind in type(transform).__mro__:
+        found = _PRIMITIVES.get(kind)
+        if found is not None:
+            return found
+    return None
+
+
+def supported_primitives() -> list[str]:
+    """Beam's primitives this runner translates, read off the registry."""
+    return sorted(kind.__name__ for kind in _PRIMITIVES)
+
+
+@_translates(beam_core.Impulse)
+def _impulse(t: _Translation, node: Any) -> list[Op]:
+    return [ImpulseOp(**t.base(node))]
+
+
+@_translates(beam_core.Flatten)
+def _flatten(t: _Translation, node: Any) -> list[Op]:
+    base = t.base(node)
+    if not base["inputs"]:  # Flatten of no PCollections: an empty one
+        return [CreateOp(**base, values=())]
+    return [FlattenOp(**base)]
+
+
+@_translates(beam_core.WindowInto)
+def _window_into(t: _Translation, node: Any) -> list[Op]:
+    return [WindowIntoOp(**t.base(node), windowfn=engine_windowfn(node.transform.windowing.windowfn))]
+
+
+def _side_input(t: _Translation, view: Any) -> tuple[SideInputSlot, SideView]:
+    pcoll = view.pvalue
+    label = _pcoll_label(pcoll)
+    windowing = t.windowing(pcoll, label)
+    side_view = SideView(type(view), view._view_options())
+    # The slot ships with the op: it names the PCollection, never carries it (or its pipeline).
+    shown = copy.copy(view)
+    shown.pvalue = SideInputName(label)
+    slot = SideInputSlot(t.pcoll_id(pcoll), shown, windowing.windowfn, windowing.allowed_lateness)
+    return slot, side_view
+
+
+@_translates(beam_core.ParDo)
+def _par_do(t: _Translation, node: Any) -> list[Op]:
+    transform = node.transform
+    fn = transform.fn
+    signature = DoFnSignature(fn)
+    where = f"'{node.full_label}' (applied at {t.location(node)})"
+    if signature.is_stateful_dofn():
+        msg = f"{where}: stateful and timely DoFns (DoFn.StateParam, DoFn.TimerParam) are not supported by sparkbeam's Beam runner yet"
+        raise UnsupportedError(msg)
+    if signature.is_splittable_dofn():
+        msg = f"{where}: splittable DoFns (DoFn.RestrictionParam) are not supported by sparkbeam's Beam runner yet"
+        raise UnsupportedError(msg)
+    if _only_batches(fn):
+        msg = f"{where}: a DoFn with process_batch and no process is not supported by sparkbeam's Beam runner yet"
+        raise UnsupportedError(msg)
+    (main,) = _pcolls(node.inputs)
+    label = _pcoll_label(main)
+    windowing = t.windowing(main, label)
+    sides = [_side_input(t, view) for view in node.side_inputs]
+    base = t.base(node)
+    tags = tuple(None if tag in (None, "None") else tag for tag, pc in node.outputs.items() if isinstance(pc, beam_pvalue.PCollection))
+    return [
+        BeamParDoOp(
+            **base,
+            dofn=fn,
+            args=tuple(transform.args),
+            kwargs=dict(transform.kwargs),
+            output_tags=tags,
+            side_inputs=tuple(slot for slot, _ in sides),
+            input_windowfn=windowing.windowfn,
+            beam_windowing=main.windowing,
+            side_views=tuple(view for _, view in sides),
+        )
+    ]
+
+
+def _only_batches(fn: Any) -> bool:
+    return type(fn).process is beam.DoFn.process and type(fn).process_batch is not beam.DoFn.process_batch
+
+
+def _key_coded_grouping(
+    t: _Translation, node: Any, codec: KeyCodec, decode: Callable[[Any], Any], combine_fn: Any = None
+) -> list[Op]:
+    """EncodeKey (upstream stage) -> the grouping on encoded keys -> DecodeKey (its stage)."""
+    label = node.full_label
+    location = t.location(node)
+    (source,) = _pcolls(node.inputs)
+    (output,) = _pcolls(node.outputs.values())
+    source_id, output_id = t.pcoll_id(source), t.pcoll_id(output)
+    source_info, output_info = t.infos[source_id], t.infos[output_id]
+    encoded = t.new_pcoll(f"{label}/EncodeKey.out", source_info.windowing, source_info.is_bounded)
+    grouped = t.new_pcoll(f"{label}.grouped", output_info.windowing, output_info.is_bounded)
+    return [
+        ParDoOp(
+            label=f"{label}/EncodeKey",
+            location=location,
+            inputs=(source_id,),
+            outputs=(encoded,),
+            dofn=_CallableDoFn(codec.encode, "Map"),
+            args=(),
+            kwargs={},
+            output_tags=(None,),
+            input_windowfn=source_info.windowing.windowfn,
+        ),
+        GroupOp(
+            label=label,
+            location=location,
+            inputs=(encoded,),
+            outputs=(grouped,),
+            windowing=source_info.windowing,
+            combine_fn=combine_fn,
+            keep_pane_indices=t.reshuffle_depth == 0,
+        ),
+        ParDoOp(
+            label=f"{label}/DecodeKey",
+            location=location,
+            inputs=(grouped,),
+            outputs=(output_id,),
+            dofn=_CallableDoFn(decode, "Map"),
+            args=(),
+            kwargs={},
+            output_tags=(None,),
+            input_windowfn=output_info.windowing.windowfn,
+        ),
+    ]
+
+
+@_translates(beam_core.GroupByKey)
+def _group_by_key(t: _Translation, node: Any) -> list[Op]:
+    (source,) = _pcolls(node.inputs)
+    key_coder, value_coder = grouping_coders(source, node.full_label, t.deterministic_keys)
+    codec = KeyCodec(node.full_label, key_coder, value_coder)
+    return _key_coded_grouping(t, node, codec, codec.decode_grouped)
+
+
+@_translates(beam_test_stream.TestStream)
+def _test_stream(t: _Translation, node: Any) -> list[Op]:
+    transform = node.transform
+    if getattr(transform, "_endpoint", None):
+        msg = f"'{node.full_label}': a TestStream reading a TestStreamService (endpoint=...) is not supported"
+        raise UnsupportedError(msg)
+    base = t.base(node)
+    tags = tuple(None if tag in (None, "None") else tag for tag, pc in node.outputs.items() if isinstance(pc, beam_pvalue.PCollection))
+    events = tuple(_test_stream_event(event, node.full_label) for event in transform._events)
+    return [TestStreamOp(**base, events=events, output_tags=tags)]
+
+
+def _test_stream_event(event: Any, label: str) -> Any:
+    if isinstance(event, beam_test_stream.ElementEvent):
+        values = [TimestampedValue(tv.value, Timestamp.from_micros(tv.timestamp.micros)) for tv in event.timestamped_values]
+        return test_stream.ElementEvent(values, event.tag)
+    if isinstance(event, beam_test_stream.WatermarkEvent):
+        return test_stream.WatermarkEvent(Timestamp.from_micros(event.new_watermark.micros), event.tag)
+    if isinstance(event, beam_test_stream.ProcessingTimeEvent):
+        return test_stream.ProcessingTimeEvent(Duration.from_micros(event.advance_by.micros))
+    msg = f"'{label}': TestStream event {event!r} is not supported"
+    raise UnsupportedError(msg)
+
+
+# -- composites translated whole ---------------------------------------------------------
+
+
+def _combine_per_key(t: _Translation, node: Any) -> list[Op] | None:
+    transform = node.transform
+    if transform.args or transform.kwargs or node.side_inputs:
+        return None  # side arguments reach the CombineFn per element: run Beam's expansion
+    (source,) = _pcolls(node.inputs)
+    key_coder, _ = grouping_coders(source, node.full_label, t.deterministic_keys)
+    # The fn as given: Beam's runners do not specialise it (for_input_type would turn
+    # MeanCombineFn into an integer mean for ints).
+    codec = KeyCodec(node.full_label, key_coder)
+    return _key_coded_grouping(t, node, codec, codec.decode_key, combine_fn=BeamCombineFn(transform.fn))
+
+
+def _read(t: _Translation, node: Any) -> list[Op] | None:
+    source = node.transform.source
+    where = f"'{node.full_label}' (applied at {t.location(node)})"
+    if isinstance(source, iobase.BoundedSource):
+        (output,) = _pcolls(node.outputs.values())
+        output_id = t.pcoll_id(output)
+        info = t.infos[output_id]
+        try:
+            bundles = split_source(source)
+        except Exception as error:
+            msg = f"{where}: splitting {source!r} failed: {type(error).__name__}: {error}"
+            raise ValueError(msg) from error
+        bundles_id = t.new_pcoll(f"{node.full_label}.bundles", info.windowing, True)
+        location = t.location(node)
+        return [
+            CreateOp(label=node.full_label, location=location, inputs=(), outputs=(bundles_id,), values=bundles),
+            BeamParDoOp(
+                label=f"{node.full_label}/ReadBundle",
+                location=location,
+                inputs=(bundles_id,),
+                outputs=(output_id,),
+                dofn=ReadBundle(),
+                args=(),
+                kwargs={},
+                output_tags=(None,),
+                input_windowfn=info.windowing.windowfn,
+                beam_windowing=output.windowing,
+            ),
+        ]
+    if isinstance(source, beam.transforms.PTransform):
+        return None  # Read of a transform: its expansion
+    msg = (
+        f"{where}: reading {type(source).__name__} (an unbounded source) is not supported by "
+        "sparkbeam's Beam runner yet; use TestStream, or sparkbeam's stream reads in a sparkbeam pipeline"
+    )
+    raise UnsupportedError(msg)
+
+
+_COMPOSITES: list[tuple[type, Callable[[_Translation, Any], list[Op] | None]]] = [
+    (beam_core.CombinePerKey, _combine_per_key),
+    (iobase.Read, _read),
+]
+
+
+def translate(
+    pipeline: Any,
+    *,
+    locations: dict[str, str] | None = None,
+    captured: Sequence[Any] = (),
+    capture_logs: dict[int, str] | None = None,
+    deterministic_keys: bool = True,
+) -> LoweredPipeline:
+    """The engine's ops for a Beam pipeline, producers first; ``captured`` are Beam
+    PCollections whose emissions the run records (``capture_logs``: by ``id`` of the
+    PCollection, the file each one's log goes to)."""
+    translation = _Translation(locations or {}, deterministic_keys)
+    for node in pipeline.transforms_stack[0].parts:
+        translation.visit(node)
+    for pcoll in captured:
+        if id(pcoll) not in translation.ids:
+            msg = f"{pcoll} was captured but is not part of this pipeline's graph"
+            raise ValueError(msg)
+    captured_ids = frozenset(translation.ids[id(pc)] for pc in captured)
+    logs = {translation.ids[key]: path for key, path in (capture_logs or {}).items() if key in translation.ids}
+    return LoweredPipeline(tuple(translation.ops), tuple(translation.infos), captured_ids, dict(translation.ids), logs)

@@ -1,0 +1,389 @@
+"""The execution registry: what each lowered op is to the engine, and what each backend does with it.
+
+Ibis's backend compilers are the model (STYLE.md): one registration per op type, a
+dispatcher whose base case raises naming the op, and the list of what runs read off the
+registry, never kept by hand.
+
+**The engine's side**: one ``OpKind`` per op type (``register_kind``, at the end of this
+module for the engine's own ops), declaring
+
+- its ``Role`` in planning (``plan.py``): a source heads a stage, a grouping heads one after
+  a shuffle, an element-wise op fuses into the stage its input comes from, a sink is
+  attached to the stage that produces its input;
+- for a source, the state that feeds it step by step (``source_state``), and the elements
+  the driver holds for it, if any (``driver_elements``: Create, Impulse);
+- for an element-wise op, how it joins a stage's fused body (``join_body``, ``fused.py``);
+- what of it must pickle to reach Spark's executors (``shipped_parts``) and the op as they
+  need it (``for_executors``: a source's contents stay on the driver);
+- what a checkpoint's shape records of it (``shape``), whether its stage splits into one
+  stage per output (``split_stages``), whether its input never ends (``endless``).
+
+**Each backend's side**: a backend registers, under its name (``backend_ops``), how it reads
+each source it supports into its datasets (memory: lists; Spark: RDDs), how it runs each
+grouping, how it writes each sink. Element-wise ops need no registration: every backend runs
+them through the shared fused body. What a backend does not register is refused, naming the
+op's label, where it was applied and the backend (``OpDispatcher.lookup``); what it runs is
+``supported_ops(backend)``.
+
+Adding a primitive is one ``register_kind`` (here for the engine's own ops, beside the op
+for a front end's: ``runners/beam/pardo.py``) and one registration per backend that runs it.
+Kinds are looked up by the op's exact type: a subclass of a registered op type is refused
+until it is registered itself (``like=`` its base type keeps the base's hooks).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+import attrs
+
+from sparkbeam.runners.core.dofn_invoker import DoFnRunner, ElementRunner, SideInputs
+from sparkbeam.runners.core.errors import UnsupportedError
+from sparkbeam.runners.core.ops import (
+    CreateOp,
+    FlattenOp,
+    GroupOp,
+    ImpulseOp,
+    Op,
+    ParDoOp,
+    ReadTextOp,
+    StatefulParDoOp,
+    StreamReadOp,
+    TestStreamOp,
+    WindowIntoOp,
+    WriteFilesPerStepOp,
+    WriteTextOp,
+)
+from sparkbeam.runners.core.sources import BoundedSourceState, SourceState, TestStreamState
+from sparkbeam.runners.core.window_assignment import window_assigner
+from sparkbeam.utils.timestamp import MIN_TIMESTAMP
+from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
+from sparkbeam.window import GlobalWindow
+
+if TYPE_CHECKING:
+    from sparkbeam.runners.core.plan import StagePlan
+
+__all__ = [
+    "BackendOps",
+    "BodyBuilder",
+    "OpDispatcher",
+    "OpKind",
+    "Role",
+    "backend_ops",
+    "kind_of",
+    "pardo_joiner",
+    "register_kind",
+    "supported_ops",
+]
+
+Receiver = Callable[[WindowedValue], None]
+_Impl = TypeVar("_Impl")
+
+
+class Role(enum.Enum):
+    """Where an op goes when the plan cuts the pipeline into stages."""
+
+    SOURCE = "source"
+    ELEMENT_WISE = "element-wise"
+    GROUPING = "grouping"
+    SINK = "sink"
+
+
+class BodyBuilder(Protocol):
+    """What a fused body offers an element-wise op joining it (``fused.FusedBody``)."""
+
+    side_inputs: SideInputs | None
+
+    def receive(self, pcoll: int, receiver: Receiver) -> None:
+        """Call ``receiver`` with every element of ``pcoll`` inside the body."""
+
+    def sender(self, pcoll: int) -> Receiver:
+        """A function that hands an element of ``pcoll`` to whatever reads it."""
+
+    def add_runner(self, runner: ElementRunner) -> None:
+        """A DoFn runner whose bundle lifecycle (start, finish, teardown) the body drives."""
+
+
+def _nothing(op: Any) -> tuple:
+    return ()
+
+
+def _same(op: Any) -> Any:
+    return op
+
+
+@attrs.frozen
+class OpKind:
+    """What the engine knows about one op type (see the module docs)."""
+
+    op_type: type
+    role: Role
+    source_state: Callable[[Any], SourceState] | None = None
+    driver_elements: Callable[[Any], list[WindowedValue]] | None = None
+    join_body: Callable[[Any, BodyBuilder], None] | None = None
+    #: (what, value) pairs that must pickle to ship the op to executors
+    shipped_parts: Callable[[Any], tuple[tuple[str, Any], ...]] = _nothing
+    for_executors: Callable[[Any], Any] = _same
+    #: what a checkpoint's record of the pipeline's shape says of the op, besides its type and label
+    shape: Callable[[Any], tuple[str, ...]] = _nothing
+    #: (stage name, the op for one output, source tag) per output, for a source whose
+    #: outputs each get a stage (each output has its own watermark); () for one stage
+    split_stages: Callable[[Any], tuple[tuple[str, Any, Any], ...]] = _nothing
+    #: a source whose input never ends by itself (a real stream)
+    endless: bool = False
+    #: a source that scripts processing time too (TestStream): the run's clock is manual
+    scripts_processing_time: bool = False
+
+    def __attrs_post_init__(self) -> None:
+        needs = {Role.SOURCE: ("source_state", self.source_state), Role.ELEMENT_WISE: ("join_body", self.join_body)}
+        name, hook = needs.get(self.role, ("", True))
+        if hook is None:
+            msg = f"{self.op_type.__name__} is registered as {self.role.value} without {name}"
+            raise TypeError(msg)
+
+
+_KINDS: dict[type, OpKind] = {}
+
+
+def register_kind(op_type: type, role: Role | None = None, *, like: type | None = None, **hooks: Any) -> OpKind:
+    """Declare what ``op_type`` is to the engine (one call per op type). ``like``: an op
+    type already registered whose role and hooks this one keeps, but for ``hooks`` (a
+    front end's ParDo whose DoFns run on other machinery is a ParDo but for its runner)."""
+    if like is not None:
+        base = _KINDS[like]
+        kind = attrs.evolve(base, op_type=op_type, role=role or base.role, **hooks)
+    elif role is None:
+        msg = f"register_kind({op_type.__name__}): give its role, or the op type it is like"
+        raise TypeError(msg)
+    else:
+        kind = OpKind(op_type, role, **hooks)
+    _KINDS[op_type] = kind
+    return kind
+
+
+def _lookup(table: dict[type, Any], op: Any) -> Any:
+    # The exact type only: a subclass of a registered op type is an op of its own, which
+    # must be registered (possibly ``like`` its base), never run as its base by accident.
+    return table.get(type(op))
+
+
+def _where(op: Any) -> str:
+    return f"'{getattr(op, 'label', op)}' (applied at {getattr(op, 'location', 'an unknown place')})"
+
+
+def kind_of(op: Op) -> OpKind:
+    """The op's kind; an op type the engine does not know is refused, naming the op."""
+    kind = _lookup(_KINDS, op)
+    if kind is None:
+        known = ", ".join(sorted(cls.__name__ for cls in _KINDS))
+        msg = f"{_where(op)}: sparkbeam's engine cannot execute {type(op).__name__}; it executes {known}"
+        raise UnsupportedError(msg)
+    return kind
+
+
+def make_source_state(op: Op) -> SourceState:
+    """The state that feeds a source stage headed by ``op``, step by step."""
+    kind = kind_of(op)
+    if kind.source_state is None:
+        msg = f"{_where(op)}: {type(op).__name__} is not a source"
+        raise TypeError(msg)
+    return kind.source_state(op)
+
+
+class OpDispatcher(Generic[_Impl]):
+    """One backend's implementations of one kind of work (``work``: 'read', 'group',
+    'write'), per op type. The base case raises an ``UnsupportedError`` naming the op."""
+
+    def __init__(self, backend: str, work: str) -> None:
+        self.backend = backend
+        self.work = work
+        self._impls: dict[type, _Impl] = {}
+
+    def register(self, *op_types: type) -> Callable[[_Impl], _Impl]:
+        def registering(impl: _Impl) -> _Impl:
+            for op_type in op_types:
+                self._impls[op_type] = impl
+            return impl
+
+        return registering
+
+    def lookup(self, op: Op) -> _Impl:
+        impl = _lookup(self._impls, op)
+        if impl is None:
+            can = ", ".join(self.op_types()) or "nothing"
+            msg = (
+                f"{_where(op)}: the {self.backend} backend cannot {self.work} {type(op).__name__} "
+                f"(it can {self.work} {can}); run the pipeline on a runner that supports it"
+            )
+            raise UnsupportedError(msg)
+        return impl
+
+    def op_types(self) -> list[str]:
+        return sorted(cls.__name__ for cls in self._impls)
+
+
+class BackendOps:
+    """What one backend registers: how it reads sources, runs groupings, writes sinks."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.sources: OpDispatcher[Callable[..., Any]] = OpDispatcher(name, "read")
+        self.groupings: OpDispatcher[Callable[..., Any]] = OpDispatcher(name, "group with")
+        self.sinks: OpDispatcher[Any] = OpDispatcher(name, "write")
+
+    def check(self, plan: StagePlan) -> None:
+        """Refuse, before anything runs, an op of ``plan`` the backend does not run,
+        naming it (a stream would otherwise fail only at the first step reaching it)."""
+        for stage in plan.stages:
+            head = stage.head
+            if head is not None:
+                role = kind_of(head).role
+                if role is Role.SOURCE:
+                    self.sources.lookup(head)
+                elif role is Role.GROUPING:
+                    self.groupings.lookup(head)
+            for op in stage.body:
+                kind_of(op)
+            for sink in stage.sinks:
+                self.sinks.lookup(sink)
+
+
+_BACKENDS: dict[str, BackendOps] = {}
+
+
+def backend_ops(name: str) -> BackendOps:
+    """The registrations of the backend called ``name`` (made at its first use)."""
+    found = _BACKENDS.get(name)
+    if found is None:
+        found = _BACKENDS[name] = BackendOps(name)
+    return found
+
+
+def supported_ops(backend: str) -> list[str]:
+    """The op types the backend runs: its registered sources, groupings and sinks, and
+    every element-wise op (the fused body is the same on every backend)."""
+    ops = backend_ops(backend)
+    element_wise = [kind.op_type.__name__ for kind in _KINDS.values() if kind.role is Role.ELEMENT_WISE]
+    return sorted({*element_wise, *ops.sources.op_types(), *ops.groupings.op_types(), *ops.sinks.op_types()})
+
+
+# ---------------------------------------------------------------------------- the engine's ops
+
+_GLOBAL = (GlobalWindow(),)
+
+
+def _create_elements(op: CreateOp) -> list[WindowedValue]:
+    """Create's values, in the global window at the minimum timestamp."""
+    return [WindowedValue(v, MIN_TIMESTAMP.micros, _GLOBAL, PANE_INFO_UNKNOWN) for v in op.values]
+
+
+def _impulse_elements(op: ImpulseOp) -> list[WindowedValue]:
+    return [WindowedValue(b"", MIN_TIMESTAMP.micros, _GLOBAL, PANE_INFO_UNKNOWN)]
+
+
+def _stream_source_state(op: StreamReadOp) -> SourceState:
+    from sparkbeam.runners.core.stream_sources import StreamSourceState
+
+    return StreamSourceState(op)
+
+
+def _test_stream_stages(op: TestStreamOp) -> tuple[tuple[str, Any, Any], ...]:
+    if len(op.outputs) <= 1:
+        return ()
+    return tuple(
+        (f"{op.label}[{tag}]", attrs.evolve(op, outputs=(pcoll,), output_tags=(tag,)), tag)
+        for pcoll, tag in zip(op.outputs, op.output_tags)
+    )
+
+
+def pardo_joiner(make_runner: Callable[[Any, dict[Any, Receiver], SideInputs | None], ElementRunner]) -> Callable[[Any, BodyBuilder], None]:
+    """How a ParDo joins a fused body, its DoFn run by what ``make_runner(op, emitters,
+    side_inputs)`` builds per bundle (sparkbeam's ``DoFnRunner``; a front end's own)."""
+
+    def join(op: ParDoOp, body: BodyBuilder) -> None:
+        emitters = {tag: body.sender(pcoll) for tag, pcoll in zip(op.output_tags, op.outputs)}
+        runner = make_runner(op, emitters, body.side_inputs)
+        body.add_runner(runner)
+        (source,) = op.inputs
+        body.receive(source, runner.process)
+
+    return join
+
+
+def _join_window_into(op: WindowIntoOp, body: BodyBuilder) -> None:
+    reassign = window_assigner(op.windowfn, op.label, op.location)
+    (source,) = op.inputs
+    (target,) = op.outputs
+    send = body.sender(target)
+
+    def receive(wv: WindowedValue) -> None:
+        for out in reassign(wv):
+            send(out)
+
+    body.receive(source, receive)
+
+
+def _join_flatten(op: FlattenOp, body: BodyBuilder) -> None:
+    (target,) = op.outputs
+    send = body.sender(target)
+    for source in op.inputs:
+        body.receive(source, send)
+
+
+register_kind(
+    ImpulseOp,
+    Role.SOURCE,
+    source_state=BoundedSourceState,
+    driver_elements=_impulse_elements,
+)
+register_kind(
+    CreateOp,
+    Role.SOURCE,
+    source_state=BoundedSourceState,
+    driver_elements=_create_elements,
+    for_executors=lambda op: attrs.evolve(op, values=()),  # each step ships its own elements
+)
+register_kind(ReadTextOp, Role.SOURCE, source_state=BoundedSourceState)
+register_kind(
+    StreamReadOp,
+    Role.SOURCE,
+    source_state=_stream_source_state,
+    shipped_parts=lambda op: (("timestamp, partition_by and watermark settings", op.spec),),
+    shape=lambda op: (f"source={op.spec.format}",),
+    endless=True,
+)
+register_kind(
+    TestStreamOp,
+    Role.SOURCE,
+    source_state=lambda op: TestStreamState(op, op.output_tags[0]),
+    for_executors=lambda op: attrs.evolve(op, events=()),  # the script stays on the driver
+    split_stages=_test_stream_stages,
+    scripts_processing_time=True,
+)
+register_kind(
+    ParDoOp,
+    Role.ELEMENT_WISE,
+    join_body=pardo_joiner(DoFnRunner),
+    shipped_parts=lambda op: (("DoFn", op.dofn), ("arguments", (op.args, op.kwargs))),
+)
+register_kind(WindowIntoOp, Role.ELEMENT_WISE, join_body=_join_window_into)
+register_kind(FlattenOp, Role.ELEMENT_WISE, join_body=_join_flatten)
+register_kind(
+    GroupOp,
+    Role.GROUPING,
+    shipped_parts=lambda op: () if op.combine_fn is None else (("CombineFn", op.combine_fn),),
+    shape=lambda op: (
+        f"windowing={op.windowing!r} combine={type(op.combine_fn).__name__ if op.combine_fn else None}",
+    ),
+)
+register_kind(
+    StatefulParDoOp,
+    # Keyed like a grouping: its state and timers live per key between steps (stateful_step.py).
+    Role.GROUPING,
+    shipped_parts=lambda op: (("DoFn", op.dofn), ("arguments", (op.args, op.kwargs))),
+    shape=lambda op: (f"windowing={op.windowing!r} dofn={type(op.dofn).__name__}",),
+)
+register_kind(WriteTextOp, Role.SINK)
+register_kind(WriteFilesPerStepOp, Role.SINK)
