@@ -141,7 +141,11 @@ class StatefulDoFnRunner(DoFnRunner):
         event_time = is_event_time(domain)
         if event_time:
             gc_time = self.holds.gc_time(self._window)
-            if fire_micros > gc_time:
+            # The window's state goes once the watermark passes its GC time, i.e. reaches
+            # gc_time + 1, which is also when a timer there fires (timers fire first): so a
+            # timer up to that instant (``window.end`` with no lateness) fires, a later one
+            # could never.
+            if fire_micros > gc_time + 1:
                 msg = (
                     f"an event-time timer set for {Timestamp.from_micros(fire_micros)!r} in window "
                     f"{self._window!r} would fire after the window expires at {Timestamp.from_micros(gc_time)!r} "
