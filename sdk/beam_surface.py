@@ -54,8 +54,6 @@ _REASONS = {
     "apache_beam.JavaExternalTransform": "cross-language transforms are not supported",
     "apache_beam.managed": "managed (cross-language) transforms are not supported",
     "apache_beam.transforms.managed": "managed (cross-language) transforms are not supported",
-    "apache_beam.transforms.userstate": "stateful and timely DoFns are not supported yet",
-    "apache_beam.transforms.timeutil": "stateful and timely DoFns are not supported yet (TimeDomain is for their timers)",
     "apache_beam.transforms.core.RestrictionProvider": "splittable DoFns are not supported",
     "apache_beam.io.restriction_trackers": "splittable DoFns are not supported",
     "apache_beam.io.watermark_estimators": "splittable DoFns are not supported; sparkbeam.io.watermarks has watermark estimators for real streams",

@@ -17,7 +17,7 @@ from typing import Any
 
 from sparkbeam import pvalue
 from sparkbeam.coders import registry
-from sparkbeam.dofn import DoFn, DoFnParam, is_supported_param
+from sparkbeam.dofn import DoFn, DoFnParam, is_stateful_param, is_supported_param
 from sparkbeam.errors import PipelineConstructionError, describe
 from sparkbeam.ptransform import PTransform, label_from_callable
 from sparkbeam.trigger import AccumulationMode, DefaultTrigger, TriggerFn, check_can_fire
@@ -162,7 +162,8 @@ class ParDo(PTransform):
         if not isinstance(pcoll, pvalue.PCollection):
             msg = f"{self.label} is applied to a PCollection, not {pcoll!r}"
             raise TypeError(msg)
-        _check_params(self.process_callable(), pcoll)
+        stateful = _check_stateful(self, pcoll)
+        _check_params(self.process_callable(), pcoll, stateful)
         pipeline = pcoll.pipeline
         pipeline.current_transform().side_inputs = self.side_inputs
         for side in self.side_inputs:
@@ -182,18 +183,65 @@ class ParDo(PTransform):
         return pvalue.DoOutputsTuple(self.main_tag, self.output_tags, outputs)
 
 
-def _check_params(method: Callable, pcoll: pvalue.PValue) -> None:
+def _check_stateful(transform: ParDo, pcoll: pvalue.PCollection) -> bool:
+    """Whether the ParDo's DoFn is stateful, after Beam's checks of one (at construction)."""
+    from sparkbeam.userstate import is_stateful_dofn, validate_stateful_dofn
+
+    fn = transform.fn
+    if isinstance(fn, _CallableDoFn) or not is_stateful_dofn(fn):
+        return False
+    try:
+        validate_stateful_dofn(fn)
+    except ValueError as error:
+        msg = f"{_here(pcoll)}: {error}"
+        raise ValueError(msg) from None
+    element_type = pcoll.element_type
+    if element_type is not None:
+        try:
+            typehints.coerce_to_kv_type(element_type, transform.label)
+        except ValueError:
+            msg = (
+                f"{_here(pcoll)}: the input of a stateful DoFn must be (key, value) pairs, but its "
+                f"declared element type is {element_type!r}; key the elements first, e.g. with "
+                "beam.Map(lambda x: (key_of(x), x))"
+            )
+            raise TypeError(msg) from None
+    windowfn = pcoll.windowing.windowfn
+    if windowfn.is_merging():
+        msg = (
+            f"{_here(pcoll)}: state and timers in merging windows ({windowfn!r}) are not supported: "
+            "Beam refuses value, set and ordered-list state and timers there, and sparkbeam does not "
+            "merge bag or combining cells either; window with FixedWindows or SlidingWindows, or "
+            "keep sessions yourself in the global window"
+        )
+        raise NotImplementedError(msg)
+    if transform.side_inputs:
+        msg = f"{_here(pcoll)}: side inputs of a stateful DoFn are not supported by sparkbeam"
+        raise NotImplementedError(msg)
+    return True
+
+
+def _check_params(method: Callable, pcoll: pvalue.PValue, stateful: bool = False) -> None:
     try:
         signature = inspect.signature(method)
     except (TypeError, ValueError):
         return
     for param in signature.parameters.values():
         default = param.default
+        if isinstance(default, DoFnParam) and is_stateful_param(default):
+            if stateful:
+                continue
+            msg = (
+                f"{_here(pcoll)}: parameter {param.name}={default!r} is for stateful DoFns only: "
+                "a DoFn class that declares state or timers (DoFn.StateParam, DoFn.TimerParam)"
+            )
+            raise ValueError(msg)
         if isinstance(default, DoFnParam) and not is_supported_param(default):
             msg = (
                 f"{_here(pcoll)}: parameter {param.name}={default!r} is not supported by sparkbeam "
                 "(supported: DoFn.ElementParam, TimestampParam, WindowParam, PaneInfoParam, "
-                "WindowedValueParam, BundleFinalizerParam, SetupContextParam, BundleContextParam)"
+                "WindowedValueParam, BundleFinalizerParam, SetupContextParam, BundleContextParam, "
+                "and in stateful DoFns KeyParam, StateParam, TimerParam, DynamicTimerTagParam)"
             )
             raise NotImplementedError(msg)
 

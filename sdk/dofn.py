@@ -17,7 +17,7 @@ import attrs
 
 from sparkbeam.typehints.decorators import IOTypeHints, WithTypeHints, get_type_hints
 
-__all__ = ["BundleFinalizer", "DoFn", "DoFnParam"]
+__all__ = ["BundleFinalizer", "DoFn", "DoFnParam", "StateParamMarker", "TimerParamMarker"]
 
 _LOGGER = logging.getLogger(__name__)
 
@@ -30,6 +30,68 @@ class DoFnParam:
 
     def __repr__(self) -> str:
         return self.name
+
+
+class StateParamMarker(DoFnParam):
+    """``DoFn.StateParam(spec)``: the runner passes the state cell ``spec`` declares, for
+    the current key and window."""
+
+    state_spec: Any
+
+    def __init__(self, state_spec: Any) -> None:
+        from sparkbeam.userstate import StateSpec
+
+        if not isinstance(state_spec, StateSpec):
+            msg = (
+                f"DoFn.StateParam expects a StateSpec (BagStateSpec, ReadModifyWriteStateSpec, "
+                f"CombiningValueStateSpec, SetStateSpec, OrderedListStateSpec), not {state_spec!r}"
+            )
+            raise ValueError(msg)
+        object.__setattr__(self, "name", f"StateParam({state_spec.name})")
+        object.__setattr__(self, "state_spec", state_spec)
+
+    def __reduce__(self) -> tuple:
+        return _reduce_marker(self, "state_spec")
+
+    def __setstate__(self, state: dict) -> None:
+        _restore_marker(self, state)
+
+
+class TimerParamMarker(DoFnParam):
+    """``DoFn.TimerParam(spec)``: the runner passes the timer ``spec`` declares, for the
+    current key and window."""
+
+    timer_spec: Any
+
+    def __init__(self, timer_spec: Any) -> None:
+        from sparkbeam.userstate import TimerSpec
+
+        if not isinstance(timer_spec, TimerSpec):
+            msg = f"DoFn.TimerParam expects a TimerSpec, not {timer_spec!r}"
+            raise ValueError(msg)
+        object.__setattr__(self, "name", f"TimerParam({timer_spec.name})")
+        object.__setattr__(self, "timer_spec", timer_spec)
+
+    def __reduce__(self) -> tuple:
+        return _reduce_marker(self, "timer_spec")
+
+    def __setstate__(self, state: dict) -> None:
+        _restore_marker(self, state)
+
+
+def _reduce_marker(marker: DoFnParam, field: str) -> tuple:
+    # Rebuilt empty, then filled: a spec and the on_timer method whose defaults hold this
+    # marker refer to each other, so the spec may still be half-built when the marker is.
+    return (_empty_marker, (type(marker),), {"name": marker.name, field: getattr(marker, field)})
+
+
+def _empty_marker(kind: type) -> Any:
+    return object.__new__(kind)
+
+
+def _restore_marker(marker: DoFnParam, state: dict) -> None:
+    for field, value in state.items():
+        object.__setattr__(marker, field, value)
 
 
 class BundleFinalizer:
@@ -174,19 +236,15 @@ class DoFn(WithTypeHints):
     BundleFinalizerParam = _BundleFinalizerParam
     SetupContextParam = _SetupContextParam
     BundleContextParam = _BundleContextParam
+    # Stateful DoFns only (sparkbeam.transforms.userstate): the key, state cells, timers,
+    # and in a timer callback the dynamic tag the timer was set with.
+    KeyParam = DoFnParam("KeyParam")
+    StateParam = StateParamMarker
+    TimerParam = TimerParamMarker
+    DynamicTimerTagParam = DoFnParam("DynamicTimerTagParam")
     # Recognised so that a DoFn using them gets a clear "not supported" error.
     SideInputParam = DoFnParam("SideInputParam")
-    KeyParam = DoFnParam("KeyParam")
     WatermarkEstimatorParam = DoFnParam("WatermarkEstimatorParam")
-    DynamicTimerTagParam = DoFnParam("DynamicTimerTagParam")
-
-    @staticmethod
-    def StateParam(spec: Any) -> DoFnParam:
-        return DoFnParam(f"StateParam({spec!r})")
-
-    @staticmethod
-    def TimerParam(spec: Any) -> DoFnParam:
-        return DoFnParam(f"TimerParam({spec!r})")
 
     @staticmethod
     def RestrictionParam(provider: Any = None) -> DoFnParam:
@@ -246,6 +304,15 @@ SUPPORTED_PARAMS = frozenset(
 )
 
 
+#: Parameters the runner passes to stateful DoFns only (their process and timer callbacks).
+STATEFUL_PARAMS = frozenset({DoFn.KeyParam, DoFn.DynamicTimerTagParam})
+
+
 def is_supported_param(default: Any) -> bool:
-    """Whether the runner passes something for a parameter with this default."""
+    """Whether the runner passes something for a parameter with this default (in any DoFn)."""
     return default in SUPPORTED_PARAMS or isinstance(default, _ContextParam) or is_bundle_finalizer_param(default)
+
+
+def is_stateful_param(default: Any) -> bool:
+    """Whether the default asks for the key, a state cell or a timer: stateful DoFns only."""
+    return default in STATEFUL_PARAMS or isinstance(default, (StateParamMarker, TimerParamMarker))

@@ -23,7 +23,17 @@ from sparkbeam.core import (
 )
 from sparkbeam.ptransform import PTransform, ptransform_fn
 from sparkbeam.schemas import GroupBy, Select
-from sparkbeam.transforms import combiners, core, ptransform, stats, trigger, util, window
+from sparkbeam.transforms import (
+    combiners,
+    core,
+    ptransform,
+    stats,
+    timeutil,
+    trigger,
+    userstate,
+    util,
+    window,
+)
 from sparkbeam.transforms._element_wise import Partition, PartitionFn
 from sparkbeam.transforms.stats import ApproximateQuantiles, ApproximateUnique
 from sparkbeam.transforms.util import (
@@ -99,6 +109,8 @@ __all__ += [
     "WaitOn",
     "WithKeys",
     "combiners",
+    "timeutil",
+    "userstate",
     "util",
 ]
 

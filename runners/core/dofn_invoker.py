@@ -98,6 +98,14 @@ def side_window_for(windowfn: WindowFn, main_window: Any) -> Any:
     return windows[-1]
 
 
+def _first_parameter(fn: Callable) -> str | None:
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    return parameters[0].name if parameters else None
+
+
 def _param_names(fn: Callable) -> dict[str, Any]:
     try:
         parameters = inspect.signature(fn).parameters.values()
@@ -133,6 +141,11 @@ class DoFnRunner:
         if any(is_bundle_finalizer_param(p) for p in params.values()):
             self.finalizer = BundleFinalizer()
         self.params = {name: p for name, p in params.items() if name not in self.contexts and not is_bundle_finalizer_param(p)}
+        # ``def process(self, element=DoFn.ElementParam, ...)``: the element is passed first,
+        # positionally, so that parameter must not be passed again by name.
+        first = _first_parameter(self.fn)
+        if first is not None and self.params.get(first) == DoFn.ElementParam:
+            del self.params[first]
         self.bundle_values: dict[str, Any] = {
             name: self.finalizer for name, p in params.items() if is_bundle_finalizer_param(p)
         }

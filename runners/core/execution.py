@@ -50,6 +50,7 @@ from sparkbeam.runners.core.ops import (
     Op,
     ParDoOp,
     ReadTextOp,
+    StatefulParDoOp,
     StreamReadOp,
     TestStreamOp,
     WindowIntoOp,
@@ -377,6 +378,13 @@ register_kind(
     shape=lambda op: (
         f"windowing={op.windowing!r} combine={type(op.combine_fn).__name__ if op.combine_fn else None}",
     ),
+)
+register_kind(
+    StatefulParDoOp,
+    # Keyed like a grouping: its state and timers live per key between steps (stateful_step.py).
+    Role.GROUPING,
+    shipped_parts=lambda op: (("DoFn", op.dofn), ("arguments", (op.args, op.kwargs))),
+    shape=lambda op: (f"windowing={op.windowing!r} dofn={type(op.dofn).__name__}",),
 )
 register_kind(WriteTextOp, Role.SINK)
 register_kind(WriteFilesPerStepOp, Role.SINK)

@@ -42,7 +42,14 @@ from sparkbeam.window import (
 )
 from sparkbeam.windowing import Windowing
 
-__all__ = ["LAST_GC_TIME", "HoldPolicy", "last_instant", "output_watermark", "single_pane_timestamp"]
+__all__ = [
+    "LAST_GC_TIME",
+    "HoldPolicy",
+    "last_instant",
+    "output_watermark",
+    "single_pane_timestamp",
+    "timer_hold",
+]
 
 _EOW = TimestampCombiner.OUTPUT_AT_EOW
 _LATEST = TimestampCombiner.OUTPUT_AT_LATEST
@@ -288,6 +295,15 @@ def single_pane_timestamp(windowing: Windowing, trigger: TriggerFn) -> int | Non
     if windowing.windowfn == GlobalWindows() and trigger in (AfterCount(1), Always()):
         return MIN_TIMESTAMP.micros
     return None
+
+
+def timer_hold(event_time: bool, fire_micros: int, setter_micros: int) -> int:
+    """The hold a pending timer of a stateful DoFn keeps on its stage's output watermark
+    (DESIGN §3b), as Beam's Python SDK sets it (a timer there has no output timestamp of its
+    own): an event-time timer holds at its firing time, which is also the timestamp of what
+    its callback outputs; a processing-time timer holds at the timestamp of the element (or
+    firing timer) that set it, since its firing time is not an event time."""
+    return fire_micros if event_time else setter_micros
 
 
 def output_watermark(previous: int, input_watermark: int, earliest_hold: int | None) -> int:

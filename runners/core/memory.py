@@ -17,17 +17,26 @@ import attrs
 from sparkbeam.pipeline import Pipeline
 from sparkbeam.runners.core.clock import Clock, ManualClock
 from sparkbeam.runners.core.dofn_invoker import SideInputs
-from sparkbeam.runners.core.errors import UserCodeError, add_transform_note
+from sparkbeam.runners.core.errors import TransformError, UserCodeError, add_transform_note
 from sparkbeam.runners.core.execution import backend_ops, kind_of
 from sparkbeam.runners.core.fused import FusedBody
 from sparkbeam.runners.core.grouping import engine_for
 from sparkbeam.runners.core.grouping_step import group_partition, key_element
 from sparkbeam.runners.core.history import run_history
-from sparkbeam.runners.core.ops import CreateOp, GroupOp, ImpulseOp, Op, TestStreamOp, lower
+from sparkbeam.runners.core.ops import (
+    CreateOp,
+    GroupOp,
+    ImpulseOp,
+    Op,
+    StatefulParDoOp,
+    TestStreamOp,
+    lower,
+)
 from sparkbeam.runners.core.plan import Stage, StagePlan, plan_stages
 from sparkbeam.runners.core.records import KeyedState, Pane, Parked, Summary
 from sparkbeam.runners.core.side_input_wait import must_wait, run_waiting
 from sparkbeam.runners.core.sources import SourceEmission
+from sparkbeam.runners.core.stateful_step import key_for_state, stateful_partition
 from sparkbeam.runners.core.steps import StageResult, StageSummary, StepLoop, StepParams
 from sparkbeam.runners.core.timeline import Emissions, Timeline, emissions_of
 from sparkbeam.utils.windowed_value import WindowedValue
@@ -79,9 +88,7 @@ class MemoryBackend:
         grouping = stage.grouping
         if grouping is not None:
             group = MEMORY.groupings.lookup(grouping)
-            head_output, summary = group(self, grouping, stage, inputs, params)
-            (output,) = grouping.outputs
-            entering = [(output, wv) for wv in head_output]
+            entering, summary = group(self, grouping, stage, inputs, params)
         else:
             entering = [(pcoll, wv) for pcoll, dataset in inputs.items() for wv in dataset]
             summary = StageSummary(elements_in=len(entering))
@@ -96,6 +103,33 @@ class MemoryBackend:
         if grouping is None:
             summary.elements_out = sum(len(v) for v in produced.values())
         return StageResult(produced, summary)
+
+    def _run_stateful(
+        self, op: StatefulParDoOp, stage: Stage, inputs: dict[int, Any], params: StepParams
+    ) -> tuple[list[tuple[int, WindowedValue]], StageSummary]:
+        """A stateful DoFn's step over all keys at once: its outputs (by PCollection) and summary."""
+        (source,) = op.inputs
+        states = self.states.setdefault(stage.id, {})
+        records: list[tuple[Any, Any]] = [(k, KeyedState(s)) for k, s in states.items()]
+        try:
+            records.extend(key_for_state(op, wv) for wv in inputs[source])
+        except TransformError as error:
+            raise add_transform_note(error, op.label, op.location) from None
+        states.clear()
+        outputs: list[tuple[int, WindowedValue]] = []
+        summary = StageSummary()
+        try:
+            for where, record in stateful_partition(op, records, params):
+                kind = type(record)
+                if kind is KeyedState:
+                    states[where] = record.state
+                elif kind is Summary:
+                    summary = record.summary
+                else:
+                    outputs.append((where, record))
+        except UserCodeError as failure:
+            raise add_transform_note(failure.error, failure.label, failure.location) from None
+        return outputs, summary
 
     def _run_waiting(
         self, stage: Stage, inputs: dict[int, Any], params: StepParams, side_inputs: dict[int, list[WindowedValue]]
@@ -123,8 +157,8 @@ class MemoryBackend:
 
     def _run_grouping(
         self, grouping: GroupOp, stage: Stage, inputs: dict[int, Any], params: StepParams
-    ) -> tuple[list[WindowedValue], StageSummary]:
-        """A grouping's step over all keys at once: its panes and its summary."""
+    ) -> tuple[list[tuple[int, WindowedValue]], StageSummary]:
+        """A grouping's step over all keys at once: its panes (by PCollection) and its summary."""
         (source,) = grouping.inputs
         engine = self._engine(grouping, params)
         states = self.states.setdefault(stage.id, {})
@@ -141,7 +175,8 @@ class MemoryBackend:
                 panes.append(record.element)
             elif kind is Summary:
                 summary = record.summary
-        return panes, summary
+        (output,) = grouping.outputs
+        return [(output, pane) for pane in panes], summary
 
     def write(self, stage: Stage, datasets: dict[int, Any], params: StepParams) -> None:
         for sink in stage.sinks:
@@ -164,6 +199,7 @@ def _test_stream_step(backend: MemoryBackend, op: Op, emission: SourceEmission) 
 
 
 MEMORY.groupings.register(GroupOp)(MemoryBackend._run_grouping)
+MEMORY.groupings.register(StatefulParDoOp)(MemoryBackend._run_stateful)
 
 
 @attrs.frozen

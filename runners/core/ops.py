@@ -24,6 +24,7 @@ from sparkbeam.io.textio import ReadFromText, WriteToText
 from sparkbeam.pipeline import AppliedTransform, Pipeline
 from sparkbeam.runners.core.errors import UnsupportedError
 from sparkbeam.testing.test_stream import TestStream
+from sparkbeam.userstate import is_stateful_dofn
 from sparkbeam.utils.timestamp import Duration
 from sparkbeam.window import GlobalWindows, WindowFn
 from sparkbeam.windowing import Windowing
@@ -40,6 +41,7 @@ __all__ = [
     "ReadTextOp",
     "SideInputSlot",
     "SinkOp",
+    "StatefulParDoOp",
     "StreamReadOp",
     "TestStreamOp",
     "WindowIntoOp",
@@ -127,6 +129,15 @@ class ParDoOp(Op):
     side_inputs: tuple[SideInputSlot, ...] = ()
     #: the main input's window fn: it windows the outputs the DoFn re-stamps (TimestampedValue)
     input_windowfn: WindowFn = attrs.field(factory=GlobalWindows)
+
+
+@attrs.frozen
+class StatefulParDoOp(ParDoOp):
+    """A ParDo whose DoFn keeps state or timers per key and window: it heads a keyed stage,
+    as a grouping does (``runners/core/stateful_step.py``), never a fused body."""
+
+    #: the input's windowing: its allowed lateness decides when a window's state goes
+    windowing: Windowing = attrs.field(factory=Windowing)
 
 
 @attrs.frozen
@@ -314,6 +325,18 @@ def _lower_pardo(lowering: _Lowering, node: AppliedTransform) -> Op:
     tags = tuple(None if tag in (None, "None", transform.main_tag) else tag for tag in node.outputs)
     base = lowering.base(node)
     (main_input,) = base["inputs"]
+    windowing = lowering.infos[main_input].windowing
+    if is_stateful_dofn(transform.fn):
+        return StatefulParDoOp(
+            **base,
+            dofn=transform.fn,
+            args=args,
+            kwargs=kwargs,
+            output_tags=tags,
+            side_inputs=slots,
+            input_windowfn=windowing.windowfn,
+            windowing=windowing,
+        )
     return ParDoOp(
         **base,
         dofn=transform.fn,

@@ -35,6 +35,7 @@ from sparkbeam.runners.core.ops import (
     ImpulseOp,
     Op,
     ReadTextOp,
+    StatefulParDoOp,
     StreamReadOp,
     TestStreamOp,
 )
@@ -270,7 +271,7 @@ class SparkBackend:
 
     def _run_grouping(
         self,
-        grouping: GroupOp,
+        grouping: GroupOp | StatefulParDoOp,
         stage: Stage,
         inputs: dict[int, Dataset],
         params: StepParams,
@@ -279,7 +280,8 @@ class SparkBackend:
     ) -> StageResult:
         (source_pcoll,) = grouping.inputs
         new = inputs[source_pcoll]
-        if params.batch and batch_grouping.applies(grouping):
+        stateful = isinstance(grouping, StatefulParDoOp)
+        if params.batch and not stateful and batch_grouping.applies(grouping):
             return self._run_batch_grouping(stage, grouping, new, side, wanted)
         previous = self.last_summaries.get(stage.id)
         idle = (
@@ -295,7 +297,8 @@ class SparkBackend:
         if new.known_empty and state is not None:
             combined = state  # only timers to fire: no shuffle at all
         else:
-            keyed = new.rdd.mapPartitions(functools.partial(worker.keyed_elements, grouping))
+            key_them = worker.keyed_for_state if stateful else worker.keyed_elements
+            keyed = new.rdd.mapPartitions(functools.partial(key_them, grouping))
             shuffled = keyed.partitionBy(self.num_partitions, self.partition_fn)
             combined = shuffled if state is None else state.union(shuffled)
         if combined.getNumPartitions() != self.num_partitions:
@@ -304,11 +307,14 @@ class SparkBackend:
                 "partition (their partitioners differ); this is a sparkbeam bug"
             )
             raise RuntimeError(msg)
-        factory = EngineFactory(grouping, self.overlapping_window_rule, params.batch)
-        result = combined.mapPartitions(
-            functools.partial(worker.grouping_partition, shippable(stage), factory, params, side),
-            preservesPartitioning=True,
-        )
+        if stateful:
+            # A stateful DoFn's state and timers live in the same keyed-state RDD as grouping
+            # state: united with the step's elements partition by partition, never shuffled.
+            step = functools.partial(worker.stateful_partition_step, shippable(stage), params, side)
+        else:
+            factory = EngineFactory(grouping, self.overlapping_window_rule, params.batch)
+            step = functools.partial(worker.grouping_partition, shippable(stage), factory, params, side)
+        result = combined.mapPartitions(step, preservesPartitioning=True)
         # The state of step n derives from step n-1's: truncate that lineage every few steps
         # (a checkpoint costs a write of the state, so not every step).
         # Persisting first also stops PySpark from pipelining the next mapPartitions into
@@ -485,7 +491,8 @@ class SparkBackend:
         self.states.clear()
 
 
-SPARK.groupings.register(GroupOp)(SparkBackend._run_grouping)
+# A stateful DoFn keeps its state and timers as a grouping does: the same keyed-state path.
+SPARK.groupings.register(GroupOp, StatefulParDoOp)(SparkBackend._run_grouping)
 
 
 @SPARK.sources.register(CreateOp, ImpulseOp)

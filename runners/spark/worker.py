@@ -15,14 +15,23 @@ from sparkbeam.runners.core.dofn_invoker import SideInputs
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
 from sparkbeam.runners.core.fused import FusedBody
 from sparkbeam.runners.core.grouping_step import group_partition, key_element
-from sparkbeam.runners.core.ops import GroupOp
+from sparkbeam.runners.core.ops import GroupOp, StatefulParDoOp
 from sparkbeam.runners.core.plan import Stage
 from sparkbeam.runners.core.records import KeyedState, Pane, Parked, Summary
 from sparkbeam.runners.core.side_input_wait import run_waiting
+from sparkbeam.runners.core.stateful_step import key_for_state, stateful_partition
 from sparkbeam.runners.core.steps import StageSummary, StepParams
 from sparkbeam.utils.windowed_value import WindowedValue
 
-__all__ = ["grouping_partition", "keyed_elements", "run_body", "tagged", "waiting_partition"]
+__all__ = [
+    "grouping_partition",
+    "keyed_elements",
+    "keyed_for_state",
+    "run_body",
+    "stateful_partition_step",
+    "tagged",
+    "waiting_partition",
+]
 
 
 def _side(side_broadcast: Any) -> SideInputs | None:
@@ -69,6 +78,49 @@ def keyed_elements(op: GroupOp, elements: Iterable[WindowedValue]) -> Iterator[t
         except TransformError as error:
             raise UserCodeError(op.label, op.location, error) from None
         yield key, inner
+
+
+def keyed_for_state(op: StatefulParDoOp, elements: Iterable[WindowedValue]) -> Iterator[tuple[Any, WindowedValue]]:
+    """(key, element) for the shuffle into a stateful DoFn (the element keeps its key)."""
+    for wv in elements:
+        try:
+            yield key_for_state(op, wv)
+        except TransformError as error:
+            raise UserCodeError(op.label, op.location, error) from None
+
+
+def stateful_partition_step(
+    stage: Stage,
+    params: StepParams,
+    side_broadcast: Any,
+    records: Iterable[tuple[Any, KeyedState | WindowedValue]],
+) -> Iterator[tuple[Any, Any]]:
+    """One step of a stateful DoFn's stage and its fused body over one partition.
+
+    Yields (key, KeyedState) for the state and timers kept to the next step, (pcoll,
+    element) for the stage's outputs and (None, Summary) for the driver.
+    """
+    op = stage.grouping
+    assert isinstance(op, StatefulParDoOp)  # the planner put it at the head
+    produced: list[tuple[int, WindowedValue]] = []
+    summary = Summary(StageSummary())
+    try:
+        for where, record in stateful_partition(op, records, params):
+            kind = type(record)
+            if kind is KeyedState:
+                yield where, record
+            elif kind is Summary:
+                summary = record
+            else:
+                produced.append((where, record))
+    except UserCodeError:
+        raise
+    except Exception as error:  # a CombineFn of a combining state cell, or a WindowFn
+        raise UserCodeError(op.label, op.location, error) from error
+    body = FusedBody(stage, _side(side_broadcast))
+    yield from body.run(produced)
+    yield None, summary
+    body.finalize_bundle()  # Spark has consumed the task's whole output
 
 
 def grouping_partition(

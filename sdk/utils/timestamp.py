@@ -22,7 +22,9 @@ __all__ = [
     "MIN_TIMESTAMP",
     "TIME_GRANULARITY",
     "Duration",
+    "DurationTypes",
     "Timestamp",
+    "TimestampTypes",
     "seconds_text",
     "to_micros",
 ]
@@ -301,6 +303,9 @@ class Duration:
 
 TimestampLike = Union[Timestamp, int, float]  # noqa: UP007 (a runtime alias on Python 3.10)
 DurationLike = Union[Duration, int, float]  # noqa: UP007
+# Beam's names for the same aliases (apache_beam.utils.timestamp).
+TimestampTypes = TimestampLike
+DurationTypes = DurationLike
 
 MIN_TIMESTAMP = _timestamp_from_micros(_MIN_MICROS)
 MAX_TIMESTAMP = _timestamp_from_micros(_MAX_MICROS)

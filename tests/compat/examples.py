@@ -36,11 +36,6 @@ DATAFRAME = Gap(
     r"apache_beam\.dataframe is not supported",
     "the DataFrame API (to_dataframe, DeferredDataFrame.to_csv) is not supported",
 )
-STATE_AND_TIMERS = Gap(
-    UnsupportedBeamFeature,
-    r"apache_beam\.transforms\.timeutil is not supported by sparkbeam: stateful and timely DoFns",
-    "stateful and timely DoFns (userstate: OrderedListState, ReadModifyWriteState, timers; issue 12)",
-)
 KEYS_BY_CODER = Gap(
     NotImplementedError,
     r"'CombinePerKey\(sum\)/GroupByKey' .* groups keys of type Player, whose instances compare by identity"
@@ -370,7 +365,7 @@ COOKBOOK = [
     Example("cookbook", "bigquery_tornadoes", f"{EXAMPLES}.cookbook.bigquery_tornadoes", drive_bigquery_tornadoes),
     Example("cookbook", "bigquery_side_input", f"{EXAMPLES}.cookbook.bigquery_side_input", drive_bigquery_side_input),
     Example("cookbook", "ordered_window_elements_batch", f"{EXAMPLES}.cookbook.ordered_window_elements.batch",
-            drive_ordered_window_elements, gap=STATE_AND_TIMERS),
+            drive_ordered_window_elements),
 ]
 
 

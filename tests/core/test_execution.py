@@ -70,7 +70,7 @@ def test_what_each_backend_runs_is_read_off_the_registry():
     import sparkbeam.runners.spark.backend  # noqa: F401  (registers Spark's implementations)
 
     assert supported_ops("in-memory") == [
-        "CreateOp", "FlattenOp", "GroupOp", "ImpulseOp", "ParDoOp", "TestStreamOp", "WindowIntoOp",
+        "CreateOp", "FlattenOp", "GroupOp", "ImpulseOp", "ParDoOp", "StatefulParDoOp", "TestStreamOp", "WindowIntoOp",
     ]
     assert supported_ops("Spark") == sorted(cls.__name__ for cls in LOWERED_OPS)
 

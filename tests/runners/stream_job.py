@@ -4,7 +4,10 @@
 
 Reads the JSON-lines files of INPUT_DIR as a stream (one file per micro-batch, available-now
 so the run ends when it has read them all), sums scores per team in 60-second windows, and
-writes the totals and the dead letters with exactly-once file sinks.
+writes the totals and the dead letters with exactly-once file sinks. Two stateful DoFns
+write too: per team and window, the count of records emitted by an event-time timer at the
+window's end (``counts``); per team, a running sequence number for each record
+(``sequence``), which a lost or replayed state would repeat or skip.
 """
 
 from __future__ import annotations
@@ -15,6 +18,13 @@ import sparkbeam as beam
 from sparkbeam.io.watermarks import BoundedOutOfOrdernessWatermarkEstimator
 from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.transforms import window
+from sparkbeam.transforms.userstate import (
+    CombiningValueStateSpec,
+    ReadModifyWriteStateSpec,
+    TimeDomain,
+    TimerSpec,
+    on_timer,
+)
 
 SCHEMA = "user STRING, team STRING, score INT, ts DOUBLE"
 
@@ -22,6 +32,28 @@ SCHEMA = "user STRING, team STRING, score INT, ts DOUBLE"
 def format_total(team_total, window=beam.DoFn.WindowParam):
     team, total = team_total
     return f"{team},{int(window.start)},{total}"
+
+
+class CountAtWindowEnd(beam.DoFn):
+    COUNT = CombiningValueStateSpec("count", sum)
+    END = TimerSpec("end", TimeDomain.WATERMARK)
+
+    def process(self, element, count=beam.DoFn.StateParam(COUNT), end=beam.DoFn.TimerParam(END), w=beam.DoFn.WindowParam):  # noqa: B008
+        count.add(1)
+        end.set(w.max_timestamp())
+
+    @on_timer(END)
+    def emit(self, team=beam.DoFn.KeyParam, count=beam.DoFn.StateParam(COUNT), w=beam.DoFn.WindowParam):  # noqa: B008
+        yield f"{team},{int(w.start)},{count.read()}"
+
+
+class RunningSequence(beam.DoFn):
+    LAST = ReadModifyWriteStateSpec("last", beam.coders.VarIntCoder())
+
+    def process(self, element, last=beam.DoFn.StateParam(LAST)):  # noqa: B008
+        number = (last.read() or 0) + 1
+        last.write(number)
+        yield f"{element[0]},{number}"
 
 
 def build(p, input_dir: str, output_dir: str) -> None:
@@ -32,10 +64,12 @@ def build(p, input_dir: str, output_dir: str) -> None:
         watermark=BoundedOutOfOrdernessWatermarkEstimator(max_delay=20),
         max_files_per_trigger=1,
     ).with_exception_handling()
+    team_scores = good | "TeamScore" >> beam.Map(lambda row: (row.team, row.score))
+    minutes = team_scores | "Minutes" >> beam.WindowInto(window.FixedWindows(60))
+    minutes | "CountAtEnd" >> beam.ParDo(CountAtWindowEnd()) | "WriteCounts" >> beam.io.WriteToText(f"{output_dir}/counts")
+    team_scores | "Sequence" >> beam.ParDo(RunningSequence()) | "WriteSequence" >> beam.io.WriteToText(f"{output_dir}/sequence")
     (
-        good
-        | "TeamScore" >> beam.Map(lambda row: (row.team, row.score))
-        | "Minutes" >> beam.WindowInto(window.FixedWindows(60))
+        minutes
         | "Sum" >> beam.CombinePerKey(sum)
         | "Format" >> beam.Map(format_total)
         | "WriteTotals" >> beam.io.WriteToText(f"{output_dir}/totals", file_name_suffix=".txt")

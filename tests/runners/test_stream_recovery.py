@@ -6,7 +6,9 @@ exactly-once file sinks, checkpointing every 3 steps. Each seed kills it with SI
 at random steps (whatever it is doing then: writing the log, a checkpoint, a sink) and
 restarts it until it finishes. The output must equal an uninterrupted run's and the totals
 computed here in plain Python: nothing lost, nothing duplicated; and every stage's
-watermarks, logged step by step across all the runs, must never go backwards.
+watermarks, logged step by step across all the runs, must never go backwards. The job's
+stateful DoFns check that state and timers are recovered exactly: each window's timer fires
+once with the full count, and each team's running sequence has no gap and no repeat.
 
 SIGINT (a terminal's Ctrl-C, sent to the whole process group) and SIGTERM stop the job
 cleanly instead: within seconds, exit status 130 or 143, a checkpoint at the step where it
@@ -39,9 +41,15 @@ RECORDS_PER_FILE = 20
 
 def write_input(directory: str) -> collections.Counter:
     """The input files, and the totals per (team, window start) they must produce."""
+    return write_input_and_counts(directory)[0]
+
+
+def write_input_and_counts(directory: str) -> tuple[collections.Counter, collections.Counter]:
+    """The input files; the totals and the record counts per (team, window start) they must produce."""
     os.makedirs(directory)
     rng = random.Random(7)
     expected: collections.Counter = collections.Counter()
+    counts: collections.Counter = collections.Counter()
     for index in range(FILES):
         lines = []
         for record in range(RECORDS_PER_FILE):
@@ -51,6 +59,7 @@ def write_input(directory: str) -> collections.Counter:
             team = f"team{rng.randrange(3)}"
             score = rng.randrange(1, 10)
             expected[(team, int(ts // 60 * 60))] += score
+            counts[(team, int(ts // 60 * 60))] += 1
             lines.append(json.dumps({"user": f"u{record}", "team": team, "score": score, "ts": ts}))
         if index % 4 == 1:
             lines.append('{"user": "broken", ')  # a dead letter
@@ -58,7 +67,27 @@ def write_input(directory: str) -> collections.Counter:
         with open(path, "w") as handle:
             handle.write("\n".join(lines) + "\n")
         os.utime(path, (1_700_000_000 + index, 1_700_000_000 + index))  # the files' order
-    return expected
+    return expected, counts
+
+
+def stateful_outputs_are_exact(output_dir: str, counts: collections.Counter) -> None:
+    """Each window's timer fired once with the window's full count; each team's sequence
+    is 1..n once each (a state lost at a restart would repeat numbers, a replayed one skip)."""
+    fired = committed(output_dir, "counts")
+    assert all(times == 1 for times in fired.values()), f"a timer fired twice: {fired}"
+    assert collections.Counter({(t, int(s)): int(c) for t, s, c in (line.split(",") for line in fired)}) == counts
+    sequence = committed(output_dir, "sequence")
+    assert all(times == 1 for times in sequence.values()), "a sequence number was output twice"
+    per_team: dict[str, list[int]] = collections.defaultdict(list)
+    for line in sequence:
+        team, number = line.split(",")
+        per_team[team].append(int(number))
+    records = collections.Counter()
+    for (team, _), count in counts.items():
+        records[team] += count
+    assert {team: sorted(numbers) for team, numbers in per_team.items()} == {
+        team: list(range(1, n + 1)) for team, n in records.items()
+    }
 
 
 def steps_with_data(log: str) -> int:
@@ -162,21 +191,22 @@ def check_watermarks(records: list[dict]) -> None:
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     base = tmp_path_factory.mktemp("uninterrupted")
-    expected = write_input(str(base / "in"))
+    expected, counts = write_input_and_counts(str(base / "in"))
     assert run_job(str(base / "in"), str(base / "out"), str(base / "ck"), str(base / "log.jsonl"), None)
-    return expected, committed(str(base / "out"), "totals"), committed(str(base / "out"), "bad")
+    return expected, committed(str(base / "out"), "totals"), committed(str(base / "out"), "bad"), counts, str(base / "out")
 
 
 def test_uninterrupted_run_matches_plain_python(uninterrupted):
-    expected, lines, bad = uninterrupted
+    expected, lines, bad, counts, out = uninterrupted
     assert totals(lines) == expected
     assert all(times == 1 for times in lines.values())  # each window's total written once
     assert sum(bad.values()) == 3
+    stateful_outputs_are_exact(out, counts)
 
 
 @pytest.mark.parametrize(("seed", "kills"), [(1, 1), (2, 1), (3, 2)])
 def test_killed_and_restarted_run_equals_uninterrupted(tmp_path, uninterrupted, seed, kills):
-    expected, lines, bad = uninterrupted
+    expected, lines, bad, counts, _ = uninterrupted
     rng = random.Random(seed)
     input_dir = str(tmp_path / "in")
     write_input(input_dir)
@@ -194,12 +224,13 @@ def test_killed_and_restarted_run_equals_uninterrupted(tmp_path, uninterrupted, 
     assert committed(out, "totals") == lines
     assert committed(out, "bad") == bad
     assert totals(committed(out, "totals")) == expected
+    stateful_outputs_are_exact(out, counts)
     check_watermarks(timeline(log))
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_stops_the_stream_at_a_checkpoint_and_the_restart_resumes_exactly(tmp_path, uninterrupted, signum):
-    expected, lines, bad = uninterrupted
+    expected, lines, bad, counts, _ = uninterrupted
     input_dir = str(tmp_path / "in")
     write_input(input_dir)
     out, ck, log = str(tmp_path / "out"), str(tmp_path / "ck"), str(tmp_path / "log.jsonl")
@@ -222,4 +253,5 @@ def test_a_signal_stops_the_stream_at_a_checkpoint_and_the_restart_resumes_exact
     assert committed(out, "totals") == lines
     assert committed(out, "bad") == bad
     assert totals(committed(out, "totals")) == expected
+    stateful_outputs_are_exact(out, counts)
     check_watermarks(timeline(log))

@@ -67,10 +67,8 @@ def test_unsupported_names_say_why(expression, message):
 def test_from_imports_of_unsupported_names_say_so_too():
     with pytest.raises(NotImplementedError, match=r"apache_beam\.io\.ReadFromPubSub"):
         from sparkbeam.io import ReadFromPubSub  # noqa: F401
-    with pytest.raises(NotImplementedError, match="stateful and timely"):
-        from sparkbeam.transforms import userstate  # noqa: F401
-    with pytest.raises(NotImplementedError, match=r"stateful and timely DoFns are not supported yet \(TimeDomain"):
-        from sparkbeam.transforms.timeutil import TimeDomain  # noqa: F401
+    with pytest.raises(NotImplementedError, match="splittable"):
+        from sparkbeam.io import restriction_trackers  # noqa: F401
 
 
 @pytest.mark.parametrize(

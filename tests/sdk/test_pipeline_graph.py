@@ -104,13 +104,18 @@ def test_bad_settings_are_rejected_at_construction(make, message):
 
 
 def test_unsupported_dofn_parameter_names_the_transform():
-    class Stateful(beam.DoFn):
-        def process(self, element, state=beam.DoFn.StateParam("bag")):  # noqa: B008 (Beam's idiom)
+    class Estimating(beam.DoFn):
+        def process(self, element, estimator=beam.DoFn.WatermarkEstimatorParam):
             yield element
 
     p = beam.Pipeline()
-    with pytest.raises(NotImplementedError, match=r"'ParDo\(Stateful\)'.*StateParam"):
-        p | beam.Create([1]) | beam.ParDo(Stateful())
+    with pytest.raises(NotImplementedError, match=r"'ParDo\(Estimating\)'.*WatermarkEstimatorParam"):
+        p | beam.Create([1]) | beam.ParDo(Estimating())
+
+
+def test_state_param_without_a_state_spec_is_refused_where_it_is_written():
+    with pytest.raises(ValueError, match=r"DoFn.StateParam expects a StateSpec.*'bag'"):
+        beam.DoFn.StateParam("bag")
 
 
 def test_options_from_flags_and_keywords():

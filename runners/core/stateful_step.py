@@ -1,0 +1,306 @@
+"""One step of a stateful DoFn's stage over one partition of keys: the same code in memory and on Spark.
+
+A stateful ParDo heads a keyed stage as a grouping does (DESIGN §3b). Per step, for the keys
+of a partition, in DESIGN §4's order:
+
+1. each new element is processed once per window, against its key's state for that
+   window, at the stage's input watermark *as it was*; an element whose window is already
+   expired (its GC time, ``max_timestamp + allowed_lateness``, behind that watermark) is
+   dropped and counted as late (``drops.py``);
+2. the event-time timers the new input watermark has reached (``fire <= watermark``, as
+   Beam's direct runner) and the processing-time timers the step's clock has reached fire
+   one at a time, earliest first; a callback may set timers that are due too (a looping
+   timer), and they fire in the same step;
+3. windows whose GC time the new input watermark has passed lose their state and timers;
+4. each key's pending timers hold the stage's output watermark (``holds.timer_hold``); the
+   earliest hold, with its key and window, goes into the step's summary.
+
+Records are those of ``records.py``: in, ``(key, KeyedState)`` carried from the previous
+step and ``(key, element)`` for this step's elements (the element keeps its whole
+``(key, value)`` value, which ``process`` receives); out, ``(key, KeyedState)`` for the
+state kept, ``(pcoll, element)`` for each output of the DoFn (by output tag) and last
+``(None, Summary)``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+from sparkbeam.dofn import DoFn, StateParamMarker, TimerParamMarker
+from sparkbeam.runners.core.dofn_invoker import DoFnRunner
+from sparkbeam.runners.core.drops import DROP_COUNTERS, DropReason, GroupingStats
+from sparkbeam.runners.core.errors import TransformError, UserCodeError
+from sparkbeam.runners.core.holds import HoldPolicy, timer_hold
+from sparkbeam.runners.core.ops import StatefulParDoOp
+from sparkbeam.runners.core.records import KeyedState, Summary
+from sparkbeam.runners.core.steps import StageSummary, StepParams
+from sparkbeam.runners.core.user_state import (
+    KeyStore,
+    RuntimeTimer,
+    WindowCells,
+    is_event_time,
+    runtime_state,
+)
+from sparkbeam.userstate import TimerSpec, get_dofn_specs, timer_callback
+from sparkbeam.utils.timestamp import Timestamp
+from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
+
+__all__ = ["StatefulDoFnRunner", "key_for_state", "stateful_partition"]
+
+
+def key_for_state(op: StatefulParDoOp, wv: WindowedValue) -> tuple[Any, WindowedValue]:
+    """(key, element) for an element entering a stateful DoFn, or a clear error."""
+    value = wv.value
+    if type(value) is tuple and len(value) == 2:
+        return value[0], wv
+    try:
+        key, _ = value
+    except (TypeError, ValueError):
+        msg = (
+            f"'{op.label}' (applied at {op.location}) is a stateful DoFn, whose input must be "
+            f"(key, value) pairs, but got {_short(value)}; key the elements first, e.g. with "
+            "beam.Map(lambda x: (key_of(x), x))"
+        )
+        raise TransformError(msg) from None
+    return key, wv
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+# What a parameter of a process or timer method asks for, read once per bundle.
+_KEY, _STATE, _TIMER, _TIMESTAMP, _WINDOW, _PANE, _TAG = range(7)
+
+
+def _stateful_params(method: Callable) -> list[tuple[str, int, Any]]:
+    try:
+        parameters = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    found = []
+    for parameter in parameters:
+        default = parameter.default
+        if isinstance(default, StateParamMarker):
+            found.append((parameter.name, _STATE, default.state_spec))
+        elif isinstance(default, TimerParamMarker):
+            found.append((parameter.name, _TIMER, default.timer_spec))
+        elif default == DoFn.KeyParam:
+            found.append((parameter.name, _KEY, None))
+        elif default == DoFn.DynamicTimerTagParam:
+            found.append((parameter.name, _TAG, None))
+    return found
+
+
+def _callback_params(method: Callable) -> list[tuple[str, int, Any]]:
+    """A timer callback's parameters: the stateful ones and the timer's time, window, pane."""
+    found = _stateful_params(method)
+    try:
+        parameters = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):
+        return found
+    for parameter in parameters:
+        default = parameter.default
+        if default == DoFn.TimestampParam:
+            found.append((parameter.name, _TIMESTAMP, None))
+        elif default == DoFn.WindowParam:
+            found.append((parameter.name, _WINDOW, None))
+        elif default == DoFn.PaneInfoParam:
+            found.append((parameter.name, _PANE, None))
+    return found
+
+
+class StatefulDoFnRunner(DoFnRunner):
+    """Runs a stateful DoFn over a bundle: ``process`` per (element, window) and the timer
+    callbacks, each handed the state and timers of the current key and window."""
+
+    def __init__(self, op: StatefulParDoOp, emitters: dict[str | None, Callable[[WindowedValue], None]]) -> None:
+        super().__init__(op, emitters, None)
+        self.explode_windows = True  # state is per window
+        self.holds = HoldPolicy(op.windowing)
+        self.process_params = _stateful_params(self.fn)
+        _, timer_specs = get_dofn_specs(op.dofn)
+        self.callbacks: dict[str, tuple[TimerSpec, Callable, list[tuple[str, int, Any]]]] = {}
+        for spec in timer_specs:
+            method = timer_callback(op.dofn, spec)
+            self.callbacks[spec.name] = (spec, method, _callback_params(method))
+        # The (key, window) being processed, and the timestamp a processing-time timer set now holds at.
+        self._key: Any = None
+        self._window: Any = None
+        self._cells: WindowCells = WindowCells()
+        self._setter_micros = 0
+
+    # -- the context of one call ------------------------------------------------------
+    def _enter(self, key: Any, window: Any, cells: WindowCells, setter_micros: int) -> None:
+        self._key, self._window, self._cells, self._setter_micros = key, window, cells, setter_micros
+
+    def _hold_for(self, domain: str, fire_micros: int) -> int:
+        event_time = is_event_time(domain)
+        if event_time:
+            gc_time = self.holds.gc_time(self._window)
+            # The window's state goes once the watermark passes its GC time, i.e. reaches
+            # gc_time + 1, which is also when a timer there fires (timers fire first): so a
+            # timer up to that instant (``window.end`` with no lateness) fires, a later one
+            # could never.
+            if fire_micros > gc_time + 1:
+                msg = (
+                    f"an event-time timer set for {Timestamp.from_micros(fire_micros)!r} in window "
+                    f"{self._window!r} would fire after the window expires at {Timestamp.from_micros(gc_time)!r} "
+                    "(its last instant plus the allowed lateness), when its state is gone"
+                )
+                raise ValueError(msg)
+        return timer_hold(event_time, fire_micros, self._setter_micros)
+
+    def _stateful_values(self, params: list[tuple[str, int, Any]], kwargs: dict[str, Any], tag: str = "") -> None:
+        for name, kind, spec in params:
+            if kind == _STATE:
+                kwargs[name] = runtime_state(spec, self._cells)
+            elif kind == _TIMER:
+                kwargs[name] = RuntimeTimer(spec, self._cells, self._hold_for)
+            elif kind == _KEY:
+                kwargs[name] = self._key
+            elif kind == _TAG:
+                kwargs[name] = tag
+
+    def _arguments(self, wv: WindowedValue) -> tuple[tuple, dict]:
+        args, kwargs = super()._arguments(wv)
+        if self.process_params:
+            kwargs = dict(kwargs)
+            self._stateful_values(self.process_params, kwargs)
+        return args, kwargs
+
+    # -- elements ---------------------------------------------------------------------
+    def process_key(
+        self, store: KeyStore, key: Any, elements: Iterable[WindowedValue], input_watermark: int, stats: GroupingStats
+    ) -> None:
+        """Process a key's new elements, once per window; those of expired windows are dropped."""
+        gc_time = self.holds.gc_time
+        for wv in elements:
+            for window in wv.windows:
+                if gc_time(window) < input_watermark:
+                    stats.discard(DropReason.LATE, 1)
+                    continue
+                self._enter(key, window, store.cells_for(window), wv.timestamp_micros)
+                self._process_one(WindowedValue(wv.value, wv.timestamp_micros, (window,), wv.pane_info))
+
+    # -- timers -----------------------------------------------------------------------
+    def fire_due(self, store: KeyStore, key: Any, input_watermark: int, now: int) -> int:
+        """Fire the key's due timers one by one, earliest first (event time before processing
+        time at equal times), including those the callbacks set; how many fired."""
+        fired = 0
+        while True:
+            due = None
+            for window, name, timer in store.pending_timers():
+                reached = input_watermark if is_event_time(timer.domain) else now
+                if timer.fire_micros > reached:
+                    continue
+                order = (timer.fire_micros, not is_event_time(timer.domain))
+                if due is None or order < due[0]:
+                    due = (order, window, name, timer)
+            if due is None:
+                return fired
+            _, window, (timer_name, tag), timer = due
+            cells = store.windows[window]
+            del cells.timers[(timer_name, tag)]
+            self._fire(key, window, cells, timer_name, tag, timer.fire_micros)
+            fired += 1
+
+    def _fire(self, key: Any, window: Any, cells: WindowCells, timer_name: str, tag: str, fire_micros: int) -> None:
+        spec, method, params = self.callbacks[timer_name]
+        self._enter(key, window, cells, fire_micros)
+        kwargs: dict[str, Any] = {}
+        self._stateful_values(params, kwargs, tag)
+        for name, kind, _ in params:
+            if kind == _TIMESTAMP:
+                kwargs[name] = Timestamp.from_micros(fire_micros)
+            elif kind == _WINDOW:
+                kwargs[name] = window
+            elif kind == _PANE:
+                kwargs[name] = PANE_INFO_UNKNOWN
+        # As Beam: what a callback outputs is at the timer's time, in its window.
+        origin = WindowedValue(None, fire_micros, (window,), PANE_INFO_UNKNOWN)
+        where = f"timer {spec.name[len(TimerSpec.prefix):]!r} of key {_short(key)}"
+        try:
+            result = method(**kwargs)
+        except UserCodeError:
+            raise
+        except Exception as error:
+            raise UserCodeError(self.label, self.location, error, where) from error
+        if result is not None:
+            for item in self._guard_iter(result, where):
+                self._output(item, origin)
+
+    def collect_garbage(self, store: KeyStore, input_watermark: int) -> None:
+        """Delete the state and timers of windows the watermark has expired, and empty windows."""
+        gc_time = self.holds.gc_time
+        for window in [w for w in store.windows if gc_time(w) < input_watermark]:
+            del store.windows[window]
+        store.forget_empty()
+
+
+def stateful_partition(
+    op: StatefulParDoOp, records: Iterable[tuple[Any, KeyedState | WindowedValue]], params: StepParams
+) -> Iterator[tuple[Any, Any]]:
+    """Run one step for the keys of one partition (see the module docs)."""
+    stores: dict[Any, KeyStore] = {}
+    new: dict[Any, list[WindowedValue]] = {}
+    for key, record in records:
+        if type(record) is KeyedState:
+            stores[key] = record.state
+        else:
+            new.setdefault(key, []).append(record)
+    outputs: list[tuple[int, WindowedValue]] = []
+    emitters = {tag: _collector(outputs, pcoll) for tag, pcoll in zip(op.output_tags, op.outputs)}
+    runner = StatefulDoFnRunner(op, emitters)
+    stats = GroupingStats()
+    summary = StageSummary()
+    kept: list[tuple[Any, KeyedState]] = []
+    runner.start()
+    try:
+        for key, elements in new.items():
+            store = stores.get(key)
+            if store is None:
+                store = stores[key] = KeyStore()
+            summary.elements_in += len(elements)
+            runner.process_key(store, key, elements, params.old_input_watermark, stats)
+        for key, store in stores.items():
+            runner.fire_due(store, key, params.new_input_watermark, params.now)
+            runner.collect_garbage(store, params.new_input_watermark)
+            if store.is_empty():
+                continue
+            _report(summary, key, store)
+            kept.append((key, KeyedState(store)))
+        runner.finish()
+    finally:
+        runner.teardown()
+    yield from kept
+    summary.elements_out = len(outputs)
+    for counter in DROP_COUNTERS.values():
+        setattr(summary, counter, getattr(stats, counter))
+    yield from outputs
+    yield None, Summary(summary)
+    runner.finalize_bundle()  # the bundle's output has been handed on
+
+
+def _collector(outputs: list[tuple[int, WindowedValue]], pcoll: int) -> Callable[[WindowedValue], None]:
+    append = outputs.append
+    return lambda wv: append((pcoll, wv))
+
+
+def _report(summary: StageSummary, key: Any, store: KeyStore) -> None:
+    """Add a kept key's holds, next timers and size to the step's summary."""
+    summary.state_keys += 1
+    summary.state_windows += len(store.windows)
+    for window, _, timer in store.pending_timers():
+        if summary.earliest_hold is None or timer.hold_micros < summary.earliest_hold:
+            summary.earliest_hold = timer.hold_micros
+            summary.hold_key = _short(key)
+            summary.hold_window = str(window)
+        if is_event_time(timer.domain):
+            if summary.next_event_timer is None or timer.fire_micros < summary.next_event_timer:
+                summary.next_event_timer = timer.fire_micros
+        elif summary.next_processing_timer is None or timer.fire_micros < summary.next_processing_timer:
+            summary.next_processing_timer = timer.fire_micros
