@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
-from sparkbeam.runners.core.dofn_invoker import ElementRunner, SideInputs
+from sparkbeam.runners.core.dofn_invoker import SideInputs
 from sparkbeam.runners.core.errors import UserCodeError
+from sparkbeam.runners.core.metrics import StepScopedRunner
 from sparkbeam.runners.core.ops import FlattenOp, ParDoOp, WindowIntoOp
 from sparkbeam.runners.core.plan import Stage
 from sparkbeam.runners.core.window_assignment import cached_assignment
@@ -66,13 +67,14 @@ class FusedBody:
         self.stage = stage
         self._out: list[Tagged] = []
         self._receivers: dict[int, list[Callable[[WindowedValue], None]]] = {}
-        self._runners: list[ElementRunner] = []
+        self._runners: list[StepScopedRunner] = []
         for pcoll in stage.outputs:
             self._receivers.setdefault(pcoll, []).append(self._exit(pcoll))
         for op in stage.body:
             if isinstance(op, ParDoOp):
                 emitters = {tag: self._dispatch(pcoll) for tag, pcoll in zip(op.output_tags, op.outputs)}
-                runner = op.element_runner(emitters, side_inputs)
+                # Named with its step, so that the DoFn's metric updates land under its label.
+                runner = StepScopedRunner(op.label, op.element_runner(emitters, side_inputs))
                 self._runners.append(runner)
                 (source,) = op.inputs
                 self._receivers.setdefault(source, []).append(runner.process)

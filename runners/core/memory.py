@@ -12,6 +12,7 @@ from typing import Any
 
 import attrs
 
+from sparkbeam.metrics.execution import MetricsContainer, MetricsEnvironment, MetricUpdates
 from sparkbeam.pipeline import Pipeline
 from sparkbeam.runners.core.clock import Clock, ManualClock
 from sparkbeam.runners.core.dofn_invoker import SideInputs
@@ -26,6 +27,7 @@ from sparkbeam.runners.core.grouping_step import (
     key_element,
 )
 from sparkbeam.runners.core.history import run_history
+from sparkbeam.runners.core.metrics import RunMetrics, step_scoped
 from sparkbeam.runners.core.ops import CreateOp, GroupOp, ImpulseOp, ReadTextOp, lower
 from sparkbeam.runners.core.plan import Stage, StagePlan, plan_stages
 from sparkbeam.runners.core.side_input_wait import OUTPUT, PARKED, must_wait, run_waiting
@@ -57,6 +59,9 @@ class MemoryBackend:
         self.engines: dict[int, Any] = {}
         #: per stage reading side inputs: main-input elements waiting for them
         self.parked: dict[int, list[WindowedValue]] = {}
+        #: the metric updates of the step running (one unit of work per stage, committed
+        #: when the stage's work succeeds)
+        self.step_updates = MetricUpdates()
 
     def source_dataset(self, stage: Stage, emission: SourceEmission) -> list[WindowedValue]:
         if emission.whole is not None:
@@ -77,11 +82,12 @@ class MemoryBackend:
 
         key = id(op)
         if key not in self.engines:
-            if op.combine_fn is not None:
-                op.combine_fn.setup()
+            combine_fn = step_scoped(op.combine_fn, op.label)
+            if combine_fn is not None:
+                combine_fn.setup()
             self.engines[key] = GroupingEngine(
                 op.windowing,
-                combine_fn=op.combine_fn,
+                combine_fn=combine_fn,
                 overlapping_window_rule=self.overlapping_window_rule,
                 batch=params.batch,
                 keep_pane_indices=op.keep_pane_indices,
@@ -95,6 +101,20 @@ class MemoryBackend:
         params: StepParams,
         side_inputs: dict[int, list[WindowedValue]],
         wanted: frozenset[int] = frozenset(),
+    ) -> StageResult:
+        container = MetricsContainer()
+        with MetricsEnvironment.container_scope(container):
+            result = self._run_stage(stage, inputs, params, side_inputs)
+        self.step_updates = self.step_updates.combine(container.updates())
+        return result
+
+    def step_metrics(self) -> tuple[MetricUpdates, MetricUpdates]:
+        """The step's committed metric updates; no attempt is retried in memory."""
+        updates, self.step_updates = self.step_updates, MetricUpdates()
+        return updates, MetricUpdates()
+
+    def _run_stage(
+        self, stage: Stage, inputs: dict[int, Any], params: StepParams, side_inputs: dict[int, list[WindowedValue]]
     ) -> StageResult:
         if must_wait(stage, params, stage.id in self.parked):
             return self._run_waiting(stage, inputs, params, side_inputs)
@@ -170,6 +190,11 @@ class InMemoryResult:
     timeline: Timeline
     emitted: dict[int, Emissions]
     pipeline: Pipeline
+    run_metrics: RunMetrics = attrs.field(factory=RunMetrics)
+
+    def metrics(self) -> RunMetrics:
+        """The user's metrics (``Metrics.counter`` and its siblings), as Beam's result has them."""
+        return self.run_metrics
 
     def watermarks(self) -> Timeline:
         return self.timeline
@@ -208,4 +233,4 @@ def run_in_memory(
     loop.run()
     timeline = history.timeline([stage.name for stage in plan.stages])
     emitted = history.emitted({info.id: info.label for info in lowered.pcollections})
-    return InMemoryResult(plan, timeline, emitted, pipeline)
+    return InMemoryResult(plan, timeline, emitted, pipeline, loop.metrics)

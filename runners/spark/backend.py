@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import functools
 import os
+import socket
 import uuid
 from typing import Any
 
 import attrs
 
+from sparkbeam.metrics.execution import MetricUpdates
 from sparkbeam.runners.core.grouping_step import STATE, SUMMARY
 from sparkbeam.runners.core.memory import bounded_source_elements
+from sparkbeam.runners.core.metrics import step_scoped
 from sparkbeam.runners.core.ops import (
     CreateOp,
     GroupOp,
@@ -37,7 +40,7 @@ from sparkbeam.runners.core.plan import Stage
 from sparkbeam.runners.core.side_input_wait import PARKED, RELEASE, must_wait
 from sparkbeam.runners.core.sources import SourceEmission
 from sparkbeam.runners.core.steps import StageResult, StageSummary, StepParams
-from sparkbeam.runners.spark import batch_grouping, sinks, textio, worker
+from sparkbeam.runners.spark import batch_grouping, metrics, sinks, textio, worker
 from sparkbeam.runners.spark.counters import read_and_release
 from sparkbeam.runners.spark.errors import user_errors
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP
@@ -69,11 +72,12 @@ class EngineFactory:
     def __call__(self) -> Any:
         from sparkbeam.runners.core.grouping import GroupingEngine
 
-        if self.op.combine_fn is not None:
-            self.op.combine_fn.setup()  # this copy was just unpickled on the executor
+        self.combine_fn = step_scoped(self.op.combine_fn, self.op.label)
+        if self.combine_fn is not None:
+            self.combine_fn.setup()  # this copy was just unpickled on the executor
         return GroupingEngine(
             self.op.windowing,
-            combine_fn=self.op.combine_fn,
+            combine_fn=self.combine_fn,
             overlapping_window_rule=self.overlapping_window_rule,
             batch=self.batch,
             keep_pane_indices=self.op.keep_pane_indices,
@@ -169,6 +173,10 @@ class SparkBackend:
         #: the Spark job group of this run's jobs (to cancel them, and to follow them)
         self.job_group = f"sparkbeam-{uuid.uuid4().hex[:12]}"
         self.current_stage: str | None = None
+        #: user metrics: the step's accumulator (made at its first stage) and the listener
+        #: for failed attempts' updates (runners/spark/metrics.py)
+        self.metrics_channel: metrics.MetricsChannel | None = None
+        self.attempt_reports: metrics.AttemptReports | None = None
 
     # -- sources -----------------------------------------------------------------------
     def source_dataset(self, stage: Stage, emission: SourceEmission) -> Dataset:
@@ -234,7 +242,7 @@ class SparkBackend:
         ]
         source = self.union(entering)
         counters = (self.sc.accumulator(0), self.sc.accumulator(0))
-        body = source.rdd.mapPartitions(functools.partial(worker.run_body, shippable(stage), side, counters))
+        body = source.rdd.mapPartitions(self._metered(worker.run_body, shippable(stage), side, counters))
         body.setName(stage.name)
         outputs = self._split(stage, body, source.known_empty, wanted)
         if not stage.outputs and not stage.sinks and not source.known_empty:
@@ -298,7 +306,7 @@ class SparkBackend:
             raise RuntimeError(msg)
         factory = EngineFactory(grouping, self.overlapping_window_rule, params.batch)
         result = combined.mapPartitions(
-            functools.partial(worker.grouping_partition, shippable(stage), factory, params, side),
+            self._metered(worker.grouping_partition, shippable(stage), factory, params, side),
             preservesPartitioning=True,
         )
         # The state of step n derives from step n-1's: truncate that lineage every few steps
@@ -359,14 +367,14 @@ class SparkBackend:
         parked_parts = []
         if state is not None:
             released = state.mapPartitionsWithIndex(
-                functools.partial(worker.waiting_partition, ship, side, params, self.num_partitions, True),
+                self._metered(worker.waiting_partition, ship, side, params, self.num_partitions, True),
                 preservesPartitioning=True,
             )
             passes.append(self._once(released))
             parked_parts.append(released.mapPartitions(_parked, preservesPartitioning=True))
         if not new.known_empty:
             fresh = new.rdd.mapPartitionsWithIndex(
-                functools.partial(worker.waiting_partition, ship, side, params, self.num_partitions, False)
+                self._metered(worker.waiting_partition, ship, side, params, self.num_partitions, False)
             )
             passes.append(self._once(fresh))
             parked_parts.append(fresh.mapPartitions(_parked).partitionBy(self.num_partitions, self.partition_fn))
@@ -429,11 +437,11 @@ class SparkBackend:
         (head_output,) = grouping.outputs
         counters = (self.sc.accumulator(0), self.sc.accumulator(0))
         panes = batch_grouping.group(
-            new.rdd, grouping, self.num_partitions, self.overlapping_window_rule, counters[0]
+            new.rdd, grouping, self.num_partitions, self.overlapping_window_rule, counters[0], self._channel()
         )
         entering = panes.mapPartitions(functools.partial(worker.tagged, head_output))
         body_counters = (self.sc.accumulator(0), self.sc.accumulator(0))
-        body = entering.mapPartitions(functools.partial(worker.run_body, shippable(stage), side, body_counters))
+        body = entering.mapPartitions(self._metered(worker.run_body, shippable(stage), side, body_counters))
         outputs = self._split(stage, body, new.known_empty, wanted)
         if not stage.outputs and not stage.sinks:
             with user_errors():
@@ -444,6 +452,31 @@ class SparkBackend:
             return StageSummary(elements_in=elements_in, elements_out=elements_out)
 
         return StageResult(outputs, summary)
+
+    # -- metrics --------------------------------------------------------------------------
+    def _channel(self) -> metrics.MetricsChannel:
+        """The step's metrics channel: one accumulator for every stage of the step."""
+        if self.attempt_reports is None:
+            conf = self.sc.getConf()
+            local = (conf.get("spark.master") or "").startswith("local")
+            host = "127.0.0.1" if local else (conf.get("spark.driver.host") or socket.gethostname())
+            self.attempt_reports = metrics.AttemptReports(host)
+        if self.metrics_channel is None:
+            accumulator = self.sc.accumulator(MetricUpdates(), metrics.MetricsParam())
+            self.metrics_channel = metrics.MetricsChannel(accumulator, self.attempt_reports.address, self.attempt_reports.token)
+        return self.metrics_channel
+
+    def _metered(self, function: Any, *args: Any) -> Any:
+        """``function`` bound to ``args`` for ``mapPartitions``, its task's metrics reported."""
+        return functools.partial(metrics.metered, self._channel(), function, *args)
+
+    def step_metrics(self) -> tuple[MetricUpdates, MetricUpdates]:
+        """After the step's jobs: what its successful tasks committed, and what failed
+        attempts reported."""
+        channel, self.metrics_channel = self.metrics_channel, None
+        committed = read_and_release(channel.accumulator)[0] if channel is not None else MetricUpdates()
+        failed = self.attempt_reports.take() if self.attempt_reports is not None else MetricUpdates()
+        return committed, failed
 
     # -- sinks and bookkeeping ----------------------------------------------------------
     def write(self, stage: Stage, datasets: dict[int, Dataset], params: StepParams) -> None:
@@ -489,6 +522,9 @@ class SparkBackend:
             self.state_results[stage_id] = state
 
     def close(self) -> None:
+        if self.attempt_reports is not None:
+            self.attempt_reports.close()
+            self.attempt_reports = None
         self.end_step(-1)
         for rdd in self.state_results.values():
             rdd.unpersist()
