@@ -8,7 +8,12 @@ import pytest
 
 from sparkbeam.metrics import Metrics, MetricsFilter
 from sparkbeam.metrics.cells import DistributionData, GaugeData
-from sparkbeam.metrics.execution import MetricKey, MetricsContainer, MetricsEnvironment, MetricUpdates
+from sparkbeam.metrics.execution import (
+    MetricKey,
+    MetricsContainer,
+    MetricsEnvironment,
+    MetricUpdates,
+)
 from sparkbeam.metrics.metric import MetricResults
 from sparkbeam.metrics.metricbase import MetricName
 
