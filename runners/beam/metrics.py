@@ -44,6 +44,8 @@ class _EngineTracker:
             container.update_gauge(name, value)
         elif cell_type is beam_cells.StringSetCell:
             container.update_string_set(name, value)
+        elif name.namespace == "lineage":
+            return  # Beam's IO records lineage (sources and sinks) as bounded tries: not user metrics
         else:
             msg = f"Beam's {getattr(cell_type, '__name__', cell_type)} metrics ({name.namespace}:{name.name}) are not supported by sparkbeam"
             raise NotImplementedError(msg)
