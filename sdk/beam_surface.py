@@ -61,7 +61,6 @@ _REASONS = {
     "apache_beam.runners": "sparkbeam runs pipelines on Spark: SparkRunner (DirectRunner and Beam's other local runner names map to it)",
     "apache_beam.portability": "Beam's portability framework is not part of sparkbeam",
     "apache_beam.transforms.sql": "SqlTransform (cross-language) is not supported",
-    "apache_beam.metrics": "Beam's metrics are not supported yet",
 }
 # Encrypted grouping, by each name Beam gives it.
 _ENCRYPTION = "encrypted grouping (GroupByEncryptedKey and its secrets) is not implemented; use GroupByKey"

@@ -181,11 +181,16 @@ class CallableWrapperCombineFn(CombineFn):
         return self._fn(accumulator, *args, **kwargs)
 
 
+def _has_side_inputs(args: tuple, kwargs: dict) -> bool:
+    return any(isinstance(a, pvalue.AsSideInput) for a in (*args, *kwargs.values()))
+
+
 class _CombineValuesDoFn(DoFn):
-    def __init__(self, combine_fn: CombineFn, args: tuple, kwargs: dict) -> None:
+    """Combines each (key, values); the CombineFn's extra arguments come with each element
+    (side inputs read in the element's window), as Beam passes them to every method."""
+
+    def __init__(self, combine_fn: CombineFn) -> None:
         self.combine_fn = combine_fn
-        self.args = args
-        self.kwargs = kwargs
 
     def default_label(self) -> str:
         return f"CombineValues({self.combine_fn.default_label()})"
@@ -193,22 +198,26 @@ class _CombineValuesDoFn(DoFn):
     def setup(self) -> None:
         self.combine_fn.setup()
 
-    def process(self, element: Any) -> Any:
+    def process(self, element: Any, *args: Any, **kwargs: Any) -> Any:
         try:
             key, values = element
         except (TypeError, ValueError):
             msg = f"CombineValues expects (key, iterable of values) pairs, got {element!r}"
             raise TypeError(msg) from None
         fn = self.combine_fn
-        accumulator = fn.add_inputs(fn.create_accumulator(*self.args, **self.kwargs), values, *self.args, **self.kwargs)
-        return [(key, fn.extract_output(accumulator, *self.args, **self.kwargs))]
+        accumulator = fn.add_inputs(fn.create_accumulator(*args, **kwargs), values, *args, **kwargs)
+        return [(key, fn.extract_output(accumulator, *args, **kwargs))]
 
     def teardown(self) -> None:
         self.combine_fn.teardown()
 
 
 class CombineValues(PTransform):
-    """Combine the iterable of each (key, values) pair: ``(k, [1, 2]) -> (k, fn([1, 2]))``."""
+    """Combine the iterable of each (key, values) pair: ``(k, [1, 2]) -> (k, fn([1, 2]))``.
+
+    Extra arguments, side inputs (``AsSingleton``, ``AsList``, ``AsDict``, ``AsIter``)
+    included, are passed to each of the CombineFn's methods, read in the element's window.
+    """
 
     def __init__(self, fn: CombineFn | Callable, *args: Any, **kwargs: Any) -> None:
         super().__init__()
@@ -220,20 +229,23 @@ class CombineValues(PTransform):
         return f"CombineValues({self.combine_fn.default_label()})"
 
     def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
-        return pcoll | ParDo(_CombineValuesDoFn(self.combine_fn, self.args, self.kwargs))
+        return pcoll | ParDo(_CombineValuesDoFn(self.combine_fn), *self.args, **self.kwargs)
 
 
 class CombinePerKey(PTransform):
-    """Combine the values of each key per window: ``(k, v)... -> (k, fn(vs))``."""
+    """Combine the values of each key per window: ``(k, v)... -> (k, fn(vs))``.
+
+    Extra arguments go to each of the CombineFn's methods; side inputs among them
+    (``CombinePerKey(fn, AsSingleton(limits))``) are read in each key's window. With extra
+    arguments the values are grouped first and then combined (no combining before the
+    shuffle), which gives each method the side input of the window it combines.
+    """
 
     def __init__(self, fn: CombineFn | Callable, *args: Any, **kwargs: Any) -> None:
         super().__init__()
         self.combine_fn = CombineFn.maybe_from_callable(fn)
         self.args = args
         self.kwargs = kwargs
-        if any(isinstance(a, pvalue.AsSideInput) for a in (*args, *kwargs.values())):
-            msg = f"CombinePerKey({self.combine_fn.default_label()}): side inputs to a CombineFn are not supported yet"
-            raise NotImplementedError(msg)
 
     def default_label(self) -> str:
         return f"CombinePerKey({self.combine_fn.default_label()})"
@@ -263,6 +275,12 @@ class CombinePerKey(PTransform):
         """
         if fanout is None:
             return self
+        if _has_side_inputs(self.args, self.kwargs):
+            msg = (
+                f"{self.default_label()}.with_hot_key_fanout: a CombineFn with side inputs cannot "
+                "combine in two levels (Beam cannot either); drop the fanout"
+            )
+            raise NotImplementedError(msg)
         return _CombinePerKeyWithHotKeyFanout(self.combine_fn, fanout, self.args, self.kwargs)
 
     def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
@@ -426,17 +444,16 @@ def _drop_key(pair: tuple) -> Any:
 
 
 class _InjectDefault(DoFn):
-    """Emits the combined value, or the CombineFn's value over no input when there is none."""
+    """Emits the combined value, or the CombineFn's value over no input when there is none
+    (given the CombineFn's extra arguments, side inputs read in the global window)."""
 
-    def __init__(self, combine_fn: CombineFn, args: tuple, kwargs: dict) -> None:
+    def __init__(self, combine_fn: CombineFn) -> None:
         self.combine_fn = combine_fn
-        self.args = args
-        self.kwargs = kwargs
 
-    def process(self, unused_element: Any, combined: list) -> Any:
+    def process(self, unused_element: Any, combined: list, *args: Any, **kwargs: Any) -> Any:
         if combined:
             return combined
-        return [self.combine_fn.apply([], *self.args, **self.kwargs)]
+        return [self.combine_fn.apply([], *args, **kwargs)]
 
 
 class CombineGlobally(PTransform):
@@ -472,7 +489,8 @@ class CombineGlobally(PTransform):
 
     def with_fanout(self, fanout: int | None) -> CombineGlobally:
         """Combine in two levels: first in ``fanout`` parts, then those partial results
-        (``CombinePerKey.with_hot_key_fanout`` on the single key), as Beam does."""
+        (``CombinePerKey.with_hot_key_fanout`` on the single key), as Beam does.
+        A CombineFn with side inputs refuses a fanout (see ``with_hot_key_fanout``)."""
         if fanout is not None and (isinstance(fanout, bool) or not isinstance(fanout, int)):
             msg = f"{self.default_label()}.with_fanout: fanout must be an int, got {fanout!r}"
             raise TypeError(msg)
@@ -496,6 +514,13 @@ class CombineGlobally(PTransform):
         if self.as_view:
             if not self.has_defaults:
                 return pvalue.AsSingleton(combined)
+            if _has_side_inputs(self.args, self.kwargs):
+                msg = (
+                    f"{pcoll.pipeline.current_transform().full_label}: as_singleton_view() computes the "
+                    "view's value for an empty window when the pipeline is built, before any side "
+                    "input of the CombineFn exists; add .without_defaults()"
+                )
+                raise PipelineConstructionError(msg)
             # Evaluated here, as Beam does: the view's value for a window with no input.
             self.combine_fn.setup(*self.args, **self.kwargs)
             try:
@@ -515,5 +540,5 @@ class CombineGlobally(PTransform):
         return (
             pcoll.pipeline
             | "DoOnce" >> Create([None])
-            | "InjectDefault" >> ParDo(_InjectDefault(self.combine_fn, self.args, self.kwargs), pvalue.AsList(combined))
+            | "InjectDefault" >> ParDo(_InjectDefault(self.combine_fn), pvalue.AsList(combined), *self.args, **self.kwargs)
         )

@@ -29,6 +29,7 @@ from apache_beam import coders
 from apache_beam.typehints import typehints
 
 from sparkbeam.combine import CombineFn
+from sparkbeam.runners.beam.metrics import beam_metrics
 
 __all__ = ["BeamCombineFn", "KeyCodec", "grouping_coders"]
 
@@ -85,7 +86,8 @@ class KeyCodec:
 
 class BeamCombineFn(CombineFn):
     """A Beam ``CombineFn`` behind the engine's CombineFn interface (the engine calls it as
-    a lifted combine: accumulate before the shuffle, merge and extract after)."""
+    a lifted combine: accumulate before the shuffle, merge and extract after); its Beam
+    metrics go to the engine's."""
 
     def __init__(self, fn: Any) -> None:
         self.fn = fn
@@ -94,28 +96,28 @@ class BeamCombineFn(CombineFn):
         return str(self.fn.default_label())
 
     def setup(self, *args: Any, **kwargs: Any) -> None:
-        self.fn.setup()
+        beam_metrics(self.fn.setup)
 
     def create_accumulator(self, *args: Any, **kwargs: Any) -> Any:
-        return self.fn.create_accumulator()
+        return beam_metrics(self.fn.create_accumulator)
 
     def add_input(self, mutable_accumulator: Any, element: Any, *args: Any, **kwargs: Any) -> Any:
-        return self.fn.add_input(mutable_accumulator, element)
+        return beam_metrics(self.fn.add_input, mutable_accumulator, element)
 
     def add_inputs(self, mutable_accumulator: Any, elements: Iterable[Any], *args: Any, **kwargs: Any) -> Any:
-        return self.fn.add_inputs(mutable_accumulator, elements)
+        return beam_metrics(self.fn.add_inputs, mutable_accumulator, elements)
 
     def merge_accumulators(self, accumulators: Iterable[Any], *args: Any, **kwargs: Any) -> Any:
-        return self.fn.merge_accumulators(accumulators)
+        return beam_metrics(self.fn.merge_accumulators, accumulators)
 
     def compact(self, accumulator: Any, *args: Any, **kwargs: Any) -> Any:
-        return self.fn.compact(accumulator)
+        return beam_metrics(self.fn.compact, accumulator)
 
     def extract_output(self, accumulator: Any, *args: Any, **kwargs: Any) -> Any:
-        return self.fn.extract_output(accumulator)
+        return beam_metrics(self.fn.extract_output, accumulator)
 
     def teardown(self, *args: Any, **kwargs: Any) -> None:
-        self.fn.teardown()
+        beam_metrics(self.fn.teardown)
 
     def __repr__(self) -> str:
         return f"BeamCombineFn({self.fn!r})"

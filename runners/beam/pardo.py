@@ -20,9 +20,11 @@ from typing import Any
 
 import attrs
 from apache_beam.runners import common
+from apache_beam.runners.worker import statesampler
 from apache_beam.transforms.sideinputs import SideInputMap
 
 from sparkbeam.runners.beam.elements import to_beam, to_engine
+from sparkbeam.runners.beam.metrics import BEAM_TRACKER, beam_metrics
 from sparkbeam.runners.core.dofn_invoker import SideInputs
 from sparkbeam.runners.core.errors import UserCodeError
 from sparkbeam.runners.core.execution import pardo_joiner, register_kind
@@ -134,12 +136,16 @@ class BeamDoFnRunner:
         self._guard(self.runner.start)
 
     def process(self, wv: WindowedValue) -> None:
+        previous = statesampler.get_current_tracker()
+        statesampler.set_current_tracker(BEAM_TRACKER)  # the DoFn's metrics go to the engine's
         try:
             self.runner.process(to_beam(wv))
         except UserCodeError:
             raise  # from a DoFn downstream in the same stage, already named
         except Exception as error:
             raise UserCodeError(self.label, self.location, error, wv.value) from error
+        finally:
+            statesampler.set_current_tracker(previous)
 
     def finish(self) -> None:
         self._guard(self.runner.finish)
@@ -153,7 +159,7 @@ class BeamDoFnRunner:
 
     def _guard(self, method: Callable[[], Any]) -> None:
         try:
-            method()
+            beam_metrics(method)
         except UserCodeError:
             raise
         except Exception as error:

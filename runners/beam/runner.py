@@ -57,11 +57,11 @@ class BeamPipelineResult(spark_runner.SparkPipelineResult):
     """The result of a Beam pipeline's run: Beam's result API and sparkbeam's timeline."""
 
     def metrics(self) -> Any:
-        msg = (
-            "Beam's metrics (Metrics.counter, distribution, gauge) are not collected by "
-            "sparkbeam's Beam runner yet; result.watermarks() has each stage's element counts"
-        )
-        raise NotImplementedError(msg)
+        """Beam's metrics (``Metrics.counter``, ``distribution``, ``gauge``, ``string_set``)
+        as Beam's result types; queried with Beam's ``MetricsFilter``."""
+        from sparkbeam.runners.beam.metrics import BeamMetricResults
+
+        return BeamMetricResults(super().metrics())
 
 
 class SparkRunner(spark_runner.SparkRunner, BeamPipelineRunner):

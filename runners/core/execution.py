@@ -42,6 +42,7 @@ import attrs
 
 from sparkbeam.runners.core.dofn_invoker import DoFnRunner, ElementRunner, SideInputs
 from sparkbeam.runners.core.errors import UnsupportedError
+from sparkbeam.runners.core.metrics import StepScopedRunner
 from sparkbeam.runners.core.ops import (
     CreateOp,
     FlattenOp,
@@ -305,7 +306,8 @@ def pardo_joiner(make_runner: Callable[[Any, dict[Any, Receiver], SideInputs | N
 
     def join(op: ParDoOp, body: BodyBuilder) -> None:
         emitters = {tag: body.sender(pcoll) for tag, pcoll in zip(op.output_tags, op.outputs)}
-        runner = make_runner(op, emitters, body.side_inputs)
+        # Run in its step, so that the DoFn's metric updates land under its label.
+        runner = StepScopedRunner(op.label, make_runner(op, emitters, body.side_inputs))
         body.add_runner(runner)
         (source,) = op.inputs
         body.receive(source, runner.process)

@@ -59,6 +59,7 @@ from .drops import DropReason, GroupingStats
 from .grouping_engine import GroupingEngine
 from .grouping_strategies import EndOfWindowGrouping, SinglePaneGrouping, TriggeredGrouping
 from .holds import HoldPolicy, single_pane_timestamp
+from .metrics import step_scoped
 from .ops import GroupOp
 from .window_state import KeyState, WindowState
 
@@ -104,12 +105,14 @@ def build_grouping_engine(
 
 def engine_for(op: GroupOp, *, overlapping_window_rule: bool, batch: bool) -> GroupingEngine:
     """The engine of a grouping op, its CombineFn set up (this copy of it: on Spark, the
-    one just unpickled on the executor)."""
-    if op.combine_fn is not None:
-        op.combine_fn.setup()
+    one just unpickled on the executor), run in the grouping's step so that its metric
+    updates land under its label."""
+    combine_fn = step_scoped(op.combine_fn, op.label)
+    if combine_fn is not None:
+        combine_fn.setup()
     return build_grouping_engine(
         op.windowing,
-        combine_fn=op.combine_fn,
+        combine_fn=combine_fn,
         overlapping_window_rule=overlapping_window_rule,
         batch=batch,
         keep_pane_indices=op.keep_pane_indices,

@@ -14,6 +14,7 @@ from typing import Any
 
 import attrs
 
+from sparkbeam.metrics.execution import MetricsContainer, MetricsEnvironment, MetricUpdates
 from sparkbeam.pipeline import Pipeline
 from sparkbeam.runners.core.clock import Clock, ManualClock
 from sparkbeam.runners.core.dofn_invoker import SideInputs
@@ -23,6 +24,7 @@ from sparkbeam.runners.core.fused import FusedBody
 from sparkbeam.runners.core.grouping import engine_for
 from sparkbeam.runners.core.grouping_step import group_partition, key_element
 from sparkbeam.runners.core.history import run_history
+from sparkbeam.runners.core.metrics import RunMetrics
 from sparkbeam.runners.core.ops import (
     CreateOp,
     GroupOp,
@@ -54,6 +56,9 @@ class MemoryBackend:
         self.engines: dict[int, Any] = {}
         #: per stage reading side inputs: main-input elements waiting for them
         self.parked: dict[int, list[WindowedValue]] = {}
+        #: the metric updates of the step running (one unit of work per stage, committed
+        #: when the stage's work succeeds)
+        self.step_updates = MetricUpdates()
 
     def source_dataset(self, stage: Stage, emission: SourceEmission) -> list[WindowedValue]:
         head = stage.head
@@ -82,6 +87,20 @@ class MemoryBackend:
         params: StepParams,
         side_inputs: dict[int, list[WindowedValue]],
         wanted: frozenset[int] = frozenset(),
+    ) -> StageResult:
+        container = MetricsContainer()
+        with MetricsEnvironment.container_scope(container):
+            result = self._run_stage(stage, inputs, params, side_inputs)
+        self.step_updates = self.step_updates.combine(container.updates())
+        return result
+
+    def step_metrics(self) -> tuple[MetricUpdates, MetricUpdates]:
+        """The step's committed metric updates; no attempt is retried in memory."""
+        updates, self.step_updates = self.step_updates, MetricUpdates()
+        return updates, MetricUpdates()
+
+    def _run_stage(
+        self, stage: Stage, inputs: dict[int, Any], params: StepParams, side_inputs: dict[int, list[WindowedValue]]
     ) -> StageResult:
         if must_wait(stage, params, stage.id in self.parked):
             return self._run_waiting(stage, inputs, params, side_inputs)
@@ -208,6 +227,11 @@ class InMemoryResult:
     timeline: Timeline
     emitted: dict[int, Emissions]
     pipeline: Pipeline
+    run_metrics: RunMetrics = attrs.field(factory=RunMetrics)
+
+    def metrics(self) -> RunMetrics:
+        """The user's metrics (``Metrics.counter`` and its siblings), as Beam's result has them."""
+        return self.run_metrics
 
     def watermarks(self) -> Timeline:
         return self.timeline
@@ -247,4 +271,4 @@ def run_in_memory(
     loop.run()
     timeline = history.timeline([stage.name for stage in plan.stages])
     emitted = history.emitted({info.id: info.label for info in lowered.pcollections})
-    return InMemoryResult(plan, timeline, emitted, pipeline)
+    return InMemoryResult(plan, timeline, emitted, pipeline, loop.metrics)

@@ -25,6 +25,7 @@ from sparkbeam.runners.core.clock import Clock
 from sparkbeam.runners.core.execution import make_source_state
 from sparkbeam.runners.core.history import RunHistory
 from sparkbeam.runners.core.holds import output_watermark
+from sparkbeam.runners.core.metrics import RunMetrics
 from sparkbeam.runners.core.plan import Stage, StagePlan
 from sparkbeam.runners.core.sources import SourceEmission, SourceReport, SourceState
 from sparkbeam.runners.core.timeline import Emission, WatermarkRecord
@@ -193,6 +194,8 @@ class StepLoop:
                 runtime.source = make_source_state(runtime.stage.head)
         # Unbounded unless the runner says otherwise (a stream's --timeline_retention_steps).
         self.history = history if history is not None else RunHistory(plan.lowered.captured)
+        #: the user's metrics: totals, and per step for as many steps as the timeline keeps
+        self.metrics = RunMetrics(self.history.retention_steps)
         self.side_contents: dict[int, list[WindowedValue]] = {p: [] for p in plan.side_input_pcolls()}
         #: side-input PCollection -> the stage producing it, and the stages reading it
         self._side_producer = {p: plan.stage_of(p).id for p in self.side_contents}
@@ -315,6 +318,10 @@ class StepLoop:
             runtime.summary = summary
         for runtime, late_summary in pending_summaries:
             runtime.summary = late_summary()
+        # After every job of the step: what its tasks committed and its failed attempts did.
+        step_metrics = getattr(self.backend, "step_metrics", None)
+        if step_metrics is not None:
+            self.metrics.add_step(step, *step_metrics())
         for stage_id, report in reports.items():
             runtime = self.runtimes[stage_id]
             runtime.summary = attrs.evolve(
@@ -351,6 +358,7 @@ class StepLoop:
             ],
             "history": self.history.snapshot(),
             "side_contents": self.side_contents,
+            "metrics": self.metrics.snapshot(),
         }
 
     def restore(self, data: dict[str, Any]) -> None:
@@ -363,6 +371,8 @@ class StepLoop:
                 runtime.source.restore(source)
         self.history.restore(data["history"])
         self.side_contents = {p: list(data["side_contents"].get(p, [])) for p in self.side_contents}
+        if "metrics" in data:  # checkpoints written before metrics have none
+            self.metrics.restore(data["metrics"])
 
     def _expire_side_contents(self) -> None:
         """Drop side-input windows that expired behind every reading stage's input

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import functools
 import os
+import socket
 import uuid
 from typing import Any
 
 import attrs
 
+from sparkbeam.metrics.execution import MetricUpdates
 from sparkbeam.runners.core.execution import backend_ops, kind_of
 from sparkbeam.runners.core.grouping import engine_for
 from sparkbeam.runners.core.ops import (
@@ -44,7 +46,7 @@ from sparkbeam.runners.core.records import KeyedState, Parked, ReleaseAt, Summar
 from sparkbeam.runners.core.side_input_wait import must_wait
 from sparkbeam.runners.core.sources import SourceEmission
 from sparkbeam.runners.core.steps import StageResult, StageSummary, StepParams
-from sparkbeam.runners.spark import batch_grouping, sinks, textio, worker
+from sparkbeam.runners.spark import batch_grouping, metrics, sinks, textio, worker
 from sparkbeam.runners.spark.counters import read_and_release
 from sparkbeam.runners.spark.errors import user_errors
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP
@@ -183,6 +185,10 @@ class SparkBackend:
         #: the Spark job group of this run's jobs (to cancel them, and to follow them)
         self.job_group = f"sparkbeam-{uuid.uuid4().hex[:12]}"
         self.current_stage: str | None = None
+        #: user metrics: the step's accumulator (made at its first stage) and the listener
+        #: for failed attempts' updates (runners/spark/metrics.py)
+        self.metrics_channel: metrics.MetricsChannel | None = None
+        self.attempt_reports: metrics.AttemptReports | None = None
 
     # -- sources -----------------------------------------------------------------------
     def source_dataset(self, stage: Stage, emission: SourceEmission) -> Dataset:
@@ -243,7 +249,7 @@ class SparkBackend:
         ]
         source = self.union(entering)
         counters = (self.sc.accumulator(0), self.sc.accumulator(0))
-        body = source.rdd.mapPartitions(functools.partial(worker.run_body, shippable(stage), side, counters))
+        body = source.rdd.mapPartitions(self._metered(worker.run_body, shippable(stage), side, counters))
         body.setName(stage.name)
         outputs = self._split(stage, body, source.known_empty, wanted)
         if not stage.outputs and not stage.sinks and not source.known_empty:
@@ -310,10 +316,10 @@ class SparkBackend:
         if stateful:
             # A stateful DoFn's state and timers live in the same keyed-state RDD as grouping
             # state: united with the step's elements partition by partition, never shuffled.
-            step = functools.partial(worker.stateful_partition_step, shippable(stage), params, side)
+            step = self._metered(worker.stateful_partition_step, shippable(stage), params, side)
         else:
             factory = EngineFactory(grouping, self.overlapping_window_rule, params.batch)
-            step = functools.partial(worker.grouping_partition, shippable(stage), factory, params, side)
+            step = self._metered(worker.grouping_partition, shippable(stage), factory, params, side)
         result = combined.mapPartitions(step, preservesPartitioning=True)
         # The state of step n derives from step n-1's: truncate that lineage every few steps
         # (a checkpoint costs a write of the state, so not every step).
@@ -368,14 +374,14 @@ class SparkBackend:
         parked_parts = []
         if state is not None:
             released = state.mapPartitionsWithIndex(
-                functools.partial(worker.waiting_partition, ship, side, params, self.num_partitions, True),
+                self._metered(worker.waiting_partition, ship, side, params, self.num_partitions, True),
                 preservesPartitioning=True,
             )
             passes.append(self._once(released))
             parked_parts.append(released.mapPartitions(_parked, preservesPartitioning=True))
         if not new.known_empty:
             fresh = new.rdd.mapPartitionsWithIndex(
-                functools.partial(worker.waiting_partition, ship, side, params, self.num_partitions, False)
+                self._metered(worker.waiting_partition, ship, side, params, self.num_partitions, False)
             )
             passes.append(self._once(fresh))
             parked_parts.append(fresh.mapPartitions(_parked).partitionBy(self.num_partitions, self.partition_fn))
@@ -427,11 +433,11 @@ class SparkBackend:
         (head_output,) = grouping.outputs
         counters = (self.sc.accumulator(0), self.sc.accumulator(0))
         panes = batch_grouping.group(
-            new.rdd, grouping, self.num_partitions, self.overlapping_window_rule, counters[0]
+            new.rdd, grouping, self.num_partitions, self.overlapping_window_rule, counters[0], self._channel()
         )
         entering = panes.mapPartitions(functools.partial(worker.tagged, head_output))
         body_counters = (self.sc.accumulator(0), self.sc.accumulator(0))
-        body = entering.mapPartitions(functools.partial(worker.run_body, shippable(stage), side, body_counters))
+        body = entering.mapPartitions(self._metered(worker.run_body, shippable(stage), side, body_counters))
         outputs = self._split(stage, body, new.known_empty, wanted)
         if not stage.outputs and not stage.sinks:
             with user_errors():
@@ -442,6 +448,31 @@ class SparkBackend:
             return StageSummary(elements_in=elements_in, elements_out=elements_out)
 
         return StageResult(outputs, summary)
+
+    # -- metrics --------------------------------------------------------------------------
+    def _channel(self) -> metrics.MetricsChannel:
+        """The step's metrics channel: one accumulator for every stage of the step."""
+        if self.attempt_reports is None:
+            conf = self.sc.getConf()
+            local = (conf.get("spark.master") or "").startswith("local")
+            host = "127.0.0.1" if local else (conf.get("spark.driver.host") or socket.gethostname())
+            self.attempt_reports = metrics.AttemptReports(host)
+        if self.metrics_channel is None:
+            accumulator = self.sc.accumulator(MetricUpdates(), metrics.MetricsParam())
+            self.metrics_channel = metrics.MetricsChannel(accumulator, self.attempt_reports.address, self.attempt_reports.token)
+        return self.metrics_channel
+
+    def _metered(self, function: Any, *args: Any) -> Any:
+        """``function`` bound to ``args`` for ``mapPartitions``, its task's metrics reported."""
+        return functools.partial(metrics.metered, self._channel(), function, *args)
+
+    def step_metrics(self) -> tuple[MetricUpdates, MetricUpdates]:
+        """After the step's jobs: what its successful tasks committed, and what failed
+        attempts reported."""
+        channel, self.metrics_channel = self.metrics_channel, None
+        committed = read_and_release(channel.accumulator)[0] if channel is not None else MetricUpdates()
+        failed = self.attempt_reports.take() if self.attempt_reports is not None else MetricUpdates()
+        return committed, failed
 
     # -- sinks and bookkeeping ----------------------------------------------------------
     def write(self, stage: Stage, datasets: dict[int, Dataset], params: StepParams) -> None:
@@ -484,6 +515,9 @@ class SparkBackend:
             self.state_results[stage_id] = state
 
     def close(self) -> None:
+        if self.attempt_reports is not None:
+            self.attempt_reports.close()
+            self.attempt_reports = None
         self.end_step(-1)
         for rdd in self.state_results.values():
             rdd.unpersist()

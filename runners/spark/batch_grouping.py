@@ -20,7 +20,9 @@ from sparkbeam.combine import CombineFn, accumulator_from
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
 from sparkbeam.runners.core.grouping_step import key_element
 from sparkbeam.runners.core.holds import HoldPolicy, last_instant, single_pane_timestamp
+from sparkbeam.runners.core.metrics import step_scoped
 from sparkbeam.runners.core.ops import GroupOp
+from sparkbeam.runners.spark.metrics import MetricsChannel, metered, task_container, task_failed
 from sparkbeam.trigger import DefaultTrigger
 from sparkbeam.utils.windowed_value import PaneInfo, PaneInfoTiming, WindowedValue
 
@@ -90,32 +92,38 @@ def _explode(op: GroupOp, holds: HoldPolicy, counter: Any, elements: Iterable[Wi
 
 
 def _create(op: GroupOp, holder: _SetUpOnce, item: tuple) -> list:
+    task_container()  # called by Spark's shuffle code, maybe before any metered function
     fn = holder.get()
     value, hold = item
     try:
         created = fn.create_accumulator()
         return [accumulator_from(fn, "add_input", fn.add_input(created, value), created), hold]
     except Exception as error:
+        task_failed()
         raise UserCodeError(op.label, op.location, error, value) from error
 
 
 def _merge_value(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, combiner: list, item: tuple) -> list:
+    task_container()
     fn = holder.get()
     value, hold = item
     try:
         combiner[0] = accumulator_from(fn, "add_input", fn.add_input(combiner[0], value), combiner[0])
     except Exception as error:
+        task_failed()
         raise UserCodeError(op.label, op.location, error, value) from error
     combiner[1] = holds.combine(combiner[1], hold)
     return combiner
 
 
 def _merge_combiners(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, left: list, right: list) -> list:
+    task_container()
     fn = holder.get()
     try:
         both = [left[0], right[0]]
         left[0] = accumulator_from(fn, "merge_accumulators", fn.merge_accumulators(both), both)
     except Exception as error:
+        task_failed()
         raise UserCodeError(op.label, op.location, error) from error
     left[1] = holds.combine(left[1], right[1])
     return left
@@ -139,13 +147,15 @@ def _panes(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, pairs: Iterable[t
         yield WindowedValue((key, output), timestamp, (window,), pane)
 
 
-def group(rdd: Any, op: GroupOp, num_partitions: int, overlapping_window_rule: bool, counter: Any) -> Any:
+def group(
+    rdd: Any, op: GroupOp, num_partitions: int, overlapping_window_rule: bool, counter: Any, channel: MetricsChannel
+) -> Any:
     """An RDD of the panes of ``op`` over ``rdd`` (one per key and window)."""
     from pyspark.rdd import portable_hash
 
-    fn = _SetUpOnce(op.combine_fn if op.combine_fn is not None else _ListCombineFn())
+    fn = _SetUpOnce(step_scoped(op.combine_fn, op.label) if op.combine_fn is not None else _ListCombineFn())
     holds = HoldPolicy(op.windowing, overlapping_window_rule=overlapping_window_rule)
-    pairs = rdd.mapPartitions(functools.partial(_explode, op, holds, counter))
+    pairs = rdd.mapPartitions(functools.partial(metered, channel, _explode, op, holds, counter))
     combined = pairs.combineByKey(
         functools.partial(_create, op, fn),
         functools.partial(_merge_value, op, fn, holds),
@@ -153,4 +163,4 @@ def group(rdd: Any, op: GroupOp, num_partitions: int, overlapping_window_rule: b
         num_partitions,
         portable_hash,
     )
-    return combined.mapPartitions(functools.partial(_panes, op, fn, holds))
+    return combined.mapPartitions(functools.partial(metered, channel, _panes, op, fn, holds))

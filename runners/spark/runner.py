@@ -2,8 +2,9 @@
 
 Bounded pipelines run as batch: one step, the watermark going from -inf to +inf. Pipelines
 with unbounded input (or ``--streaming``) run as a stream of steps. Either way the result
-has every stage's watermark timeline (``result.watermarks()``) and what captured
-PCollections emitted (``result.emissions(pcoll)``).
+has every stage's watermark timeline (``result.watermarks()``), what captured
+PCollections emitted (``result.emissions(pcoll)``) and the user's metrics
+(``result.metrics()``, Beam's metric results).
 
 ``run()`` waits for the end of the run unless ``--no_block_on_run``: then the run goes on
 in a background thread and the result is RUNNING until it ends; ``wait_until_finish``
@@ -26,6 +27,7 @@ from sparkbeam.runner import PipelineResult, PipelineRunner, PipelineState
 from sparkbeam.runners.core.clock import Clock, ManualClock, WallClock
 from sparkbeam.runners.core.execution import kind_of
 from sparkbeam.runners.core.history import run_history
+from sparkbeam.runners.core.metrics import RunMetrics
 from sparkbeam.runners.core.ops import LoweredPipeline, lower
 from sparkbeam.runners.core.plan import StagePlan, plan_stages
 from sparkbeam.runners.core.side_input_wait import refuse_side_inputs_never_ready
@@ -207,8 +209,12 @@ class SparkPipelineResult(PipelineResult):
 
         return plot_watermarks(self, panes, **kwargs)
 
-    def metrics(self) -> Any:
-        return self.watermarks()
+    def metrics(self) -> RunMetrics:
+        """The user's metrics (``sparkbeam.metrics.Metrics``), as Beam's result has them:
+        ``result.metrics().query(MetricsFilter().with_name("lines"))["counters"]``. Each
+        successful task is committed once; ``attempted`` adds what failed attempts did.
+        While the run goes on, the steps run so far."""
+        return self._execution.loop.metrics
 
 
 class SparkRunner(PipelineRunner):

@@ -82,8 +82,6 @@ def test_dotted_runner_name_and_stage_names_in_the_timeline(spark):
     assert {"Scores/Impulse", "Total"} <= stages
     (total,) = result.watermarks().for_stage("Total")
     assert (total.elements_in, total.elements_out) == (3, 2)
-    with pytest.raises(NotImplementedError, match="metrics"):
-        result.metrics()
 
 
 @pytest.mark.spark

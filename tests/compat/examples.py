@@ -21,11 +21,6 @@ from tests.compat.harness import Example, Gap, Output, Side, assert_same, read_l
 EXAMPLES = "apache_beam.examples"
 
 # The gaps, one per cause. Each names the exception sparkbeam raises today.
-METRICS = Gap(
-    UnsupportedBeamFeature,
-    r"apache_beam\.metrics is not supported",
-    "imports apache_beam.metrics (Metrics.counter/distribution); metrics need the runner (issue 14 item 1)",
-)
 FILESYSTEMS = Gap(
     UnsupportedBeamFeature,
     r"apache_beam\.io\.filesystems is not supported",
@@ -69,9 +64,9 @@ WORDCOUNT = [
     Example("wordcount", "wordcount_minimal", f"{EXAMPLES}.wordcount_minimal",
             text_in_text_out("main", WORDCOUNT_TEXT, save_main_session=False)),
     Example("wordcount", "wordcount_debugging", f"{EXAMPLES}.wordcount_debugging",
-            text_in_text_out("run", DEBUGGING_TEXT, save_main_session=False), gap=METRICS),
+            text_in_text_out("run", DEBUGGING_TEXT, save_main_session=False)),
     Example("wordcount", "wordcount_with_metrics", f"{EXAMPLES}.wordcount_with_metrics",
-            text_in_text_out("main", WORDCOUNT_TEXT, save_main_session=False), gap=METRICS),
+            text_in_text_out("main", WORDCOUNT_TEXT, save_main_session=False)),
     # wordcount_dataframe.py only re-exports this module's run.
     Example("wordcount", "wordcount_dataframe", f"{EXAMPLES}.dataframe.wordcount",
             text_in_text_out("run", WORDCOUNT_TEXT), gap=DATAFRAME),
@@ -180,11 +175,11 @@ def drive_game_stats(module: types.ModuleType, side: Side) -> Output:
 
 
 GAME = [
-    Example("game", "user_score", f"{EXAMPLES}.complete.game.user_score", drive_user_score, gap=METRICS),
-    Example("game", "hourly_team_score", f"{EXAMPLES}.complete.game.hourly_team_score", drive_hourly_team_score, gap=METRICS),
+    Example("game", "user_score", f"{EXAMPLES}.complete.game.user_score", drive_user_score),
+    Example("game", "hourly_team_score", f"{EXAMPLES}.complete.game.hourly_team_score", drive_hourly_team_score),
     Example("game", "leader_board", f"{EXAMPLES}.complete.game.leader_board", drive_leader_board,
-            compare=compare_leader_boards, gap=METRICS),
-    Example("game", "game_stats", f"{EXAMPLES}.complete.game.game_stats", drive_game_stats, gap=METRICS),
+            compare=compare_leader_boards),
+    Example("game", "game_stats", f"{EXAMPLES}.complete.game.game_stats", drive_game_stats),
 ]
 
 

@@ -1,0 +1,94 @@
+"""Beam's metrics in the engine: a Beam DoFn's or CombineFn's ``Metrics.counter(...).inc()``
+lands in sparkbeam's metrics, and ``result.metrics()`` answers with Beam's result types.
+
+Beam's ``Metrics`` update the metrics container of the *state tracker* current in the
+thread (``apache_beam.runners.worker.statesampler``). While the engine calls a Beam DoFn or
+CombineFn, ``beam_metrics`` makes a tracker current whose updates go to sparkbeam's
+container of the running task, under the step the engine has named.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from apache_beam.metrics import cells as beam_cells
+from apache_beam.metrics import execution as beam_execution
+from apache_beam.metrics import metricbase as beam_metricbase
+from apache_beam.metrics.metric import MetricResults
+from apache_beam.runners.worker import statesampler
+
+from sparkbeam.metrics.cells import DistributionResult, GaugeResult
+from sparkbeam.metrics.execution import MetricsEnvironment
+from sparkbeam.metrics.metricbase import MetricName
+from sparkbeam.runners.core.metrics import RunMetrics
+
+__all__ = ["BEAM_TRACKER", "BeamMetricResults", "beam_metrics"]
+
+
+class _EngineTracker:
+    """Stands for Beam's state tracker: receives Beam's metric updates."""
+
+    def update_metric(self, typed_metric_name: Any, value: Any) -> None:
+        container = MetricsEnvironment.current_container()
+        if container is None:
+            return
+        cell_type = typed_metric_name.cell_type
+        beam_name = typed_metric_name.metric_name
+        name = MetricName(beam_name.namespace, beam_name.name)
+        if cell_type is beam_cells.CounterCell:
+            container.update_counter(name, value)
+        elif cell_type is beam_cells.DistributionCell:
+            container.update_distribution(name, value)
+        elif cell_type is beam_cells.GaugeCell:
+            container.update_gauge(name, value)
+        elif cell_type is beam_cells.StringSetCell:
+            container.update_string_set(name, value)
+        elif name.namespace == "lineage":
+            return  # Beam's IO records lineage (sources and sinks) as bounded tries: not user metrics
+        else:
+            msg = f"Beam's {getattr(cell_type, '__name__', cell_type)} metrics ({name.namespace}:{name.name}) are not supported by sparkbeam"
+            raise NotImplementedError(msg)
+
+
+BEAM_TRACKER = _EngineTracker()
+
+
+def beam_metrics(call: Callable[..., Any], *args: Any) -> Any:
+    """``call(*args)`` with Beam's metric updates going to sparkbeam's container."""
+    previous = statesampler.get_current_tracker()
+    statesampler.set_current_tracker(BEAM_TRACKER)
+    try:
+        return call(*args)
+    finally:
+        statesampler.set_current_tracker(previous)
+
+
+def _beam_value(kind: str, value: Any) -> Any:
+    if isinstance(value, DistributionResult):
+        data = value.data
+        return beam_cells.DistributionResult(beam_cells.DistributionData(data.sum, data.count, data.min, data.max))
+    if isinstance(value, GaugeResult):
+        return beam_cells.GaugeResult(beam_cells.GaugeData(value.value, value.timestamp))
+    return value
+
+
+class BeamMetricResults(MetricResults):
+    """A run's metrics as Beam's classes: ``query(MetricsFilter)`` with Beam's filter gives
+    Beam's ``MetricResult``, ``MetricKey``, ``DistributionResult`` and ``GaugeResult``."""
+
+    def __init__(self, run_metrics: RunMetrics) -> None:
+        self.run_metrics = run_metrics
+
+    def query(self, filter: Any = None) -> dict[str, list]:
+        results: dict[str, list] = {}
+        for kind, rows in self.run_metrics.query(filter).items():
+            results[kind] = [
+                beam_execution.MetricResult(
+                    beam_execution.MetricKey(row.key.step, beam_metricbase.MetricName(row.key.metric.namespace, row.key.metric.name)),
+                    _beam_value(kind, row.committed),
+                    _beam_value(kind, row.attempted),
+                )
+                for row in rows
+            ]
+        return results
