@@ -16,6 +16,7 @@ import attrs
 
 from sparkbeam.runners.core.errors import UnsupportedError
 from sparkbeam.runners.core.ops import (
+    BoundedSourceReadOp,
     CreateOp,
     FlattenOp,
     GroupOp,
@@ -32,7 +33,8 @@ from sparkbeam.runners.core.ops import (
 
 __all__ = ["Stage", "StagePlan", "plan_stages"]
 
-SOURCE_OPS = (CreateOp, ImpulseOp, ReadTextOp, StreamReadOp, TestStreamOp)
+# io (#14 item 4): BoundedSourceReadOp is a source (Role.SOURCE in the execution registry at merge).
+SOURCE_OPS = (BoundedSourceReadOp, CreateOp, ImpulseOp, ReadTextOp, StreamReadOp, TestStreamOp)
 ELEMENTWISE_OPS = (ParDoOp, WindowIntoOp, FlattenOp)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 
 from sparkbeam.runners.core.ops import (
+    BoundedSourceReadOp,
     CreateOp,
     ImpulseOp,
     Op,
@@ -141,7 +142,8 @@ class TestStreamState(SourceState):
 
 def make_source_state(stage: Stage) -> SourceState:
     head = stage.head
-    if isinstance(head, (CreateOp, ImpulseOp, ReadTextOp)):
+    # io (#14 item 4): BoundedSourceReadOp delivers everything at once (source_state=BoundedSourceState at merge).
+    if isinstance(head, (BoundedSourceReadOp, CreateOp, ImpulseOp, ReadTextOp)):
         return BoundedSourceState(head)
     if isinstance(head, TestStreamOp):
         return TestStreamState(head, head.output_tags[0])

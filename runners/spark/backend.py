@@ -26,6 +26,7 @@ import attrs
 from sparkbeam.runners.core.grouping_step import STATE, SUMMARY
 from sparkbeam.runners.core.memory import bounded_source_elements
 from sparkbeam.runners.core.ops import (
+    BoundedSourceReadOp,
     CreateOp,
     GroupOp,
     ImpulseOp,
@@ -88,6 +89,8 @@ def shippable(stage: Stage) -> Stage:
         return attrs.evolve(stage, head=attrs.evolve(head, events=()))
     if isinstance(head, CreateOp):
         return attrs.evolve(stage, head=attrs.evolve(head, values=()))
+    if isinstance(head, BoundedSourceReadOp):  # io (#14 item 4): each bundle ships its own source
+        return attrs.evolve(stage, head=attrs.evolve(head, source=None))
     return stage
 
 
@@ -176,6 +179,12 @@ class SparkBackend:
             op = emission.whole
             if isinstance(op, ReadTextOp):
                 return Dataset(textio.read_text(self.sc, op))
+            # io (#14 item 4): Spark's read of BoundedSourceReadOp (a registration at merge).
+            if isinstance(op, BoundedSourceReadOp):
+                from sparkbeam.runners.spark.bounded_reads import read_bounded_source
+
+                rdd, empty = read_bounded_source(self.sc, op)
+                return Dataset(rdd, known_empty=empty)
             if isinstance(op, (CreateOp, ImpulseOp)):
                 elements = bounded_source_elements(op)
                 if not elements:

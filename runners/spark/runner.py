@@ -26,6 +26,7 @@ from sparkbeam.runner import PipelineResult, PipelineRunner, PipelineState
 from sparkbeam.runners.core.clock import Clock, ManualClock, WallClock
 from sparkbeam.runners.core.history import run_history
 from sparkbeam.runners.core.ops import (
+    BoundedSourceReadOp,
     GroupOp,
     LoweredPipeline,
     ParDoOp,
@@ -60,6 +61,8 @@ def check_picklable(plan: StagePlan) -> None:
                 parts = (("CombineFn", op.combine_fn),)
             elif isinstance(op, StreamReadOp):
                 parts = (("timestamp, partition_by and watermark settings", op.spec),)
+            elif isinstance(op, BoundedSourceReadOp):  # io (#14 item 4): shipped_parts at merge
+                parts = (("BoundedSource", op.source),)
             else:
                 continue
             for what, value in parts:
