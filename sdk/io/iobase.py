@@ -161,7 +161,11 @@ def desired_bundle_size(source: BoundedSource, parallelism: int) -> int:
 
 def split_source(source: BoundedSource, parallelism: int, where: str) -> list[SourceBundle]:
     """The source's bundles for ``parallelism`` readers; ``where`` names the transform in errors."""
-    size = desired_bundle_size(source, parallelism)
+    try:
+        size = desired_bundle_size(source, parallelism)
+    except Exception as error:
+        msg = f"{where}: {type(source).__name__}.estimate_size() failed: {type(error).__name__}: {error}"
+        raise ValueError(msg) from error
     try:
         bundles = list(source.split(size))
     except NotImplementedError:
