@@ -336,7 +336,9 @@ class ReadAllFromText(PTransform):
     """The lines of the files matched by each pattern (or ``FileMetadata``) of the input.
 
     >>> lines = patterns | ReadAllFromText()                            # doctest: +SKIP
-    >>> pairs = patterns | ReadAllFromText(with_filename=True)          # (path, line)
+    >>> pairs = patterns | ReadAllFromText(with_filename=True)          # doctest: +SKIP
+
+    With ``with_filename=True`` each element is ``(file path, line)``.
 
     Lines are split and decoded as ``ReadFromText`` does (``coder``, ``delimiter``,
     ``escapechar``, ``skip_header_lines`` per file). A pattern that matches nothing
