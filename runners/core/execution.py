@@ -44,6 +44,7 @@ from sparkbeam.runners.core.dofn_invoker import DoFnRunner, ElementRunner, SideI
 from sparkbeam.runners.core.errors import UnsupportedError
 from sparkbeam.runners.core.metrics import StepScopedRunner
 from sparkbeam.runners.core.ops import (
+    BoundedSourceReadOp,
     CreateOp,
     FlattenOp,
     GroupOp,
@@ -349,6 +350,13 @@ register_kind(
     for_executors=lambda op: attrs.evolve(op, values=()),  # each step ships its own elements
 )
 register_kind(ReadTextOp, Role.SOURCE, source_state=BoundedSourceState)
+register_kind(
+    BoundedSourceReadOp,
+    Role.SOURCE,
+    source_state=BoundedSourceState,
+    shipped_parts=lambda op: (("BoundedSource", op.source),),
+    for_executors=lambda op: attrs.evolve(op, source=None),  # each bundle ships its own source
+)
 register_kind(
     StreamReadOp,
     Role.SOURCE,

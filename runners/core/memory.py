@@ -26,6 +26,7 @@ from sparkbeam.runners.core.grouping_step import group_partition, key_element
 from sparkbeam.runners.core.history import run_history
 from sparkbeam.runners.core.metrics import RunMetrics
 from sparkbeam.runners.core.ops import (
+    BoundedSourceReadOp,
     CreateOp,
     GroupOp,
     ImpulseOp,
@@ -47,6 +48,19 @@ __all__ = ["MEMORY", "InMemoryResult", "MemoryBackend", "run_in_memory"]
 
 #: what the in-memory backend runs, per op type
 MEMORY = backend_ops("in-memory")
+
+
+#: readers the memory backend splits a BoundedSource for, so that splitting is exercised
+MEMORY_READ_PARALLELISM = 2
+
+
+def _read_bounded_source(op: BoundedSourceReadOp) -> list[WindowedValue]:
+    from sparkbeam.runners.core.bounded_reads import read_bundles, split_for
+
+    try:
+        return list(read_bundles(op, split_for(op, MEMORY_READ_PARALLELISM)))
+    except UserCodeError as failure:
+        raise add_transform_note(failure.error, failure.label, failure.location) from None
 
 
 class MemoryBackend:
@@ -210,6 +224,11 @@ class MemoryBackend:
 def _driver_elements(backend: MemoryBackend, op: Op, emission: SourceEmission) -> list[WindowedValue]:
     elements = kind_of(op).driver_elements
     return [] if elements is None else elements(op)
+
+
+@MEMORY.sources.register(BoundedSourceReadOp)
+def _bounded_source(backend: MemoryBackend, op: BoundedSourceReadOp, emission: SourceEmission) -> list[WindowedValue]:
+    return _read_bounded_source(op)
 
 
 @MEMORY.sources.register(TestStreamOp)

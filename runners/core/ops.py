@@ -18,6 +18,7 @@ from sparkbeam import pvalue
 from sparkbeam.combine import CombineFn, CombinePerKey
 from sparkbeam.core import Create, Flatten, GroupByKey, Impulse, ParDo, WindowInto
 from sparkbeam.dofn import DoFn
+from sparkbeam.io.iobase import BoundedSource, ReadBoundedSource
 from sparkbeam.io.stepfiles import StepFiles, WriteFilesPerStep
 from sparkbeam.io.streaming import StreamReadSpec, _StreamRead
 from sparkbeam.io.textio import ReadFromText, WriteToText
@@ -30,6 +31,7 @@ from sparkbeam.window import GlobalWindows, WindowFn
 from sparkbeam.windowing import Windowing
 
 __all__ = [
+    "BoundedSourceReadOp",
     "CreateOp",
     "FlattenOp",
     "GroupOp",
@@ -88,6 +90,14 @@ class CreateOp(Op):
 @attrs.frozen
 class ReadTextOp(Op):
     source: ReadFromText
+
+
+@attrs.frozen
+class BoundedSourceReadOp(Op):
+    """``Read(BoundedSource)``: split on the driver when the run starts, each bundle read on
+    an executor (``sparkbeam.io.iobase``)."""
+
+    source: BoundedSource = attrs.field(eq=False)
 
 
 @attrs.frozen
@@ -294,6 +304,12 @@ def _lower_create(lowering: _Lowering, node: AppliedTransform) -> Op:
 @_registers(ReadFromText)
 def _lower_read_text(lowering: _Lowering, node: AppliedTransform) -> Op:
     return ReadTextOp(**lowering.base(node), source=node.transform)
+
+
+# io (#14 item 4): the BoundedSourceReadOp lowering; a source kind for the execution registry at merge.
+@_registers(ReadBoundedSource)
+def _lower_read_bounded_source(lowering: _Lowering, node: AppliedTransform) -> Op:
+    return BoundedSourceReadOp(**lowering.base(node), source=node.transform.source)
 
 
 @_registers(_StreamRead)

@@ -32,6 +32,7 @@ from sparkbeam.metrics.execution import MetricUpdates
 from sparkbeam.runners.core.execution import backend_ops, kind_of
 from sparkbeam.runners.core.grouping import engine_for
 from sparkbeam.runners.core.ops import (
+    BoundedSourceReadOp,
     CreateOp,
     GroupOp,
     ImpulseOp,
@@ -543,6 +544,15 @@ def _parallelize(backend: SparkBackend, op: Op, emission: SourceEmission) -> Dat
 @SPARK.sources.register(ReadTextOp)
 def _read_text(backend: SparkBackend, op: ReadTextOp, emission: SourceEmission) -> Dataset:
     return Dataset(textio.read_text(backend.sc, op))
+
+
+@SPARK.sources.register(BoundedSourceReadOp)
+def _read_bounded_source(backend: SparkBackend, op: BoundedSourceReadOp, emission: SourceEmission) -> Dataset:
+    """The source split on the driver, one partition per bundle, read on the executors."""
+    from sparkbeam.runners.spark.bounded_reads import read_bounded_source
+
+    rdd, empty = read_bounded_source(backend.sc, op)
+    return Dataset(rdd, known_empty=empty)
 
 
 @SPARK.sources.register(TestStreamOp)

@@ -1,5 +1,9 @@
 """Sources and sinks with Beam's names (``sparkbeam.io.ReadFromText``, ``ReadFromParquet``, ...).
 
+Beam's IO modules: ``iobase`` (``BoundedSource``, ``Read``, ``Sink``, ``Write``),
+``range_trackers``, ``filesystem`` and ``filesystems`` (``FileSystems``, a registry of file
+systems by URL scheme), ``fileio`` (``MatchFiles``, ``ReadMatches``, ``WriteToFiles``).
+
 Text files run natively on Spark; CSV, JSON and Parquet are composites of the primitives
 that read and write through Python on the executors (see ``sparkbeam.io.filebased``).
 Parquet needs pyarrow (``pip install 'sparkbeam[parquet]'``), imported only when used.
@@ -9,6 +13,7 @@ from sparkbeam.beam_surface import module_getattr
 from sparkbeam.io.csvio import ReadFromCsv, WriteToCsv
 from sparkbeam.io.filebased import BadRecord, BadRecordError
 from sparkbeam.io.filesystem import CompressionTypes
+from sparkbeam.io.iobase import Read, Sink, Write, Writer
 from sparkbeam.io.jsonio import ReadFromJson, WriteToJson
 from sparkbeam.io.parquetio import (
     ReadAllFromParquet,
@@ -17,6 +22,12 @@ from sparkbeam.io.parquetio import (
     ReadFromParquetBatched,
     WriteToParquet,
     WriteToParquetBatched,
+)
+from sparkbeam.io.range_trackers import (
+    LexicographicKeyRangeTracker,
+    OffsetRangeTracker,
+    OrderedPositionRangeTracker,
+    UnsplittableRangeTracker,
 )
 from sparkbeam.io.streaming import (
     ReadFromCsvStream,
@@ -27,7 +38,7 @@ from sparkbeam.io.streaming import (
     ReadFromSocket,
     ReadFromTextStream,
 )
-from sparkbeam.io.textio import ReadFromText, WriteToText
+from sparkbeam.io.textio import ReadAllFromText, ReadFromText, ReadFromTextWithFilename, WriteToText
 from sparkbeam.io.watermarks import (
     BoundedOutOfOrdernessWatermarkEstimator,
     MonotonicWatermarkEstimator,
@@ -40,9 +51,14 @@ __all__ = [
     "BadRecordError",
     "BoundedOutOfOrdernessWatermarkEstimator",
     "CompressionTypes",
+    "LexicographicKeyRangeTracker",
     "MonotonicWatermarkEstimator",
+    "OffsetRangeTracker",
+    "OrderedPositionRangeTracker",
+    "Read",
     "ReadAllFromParquet",
     "ReadAllFromParquetBatched",
+    "ReadAllFromText",
     "ReadFromCsv",
     "ReadFromCsvStream",
     "ReadFromJson",
@@ -55,13 +71,18 @@ __all__ = [
     "ReadFromSocket",
     "ReadFromText",
     "ReadFromTextStream",
+    "ReadFromTextWithFilename",
+    "Sink",
+    "UnsplittableRangeTracker",
     "WalltimeWatermarkEstimator",
     "WatermarkEstimator",
+    "Write",
     "WriteToCsv",
     "WriteToJson",
     "WriteToParquet",
     "WriteToParquetBatched",
     "WriteToText",
+    "Writer",
 ]
 
 

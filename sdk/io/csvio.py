@@ -52,9 +52,9 @@ from sparkbeam.io.filesystem import (
     CompressionTypes,
     compression_name,
     iter_lines,
-    local_path,
     match_files,
     open_compressed,
+    readable_path,
 )
 from sparkbeam.io.jsonio import check_encoding
 from sparkbeam.ptransform import PTransform
@@ -324,7 +324,7 @@ class ReadFromCsv(ExceptionHandling, PTransform):
         if usecols is not None and (callable(usecols) or not all(isinstance(c, str) for c in usecols)):
             msg = f"{owner}: usecols must be a list of column names, got {usecols!r}"
             raise NotImplementedError(msg)
-        self.path = local_path(owner, path)
+        self.path = readable_path(owner, path)
         self.dialect = _Dialect(owner, options)
         self.header = header == 0
         self.names = tuple(str(n) for n in names) if names is not None else None

@@ -47,7 +47,7 @@ from sparkbeam import pvalue
 from sparkbeam.core import DoFn, FlatMap, Flatten, GroupByKey, Impulse, Map, ParDo, WindowInto
 from sparkbeam.errors import describe
 from sparkbeam.io import commits
-from sparkbeam.io.filesystem import local_path, match_files
+from sparkbeam.io.filesystem import local_path, match_files, readable_path
 from sparkbeam.ptransform import PTransform
 from sparkbeam.pvalue import TaggedOutput
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
@@ -211,7 +211,7 @@ class _MatchFiles:
         if not isinstance(pattern, str):
             msg = f"{self.owner}: file patterns must be strings, got {pattern!r}"
             raise TypeError(msg)
-        files = match_files(local_path(self.owner, pattern))
+        files = match_files(readable_path(self.owner, pattern))
         if not files and not (self.allow_empty and glob.has_magic(pattern)):
             msg = f"{self.owner}: no files match {pattern!r}"
             raise FileNotFoundError(msg)

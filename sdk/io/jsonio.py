@@ -56,9 +56,9 @@ from sparkbeam.io.filesystem import (
     CompressionTypes,
     compression_name,
     iter_lines,
-    local_path,
     match_files,
     open_compressed,
+    readable_path,
 )
 from sparkbeam.ptransform import PTransform
 
@@ -265,7 +265,7 @@ class ReadFromJson(ExceptionHandling, PTransform):
         if convert_dates not in (None, False):
             msg = f"{owner}: convert_dates={convert_dates!r} is not supported by sparkbeam (dates are read as the strings or numbers the JSON holds)"
             raise NotImplementedError(msg)
-        self.path = local_path(owner, path)
+        self.path = readable_path(owner, path)
         self.lines = bool(lines)
         self.dtype = dtype
         self.encoding = check_encoding(owner, encoding)

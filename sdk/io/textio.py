@@ -22,10 +22,14 @@ from typing import Any
 from sparkbeam import pvalue
 from sparkbeam.beam_surface import module_getattr
 from sparkbeam.coders.coders import Coder, StrUtf8Coder, ToBytesCoder
+from sparkbeam.core import Create, DoFn, ParDo
+from sparkbeam.io.filebased import Spread
+from sparkbeam.io.filesystem import FileMetadata, compression_name, readable_path
+from sparkbeam.io.filesystems import FileSystems
 from sparkbeam.ptransform import PTransform
 from sparkbeam.typehints import typehints
 
-__all__ = ["ReadFromText", "WriteToText", "split_records"]
+__all__ = ["ReadAllFromText", "ReadFromText", "ReadFromTextWithFilename", "WriteToText", "split_records"]
 
 _COMPRESSIONS = {"auto", "uncompressed", "gzip", "bzip2", "deflate"}
 
@@ -46,6 +50,19 @@ def _coder(owner: str, coder: Any, needs: str) -> Any:
         msg = f"{owner}: coder must be a Coder (with {needs}()), got {coder!r}"
         raise TypeError(msg)
     return coder
+
+
+def _check_delimiters(owner: str, delimiter: Any, escapechar: Any) -> None:
+    if delimiter is not None:
+        if not isinstance(delimiter, bytes) or not delimiter:
+            msg = f"{owner}: delimiter must be a non-empty bytes sequence, got {delimiter!r}"
+            raise ValueError(msg)
+        if _is_self_overlapping(delimiter):
+            msg = f"{owner}: delimiter must not self-overlap, got {delimiter!r}"
+            raise ValueError(msg)
+    if escapechar is not None and not (isinstance(escapechar, bytes) and len(escapechar) == 1):
+        msg = f"{owner}: escapechar must be bytes of size 1, got {escapechar!r}"
+        raise ValueError(msg)
 
 
 def _is_self_overlapping(delimiter: bytes) -> bool:
@@ -132,16 +149,7 @@ class ReadFromText(PTransform):
         if not isinstance(skip_header_lines, int) or skip_header_lines < 0:
             msg = f"ReadFromText: skip_header_lines must be a non-negative integer, got {skip_header_lines!r}"
             raise ValueError(msg)
-        if delimiter is not None:
-            if not isinstance(delimiter, bytes) or not delimiter:
-                msg = f"ReadFromText: delimiter must be a non-empty bytes sequence, got {delimiter!r}"
-                raise ValueError(msg)
-            if _is_self_overlapping(delimiter):
-                msg = f"ReadFromText: delimiter must not self-overlap, got {delimiter!r}"
-                raise ValueError(msg)
-        if escapechar is not None and not (isinstance(escapechar, bytes) and len(escapechar) == 1):
-            msg = f"ReadFromText: escapechar must be bytes of size 1, got {escapechar!r}"
-            raise ValueError(msg)
+        _check_delimiters("ReadFromText", delimiter, escapechar)
         self.file_pattern = file_pattern
         self.compression_type = _compression("ReadFromText", compression_type)
         self.strip_trailing_newlines = strip_trailing_newlines
@@ -266,6 +274,175 @@ class WriteToText(PTransform):
             msg = f"{self.label} writes a PCollection, not {pcoll!r}"
             raise TypeError(msg)
         return pvalue.PDone(pcoll.pipeline)
+
+
+class _ReadTextFile(DoFn):
+    """Every record of one file (``FileMetadata`` or path), split and decoded as Beam does."""
+
+    def __init__(self, read: ReadAllFromText) -> None:
+        self.compression = read.compression_type
+        self.delimiter = read.delimiter
+        self.escapechar = read.escapechar
+        self.strip_trailing_newlines = read.strip_trailing_newlines
+        self.skip_header_lines = read.skip_header_lines
+        self.coder = read.coder
+        self.with_filename = read.with_filename
+
+    def process(self, file: Any) -> Iterator[Any]:
+        path = file.path if isinstance(file, FileMetadata) else file
+        with FileSystems.open(path, compression_type=self.compression) as handle:
+            data = handle.read()
+        records = split_records(
+            data,
+            delimiter=self.delimiter,
+            escapechar=self.escapechar,
+            strip_trailing_newlines=self.strip_trailing_newlines,
+            skip_header_lines=self.skip_header_lines,
+        )
+        decode = self.coder.decode
+        for number, record in enumerate(records, start=self.skip_header_lines + 1):
+            try:
+                value = decode(record)
+            except Exception as error:
+                msg = f"{path}, record {number}: {self.coder!r} could not decode {record[:80]!r}: {error}"
+                raise ValueError(msg) from error
+            yield (path, value) if self.with_filename else value
+
+
+class _MatchTextFiles(DoFn):
+    """A pattern's files (an element that is a ``FileMetadata`` already is its own match)."""
+
+    def __init__(self, allow_empty: bool) -> None:
+        self.allow_empty = allow_empty
+
+    def process(self, pattern: Any) -> Iterator[Any]:
+        if isinstance(pattern, FileMetadata):
+            yield pattern
+            return
+        if not isinstance(pattern, str):
+            msg = f"ReadAllFromText reads file patterns (str) or FileMetadata, got {pattern!r}"
+            raise TypeError(msg)
+        (result,) = FileSystems.match([pattern])
+        if not result.metadata_list and not self.allow_empty:
+            msg = f"ReadFromTextWithFilename: no files match {pattern!r}"
+            raise FileNotFoundError(msg)
+        filesystem = FileSystems.get_filesystem(pattern)
+        for metadata in result.metadata_list:
+            if not filesystem.is_directory(metadata.path):
+                yield metadata
+
+
+class ReadAllFromText(PTransform):
+    """The lines of the files matched by each pattern (or ``FileMetadata``) of the input.
+
+    >>> lines = patterns | ReadAllFromText()                            # doctest: +SKIP
+    >>> pairs = patterns | ReadAllFromText(with_filename=True)          # doctest: +SKIP
+
+    With ``with_filename=True`` each element is ``(file path, line)``.
+
+    Lines are split and decoded as ``ReadFromText`` does (``coder``, ``delimiter``,
+    ``escapechar``, ``skip_header_lines`` per file). A pattern that matches nothing
+    yields nothing, as in Beam. Files go through ``FileSystems`` and are spread over the
+    runner's partitions; each file is read whole by one task (a file is not split, so
+    ``desired_bundle_size`` and ``min_bundle_size`` do not change the output).
+    """
+
+    DEFAULT_DESIRED_BUNDLE_SIZE = 64 * 1024 * 1024
+
+    def __init__(
+        self,
+        min_bundle_size: int = 0,
+        desired_bundle_size: int = DEFAULT_DESIRED_BUNDLE_SIZE,
+        compression_type: Any = "auto",
+        strip_trailing_newlines: bool = True,
+        validate: bool = False,
+        coder: Coder = StrUtf8Coder(),  # noqa: B008 - Beam's default; coders are stateless
+        skip_header_lines: int = 0,
+        with_filename: bool = False,
+        delimiter: bytes | None = None,
+        escapechar: bytes | None = None,
+        label: str | None = None,
+    ) -> None:
+        super().__init__(label)
+        owner = type(self).__name__
+        for name, value in (("min_bundle_size", min_bundle_size), ("desired_bundle_size", desired_bundle_size)):
+            if not isinstance(value, int) or value < 0:
+                msg = f"{owner}: {name} must be a non-negative integer, got {value!r}"
+                raise ValueError(msg)
+        if not isinstance(skip_header_lines, int) or skip_header_lines < 0:
+            msg = f"{owner}: skip_header_lines must be a non-negative integer, got {skip_header_lines!r}"
+            raise ValueError(msg)
+        _check_delimiters(owner, delimiter, escapechar)
+        self.compression_type = compression_name(owner, compression_type)
+        self.strip_trailing_newlines = strip_trailing_newlines
+        self.validate = validate
+        self.coder = _coder(owner, coder, "decode")
+        self.skip_header_lines = skip_header_lines
+        self.with_filename = bool(with_filename)
+        self.delimiter = delimiter
+        self.escapechar = escapechar
+        #: as in Beam, a pattern of the input that matches nothing yields nothing (``validate``
+        #: checks the files a pattern matched, which exist)
+        self.allow_empty_matches = True
+
+    def default_label(self) -> str:
+        return "ReadAllFromText"
+
+    def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
+        if not isinstance(pcoll, pvalue.PCollection):
+            msg = f"{type(self).__name__} reads a PCollection of file patterns: apply it to one (patterns | {type(self).__name__}())"
+            raise TypeError(msg)
+        return (
+            pcoll
+            | "MatchAll" >> ParDo(_MatchTextFiles(self.allow_empty_matches))
+            | "Spread" >> Spread()
+            | "ReadEachFile" >> ParDo(_ReadTextFile(self))
+        )
+
+
+class ReadFromTextWithFilename(PTransform):
+    """``(file name, line)`` for each line of the files ``file_pattern`` matches."""
+
+    def __init__(
+        self,
+        file_pattern: str | None = None,
+        min_bundle_size: int = 0,
+        compression_type: Any = "auto",
+        strip_trailing_newlines: bool = True,
+        coder: Coder = StrUtf8Coder(),  # noqa: B008 - Beam's default; coders are stateless
+        validate: bool = True,
+        skip_header_lines: int = 0,
+        delimiter: bytes | None = None,
+        escapechar: bytes | None = None,
+        label: str | None = None,
+    ) -> None:
+        super().__init__(label)
+        if not isinstance(file_pattern, str) or not file_pattern:
+            msg = f"ReadFromTextWithFilename: file_pattern must be a non-empty path or glob, got {file_pattern!r}"
+            raise ValueError(msg)
+        readable_path("ReadFromTextWithFilename", file_pattern)
+        self.file_pattern = file_pattern
+        self.read_all = ReadAllFromText(
+            min_bundle_size=min_bundle_size,
+            compression_type=compression_type,
+            strip_trailing_newlines=strip_trailing_newlines,
+            validate=validate,
+            coder=coder,
+            skip_header_lines=skip_header_lines,
+            with_filename=True,
+            delimiter=delimiter,
+            escapechar=escapechar,
+        )
+        self.read_all.allow_empty_matches = not validate
+
+    def default_label(self) -> str:
+        return "ReadFromTextWithFilename"
+
+    def expand(self, pbegin: pvalue.PBegin) -> pvalue.PCollection:
+        if not isinstance(pbegin, pvalue.PBegin):
+            msg = "ReadFromTextWithFilename is a root transform: apply it to the pipeline (p | ReadFromTextWithFilename(...))"
+            raise TypeError(msg)
+        return pbegin | "Pattern" >> Create([self.file_pattern]) | "Read" >> self.read_all
 
 
 # Beam defines its CSV and JSON transforms in ``apache_beam.io.textio``; so do we, by name.

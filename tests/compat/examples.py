@@ -21,11 +21,6 @@ from tests.compat.harness import Example, Gap, Output, Side, assert_same, read_l
 EXAMPLES = "apache_beam.examples"
 
 # The gaps, one per cause. Each names the exception sparkbeam raises today.
-FILESYSTEMS = Gap(
-    UnsupportedBeamFeature,
-    r"apache_beam\.io\.filesystems is not supported",
-    "imports apache_beam.io.filesystems (FileSystems.match lists its input files; issue 14 item 4)",
-)
 DATAFRAME = Gap(
     UnsupportedBeamFeature,
     r"apache_beam\.dataframe is not supported",
@@ -445,7 +440,7 @@ def drive_juliaset(module: types.ModuleType, side: Side) -> Output:
 COMPLETE = [
     Example("complete", "autocomplete", f"{EXAMPLES}.complete.autocomplete", text_in_text_out("run", AUTOCOMPLETE_TEXT)),
     Example("complete", "estimate_pi", f"{EXAMPLES}.complete.estimate_pi", drive_estimate_pi, compare=compare_pi_estimates),
-    Example("complete", "tfidf", f"{EXAMPLES}.complete.tfidf", drive_tfidf, gap=FILESYSTEMS),
+    Example("complete", "tfidf", f"{EXAMPLES}.complete.tfidf", drive_tfidf),
     Example("complete", "top_wikipedia_sessions", f"{EXAMPLES}.complete.top_wikipedia_sessions", drive_top_wikipedia_sessions),
     Example("complete", "distribopt", f"{EXAMPLES}.complete.distribopt", drive_distribopt),
     Example("complete", "juliaset", f"{EXAMPLES}.complete.juliaset.juliaset.juliaset", drive_juliaset),

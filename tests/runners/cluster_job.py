@@ -18,6 +18,8 @@ from wheels import write_requirements, write_wheel  # beside this script
 
 import sparkbeam as beam
 from sparkbeam.examples import hourly_team_score
+from sparkbeam.io import iobase
+from sparkbeam.io.range_trackers import OffsetRangeTracker
 from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.runners.core.memory import run_in_memory
 from sparkbeam.testing.test_stream import TestStream
@@ -71,6 +73,45 @@ def requirements_on_executors(master: str) -> list:
     return sorted(e.value for e in p.run().emissions(out))
 
 
+class Squares(iobase.BoundedSource):
+    """0..count-1 squared, in bundles of ``per_bundle``; defined in __main__, so the bundles
+    reach the executor processes pickled by value."""
+
+    def __init__(self, count: int, per_bundle: int) -> None:
+        self.count = count
+        self.per_bundle = per_bundle
+
+    def estimate_size(self) -> int:
+        return self.count
+
+    def split(self, desired_bundle_size, start_position=None, stop_position=None):
+        for low in range(0, self.count, self.per_bundle):
+            yield iobase.SourceBundle(1, self, low, min(self.count, low + self.per_bundle))
+
+    def get_range_tracker(self, start_position, stop_position):
+        return OffsetRangeTracker(start_position or 0, self.count if stop_position is None else stop_position)
+
+    def read(self, range_tracker):
+        position = range_tracker.start_position()
+        while range_tracker.try_claim(position):
+            yield position * position
+            position += 1
+
+
+def _with_partition(value: int) -> list:
+    from pyspark import TaskContext
+
+    return [TaskContext.get().partitionId(), value]
+
+
+def bounded_read(master: str) -> dict:
+    """Read(BoundedSource) on executors in other processes: one partition per bundle."""
+    p = beam.Pipeline(options=PipelineOptions(spark_master=master))
+    out = beam.capture(p | beam.io.Read(Squares(12, 4)) | beam.Map(_with_partition))
+    rows = [e.value for e in p.run().emissions(out)]
+    return {"values": sorted(value for _, value in rows), "partitions": len({partition for partition, _ in rows})}
+
+
 def rows_of(result, pcoll) -> list:
     return sorted(
         [e.value[0], e.value[1], float(e.timestamp), e.pane.timing.name, e.pane.index, e.step] for e in result.emissions(pcoll)
@@ -91,6 +132,7 @@ def main() -> None:
         for earlier, later in zip(spark_result.watermarks().for_stage(stage), spark_result.watermarks().for_stage(stage)[1:])
     )
     report["requirements"] = requirements_on_executors(master)
+    report["bounded_read"] = bounded_read(master)
     print("RESULT " + json.dumps(report))
 
 

@@ -34,3 +34,5 @@ def test_batch_example_a_stream_and_a_requirements_file_on_a_local_cluster():
     assert report["watermarks_monotonic"]
     # --requirements_file reached executors in other processes (through their PYTHONPATH)
     assert report["requirements"] == [0, 3, 6, 9, 12, 15]
+    # Read(BoundedSource) with a source defined in __main__: three bundles, three partitions
+    assert report["bounded_read"] == {"values": [i * i for i in range(12)], "partitions": 3}
