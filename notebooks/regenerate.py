@@ -37,9 +37,11 @@ NOTEBOOK_METADATA = {
     "language_info": {"name": "python"},
 }
 
-# Lines the JVM and Spark write to the kernel's stderr: they vary by machine and run.
+# Lines the JVM and Spark write to the kernel's stderr: they vary by machine and run. So do
+# sparkbeam's progress lines, written only when a run outlasts the progress interval.
 _SPARK_NOISE = re.compile(
-    r"^(\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR) .*"
+    r"^(\d\d:\d\d:\d\d sparkbeam progress: .*"
+    r"|\d\d/\d\d/\d\d \d\d:\d\d:\d\d (TRACE|DEBUG|INFO|WARN|ERROR) .*"
     r"|WARNING: Using incubator modules.*"
     r"|Using Spark's default log4j profile.*"
     r"|Setting default log level to .*"
