@@ -204,7 +204,9 @@ def test_uninterrupted_run_matches_plain_python(uninterrupted):
     stateful_outputs_are_exact(out, counts)
 
 
-@pytest.mark.parametrize(("seed", "kills"), [(1, 1), (2, 1), (3, 2)])
+# Two seeds, three kills: the suite's short version. benchmarks/stream_soak.py kills the same
+# job 50 times at random steps.
+@pytest.mark.parametrize(("seed", "kills"), [(1, 1), (3, 2)])
 def test_killed_and_restarted_run_equals_uninterrupted(tmp_path, uninterrupted, seed, kills):
     expected, lines, bad, counts, _ = uninterrupted
     rng = random.Random(seed)
