@@ -7,7 +7,8 @@ Each is a composite of the primitives (``ParDo``, ``GroupByKey``, ``Flatten``,
   ``ToString``, ``Reify``, ``Regex``, ``LogElements``, ``Tee`` (and ``Partition``, which
   Beam keeps in ``core``: ``sparkbeam.Partition``);
 - grouping (``_grouping``): ``CoGroupByKey``, ``Distinct``/``RemoveDuplicates``,
-  ``Reshuffle``, ``ReshufflePerKey``, ``GroupIntoBatches``, ``WaitOn``;
+  ``Reshuffle``, ``ReshufflePerKey``, ``WaitOn``;
+- stateful batching (``_stateful_batching``): ``GroupIntoBatches`` (and ``.WithShardedKey``);
 - batching within a bundle (``_batching``): ``BatchElements``, ``SortAndBatchElements``.
 
 >>> import sparkbeam as beam
@@ -38,12 +39,13 @@ from sparkbeam.transforms._element_wise import (
 from sparkbeam.transforms._grouping import (
     CoGroupByKey,
     Distinct,
-    GroupIntoBatches,
     RemoveDuplicates,
     Reshuffle,
     ReshufflePerKey,
     WaitOn,
 )
+from sparkbeam.transforms._stateful_batching import GroupIntoBatches
+from sparkbeam.utils.sharded_key import ShardedKey
 
 __all__ = [
     "BatchElements",
@@ -58,6 +60,7 @@ __all__ = [
     "RemoveDuplicates",
     "Reshuffle",
     "ReshufflePerKey",
+    "ShardedKey",
     "SortAndBatchElements",
     "Tee",
     "ToString",
