@@ -8,6 +8,7 @@ Each is a composite of the primitives (``ParDo``, ``GroupByKey``, ``Flatten``,
   Beam keeps in ``core``: ``sparkbeam.Partition``);
 - grouping (``_grouping``): ``CoGroupByKey``, ``Distinct``/``RemoveDuplicates``,
   ``Reshuffle``, ``ReshufflePerKey``, ``WaitOn``;
+- event-time order per key (``_event_time_sort``): ``SortByEventTime`` (sparkbeam's own);
 - stateful batching (``_stateful_batching``): ``GroupIntoBatches`` (and ``.WithShardedKey``);
 - batching within a bundle (``_batching``): ``BatchElements``, ``SortAndBatchElements``.
 
@@ -36,6 +37,7 @@ from sparkbeam.transforms._element_wise import (
     Values,
     WithKeys,
 )
+from sparkbeam.transforms._event_time_sort import SortByEventTime
 from sparkbeam.transforms._grouping import (
     CoGroupByKey,
     Distinct,
@@ -62,6 +64,7 @@ __all__ = [
     "ReshufflePerKey",
     "ShardedKey",
     "SortAndBatchElements",
+    "SortByEventTime",
     "Tee",
     "ToString",
     "Values",
