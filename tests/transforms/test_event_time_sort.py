@@ -5,7 +5,6 @@ late ones dropped and counted or sent to a tagged output; on random out-of-order
 from __future__ import annotations
 
 import collections
-import itertools
 
 import pytest
 from hypothesis import HealthCheck, given, settings
