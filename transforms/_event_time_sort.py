@@ -7,7 +7,7 @@ buffered timestamp. When the stage's input watermark reaches it, the elements at
 time leave and the timer moves to the next buffered timestamp; since a timer that is
 already due fires in the same step, everything the watermark has passed leaves in one
 step, in order. The pending timer holds the output watermark at the earliest buffered
-element, so nothing emitted is late downstream. Public through ``sparkbeam.transforms.util``.
+element, so what arrives on time leaves on time. Public through ``sparkbeam.transforms.util``.
 """
 
 # ruff: noqa: B008 (DoFn.StateParam(SPEC) as a default is Beam's idiom)
@@ -112,7 +112,9 @@ class SortByEventTime(PTransform):
     ``SortByEventTime``/``late_elements`` counter, or, with ``late_tag``, sent to that output
     instead (the result is then ``DoOutputsTuple``: ``result.sorted`` and ``result[late_tag]``).
     Elements whose window has expired are dropped and counted by the runner, as for any
-    stateful DoFn. A key keeps the timestamp of its last emitted element in state.
+    stateful DoFn. An element behind the watermark on arrival but still in order for its key
+    leaves at once with its own timestamp (a DoFn cannot read the watermark, so per-key
+    order decides lateness). A key keeps the timestamp of its last emitted element in state.
 
     >>> sorted_events = events | beam.transforms.util.SortByEventTime()       # doctest: +SKIP
     >>> result = events | SortByEventTime(late_tag="late")                   # doctest: +SKIP
