@@ -40,6 +40,7 @@ def test_the_tutorials_are_there():
         "02_watermarks_between_stages.ipynb",
         "03_triggers_and_panes.ipynb",
         "04_overlapping_windows.ipynb",
+        "05_event_time_sort.ipynb",
     ]
 
 

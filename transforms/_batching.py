@@ -13,11 +13,12 @@ import collections
 import contextlib
 import random
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from sparkbeam import pvalue
-from sparkbeam.core import DoFn, ParDo
+from sparkbeam.core import DoFn, Map, ParDo
 from sparkbeam.ptransform import PTransform
 from sparkbeam.typehints import typehints
 from sparkbeam.typehints.decorators import with_input_types, with_output_types
@@ -186,6 +187,11 @@ class BatchElements(PTransform):
     set both sizes equal for a fixed size. Batching is per window and per bundle, and each
     batch is stamped at the end of its window.
 
+    With ``max_batch_duration_secs`` (Beam's stateful variant), batches span bundles: the
+    elements are keyed by worker process and buffered in state per window until the batch
+    reaches its target size (stamped with the element that filled it), the window ends, or
+    its first element has waited that long by ``clock``.
+
     >>> p | beam.Create(range(100)) | beam.BatchElements(10, 10) | beam.Map(predict)  # doctest: +SKIP
     """
 
@@ -209,13 +215,15 @@ class BatchElements(PTransform):
         if bucket_boundaries is not None and length_fn is None:
             msg = "BatchElements: bucket_boundaries requires length_fn"
             raise ValueError(msg)
-        if max_batch_duration_secs is not None:
-            msg = (
-                "BatchElements(max_batch_duration_secs=...) batches across bundles with state and "
-                "timers, which sparkbeam does not support yet; drop the argument (batches then stay "
-                "within a bundle) or use GroupIntoBatches"
-            )
-            raise NotImplementedError(msg)
+        if max_batch_duration_secs is not None and (
+            isinstance(max_batch_duration_secs, bool)
+            or not isinstance(max_batch_duration_secs, (int, float))
+            or max_batch_duration_secs < 0
+        ):
+            msg = f"BatchElements: max_batch_duration_secs must be a non-negative number of seconds, got {max_batch_duration_secs!r}"
+            raise ValueError(msg)
+        self._max_batch_duration_secs = max_batch_duration_secs
+        self._clock = clock
         self._sizer = _BatchSizer(
             min_batch_size,
             max_batch_size,
@@ -231,7 +239,25 @@ class BatchElements(PTransform):
         self._element_size_fn = element_size_fn
 
     def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
+        if self._max_batch_duration_secs is not None:
+            # As Beam: keyed per worker process, then batched across bundles with state
+            # (element_size_fn is not used there, as in Beam).
+            from sparkbeam.transforms._stateful_batching import StatefulBatchElementsDoFn
+
+            return (
+                pcoll
+                | "KeyByProcess" >> Map(_with_process_key)
+                | "BatchElements" >> ParDo(StatefulBatchElementsDoFn(self._sizer, self._max_batch_duration_secs, self._clock))
+            )
         return pcoll | "BatchElements" >> ParDo(_BatchElementsDoFn(self._sizer, self._element_size_fn))
+
+
+# One key per worker process, drawn when the module is imported there (Beam's SharedKey).
+_PROCESS_KEY = uuid.uuid4().hex
+
+
+def _with_process_key(element: Any) -> tuple[str, Any]:
+    return _PROCESS_KEY, element
 
 
 def _length_or_one(element: Any) -> int:

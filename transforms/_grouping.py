@@ -1,7 +1,7 @@
 """Utilities built on ``GroupByKey``: joins, de-duplication, reshuffles and keyed batches.
 
 ``CoGroupByKey``, ``Distinct`` (and Beam's older name ``RemoveDuplicates``), ``Reshuffle``
-and ``ReshufflePerKey``, ``GroupIntoBatches`` and ``WaitOn``. Each is a composite of the
+and ``ReshufflePerKey`` and ``WaitOn`` (``GroupIntoBatches``, stateful, is in ``_stateful_batching``). Each is a composite of the
 primitives, so the runner needs nothing special for them. Public through
 ``sparkbeam.transforms.util`` and ``sparkbeam``.
 """
@@ -26,7 +26,6 @@ from sparkbeam.window import GlobalWindows, TimestampCombiner
 __all__ = [
     "CoGroupByKey",
     "Distinct",
-    "GroupIntoBatches",
     "RemoveDuplicates",
     "Reshuffle",
     "ReshufflePerKey",
@@ -271,90 +270,6 @@ class Reshuffle(PTransform):
             | "ReshufflePerKey" >> ReshufflePerKey()
             | "RemoveRandomKeys" >> Map(_drop_key)
         )
-
-
-# -- GroupIntoBatches -------------------------------------------------------------------------------
-
-
-class _WithTimestamp(DoFn):
-    """``(k, v) -> (k, (v, timestamp))``: a batch is stamped with its last value's timestamp."""
-
-    def process(self, element: Any, timestamp: Any = DoFn.TimestampParam) -> Iterable[Any]:
-        key, value = element
-        yield (key, (value, timestamp.micros))
-
-
-class _Batches(DoFn):
-    """Cuts a key's grouped values into batches, stamped as Beam's stateful version stamps them:
-    a full batch at its last value's timestamp, the rest at the end of the window."""
-
-    def __init__(self, batch_size: int) -> None:
-        self.batch_size = batch_size
-
-    def process(self, element: Any, window: Any = DoFn.WindowParam) -> Iterable[WindowedValue]:
-        key, stamped_values = element
-        batch: list = []
-        for value, micros in stamped_values:
-            batch.append(value)
-            if len(batch) == self.batch_size:
-                yield WindowedValue((key, batch), micros, (window,))
-                batch = []
-        if batch:
-            yield WindowedValue((key, batch), window.end.micros, (window,))
-
-
-@with_input_types(typehints.Tuple[_K, _V])
-@with_output_types(typehints.Tuple[_K, typehints.Iterable[_V]])
-class GroupIntoBatches(PTransform):
-    """``(key, [up to batch_size values])`` batches of each key's values, per window.
-
-    Built on ``GroupByKey``: a key's values in a window are cut into batches of
-    ``batch_size`` (the last one may be smaller) when the window's pane fires. As in Beam,
-    a full batch is stamped with the timestamp of its last value and the last, partial
-    batch with the end of the window. On unbounded input a batch therefore waits for its
-    pane rather than leaving as soon as it is full.
-
-    >>> p | beam.Create([("k", i) for i in range(5)]) | beam.GroupIntoBatches(2)   # doctest: +SKIP
-    ("k", [0, 1]), ("k", [2, 3]), ("k", [4])
-    """
-
-    def __init__(self, batch_size: int, max_buffering_duration_secs: float | None = None, clock: Any = None) -> None:
-        super().__init__()
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size <= 0:
-            msg = f"GroupIntoBatches: batch_size must be a positive int, got {batch_size!r}"
-            raise ValueError(msg)
-        if max_buffering_duration_secs is not None and max_buffering_duration_secs < 0:
-            msg = f"GroupIntoBatches: max_buffering_duration_secs must not be negative, got {max_buffering_duration_secs!r}"
-            raise ValueError(msg)
-        self.batch_size = batch_size
-        self.max_buffering_duration_secs = max_buffering_duration_secs or 0
-
-    def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
-        if self.max_buffering_duration_secs and not pcoll.is_bounded:
-            node = pcoll.pipeline.current_transform()
-            msg = (
-                f"'{node.full_label}' (applied at {node.location}): GroupIntoBatches with "
-                "max_buffering_duration_secs on unbounded input needs timers, which sparkbeam "
-                "does not support yet; drop the argument (batches then leave when the window's "
-                "pane fires) or set a trigger on the input"
-            )
-            raise NotImplementedError(msg)
-        return (
-            pcoll
-            | "ReifyTimestamps" >> ParDo(_WithTimestamp())
-            | "GroupByKey" >> GroupByKey()
-            | "Batch" >> ParDo(_Batches(self.batch_size))
-        )
-
-    class WithShardedKey(PTransform):
-        """Beam's sharded-key variant: not supported by sparkbeam."""
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            msg = (
-                "GroupIntoBatches.WithShardedKey is not supported by sparkbeam (it needs "
-                "Beam's ShardedKey and stateful processing); use GroupIntoBatches"
-            )
-            raise NotImplementedError(msg)
 
 
 # -- WaitOn -------------------------------------------------------------------------------------------

@@ -7,7 +7,9 @@ Each is a composite of the primitives (``ParDo``, ``GroupByKey``, ``Flatten``,
   ``ToString``, ``Reify``, ``Regex``, ``LogElements``, ``Tee`` (and ``Partition``, which
   Beam keeps in ``core``: ``sparkbeam.Partition``);
 - grouping (``_grouping``): ``CoGroupByKey``, ``Distinct``/``RemoveDuplicates``,
-  ``Reshuffle``, ``ReshufflePerKey``, ``GroupIntoBatches``, ``WaitOn``;
+  ``Reshuffle``, ``ReshufflePerKey``, ``WaitOn``;
+- event-time order per key (``_event_time_sort``): ``SortByEventTime`` (sparkbeam's own);
+- stateful batching (``_stateful_batching``): ``GroupIntoBatches`` (and ``.WithShardedKey``);
 - batching within a bundle (``_batching``): ``BatchElements``, ``SortAndBatchElements``.
 
 >>> import sparkbeam as beam
@@ -35,15 +37,17 @@ from sparkbeam.transforms._element_wise import (
     Values,
     WithKeys,
 )
+from sparkbeam.transforms._event_time_sort import SortByEventTime
 from sparkbeam.transforms._grouping import (
     CoGroupByKey,
     Distinct,
-    GroupIntoBatches,
     RemoveDuplicates,
     Reshuffle,
     ReshufflePerKey,
     WaitOn,
 )
+from sparkbeam.transforms._stateful_batching import GroupIntoBatches
+from sparkbeam.utils.sharded_key import ShardedKey
 
 __all__ = [
     "BatchElements",
@@ -58,7 +62,9 @@ __all__ = [
     "RemoveDuplicates",
     "Reshuffle",
     "ReshufflePerKey",
+    "ShardedKey",
     "SortAndBatchElements",
+    "SortByEventTime",
     "Tee",
     "ToString",
     "Values",
