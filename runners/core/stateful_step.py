@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from sparkbeam.dofn import DoFn, StateParamMarker, TimerParamMarker
+from sparkbeam.metrics.execution import MetricsEnvironment
 from sparkbeam.runners.core.dofn_invoker import DoFnRunner
 from sparkbeam.runners.core.drops import DROP_COUNTERS, DropReason, GroupingStats
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
@@ -258,31 +259,34 @@ def stateful_partition(
     stats = GroupingStats()
     summary = StageSummary()
     kept: list[tuple[Any, KeyedState]] = []
-    runner.start()
-    try:
-        for key, elements in new.items():
-            store = stores.get(key)
-            if store is None:
-                store = stores[key] = KeyStore()
-            summary.elements_in += len(elements)
-            runner.process_key(store, key, elements, params.old_input_watermark, stats)
-        for key, store in stores.items():
-            runner.fire_due(store, key, params.new_input_watermark, params.now)
-            runner.collect_garbage(store, params.new_input_watermark)
-            if store.is_empty():
-                continue
-            _report(summary, key, store)
-            kept.append((key, KeyedState(store)))
-        runner.finish()
-    finally:
-        runner.teardown()
+    # The DoFn's code runs in its step, so that its metric updates land under its label.
+    with MetricsEnvironment.step_scope(op.label):
+        runner.start()
+        try:
+            for key, elements in new.items():
+                store = stores.get(key)
+                if store is None:
+                    store = stores[key] = KeyStore()
+                summary.elements_in += len(elements)
+                runner.process_key(store, key, elements, params.old_input_watermark, stats)
+            for key, store in stores.items():
+                runner.fire_due(store, key, params.new_input_watermark, params.now)
+                runner.collect_garbage(store, params.new_input_watermark)
+                if store.is_empty():
+                    continue
+                _report(summary, key, store)
+                kept.append((key, KeyedState(store)))
+            runner.finish()
+        finally:
+            runner.teardown()
     yield from kept
     summary.elements_out = len(outputs)
     for counter in DROP_COUNTERS.values():
         setattr(summary, counter, getattr(stats, counter))
     yield from outputs
     yield None, Summary(summary)
-    runner.finalize_bundle()  # the bundle's output has been handed on
+    with MetricsEnvironment.step_scope(op.label):
+        runner.finalize_bundle()  # the bundle's output has been handed on
 
 
 def _collector(outputs: list[tuple[int, WindowedValue]], pcoll: int) -> Callable[[WindowedValue], None]:

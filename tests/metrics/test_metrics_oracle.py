@@ -138,3 +138,31 @@ def test_a_combine_with_a_composite_label_and_metrics_outside_a_pipeline(spark):
         ("Sum/CombinePerKey/ExtractOutputs", "extracted", 1),
     }
     assert not metrics.query(MetricsFilter().with_namespace("nowhere"))["counters"]
+
+
+class _CountPerKey(sparkbeam.DoFn):
+    """A stateful DoFn that counts what it sees, in state and in a metric."""
+
+    from sparkbeam.transforms import userstate as _userstate
+
+    SEEN = _userstate.CombiningValueStateSpec("seen", sum)
+
+    def process(self, element, seen=sparkbeam.DoFn.StateParam(SEEN)):
+        seen.add(1)
+        Metrics.counter("stateful", "elements").inc()
+        yield element[0], seen.read()
+
+
+def test_a_stateful_dofns_metrics_are_under_its_label(spark):
+    def build(p):
+        _ = p | sparkbeam.Create([("a", 1), ("a", 2), ("b", 3)]) | "Count" >> sparkbeam.ParDo(_CountPerKey())
+
+    expected = {("Count", "elements", 3)}
+    p = sparkbeam.Pipeline()
+    build(p)
+    in_memory = run_in_memory(p).metrics().query(MetricsFilter().with_namespace("stateful"))
+    assert {(r.key.step, r.key.metric.name, r.committed) for r in in_memory["counters"]} == expected
+    p = sparkbeam.Pipeline()
+    build(p)
+    on_spark = p.run().metrics().query(MetricsFilter().with_namespace("stateful"))
+    assert {(r.key.step, r.key.metric.name, r.committed) for r in on_spark["counters"]} == expected
