@@ -40,7 +40,13 @@ import posixpath
 from collections.abc import Iterator
 from typing import IO, Any
 
-from sparkbeam.io.filesystem import BeamIOError, CompressionTypes, FileMetadata, FileSystem, compressed_stream
+from sparkbeam.io.filesystem import (
+    BeamIOError,
+    CompressionTypes,
+    FileMetadata,
+    FileSystem,
+    compressed_stream,
+)
 from sparkbeam.io.filesystems import FileSystems
 
 __all__ = ["HADOOP_SCHEMES", "HadoopFileSystem", "register"]
@@ -198,12 +204,12 @@ class HadoopFileSystem(FileSystem):
     def create(self, path: str, mime_type: str = "application/octet-stream", compression_type: Any = CompressionTypes.AUTO) -> IO[bytes]:
         fs, jpath = self._fs(path)
         raw = io.BufferedWriter(_JavaOutput(fs.create(jpath, True)), buffer_size=_READ_CHUNK)
-        return compressed_stream(raw, "wb", FileSystem._get_compression_type(path, compression_type), path)  # type: ignore[arg-type]
+        return compressed_stream(raw, "wb", FileSystem._get_compression_type(path, compression_type), path)
 
     def open(self, path: str, mime_type: str = "application/octet-stream", compression_type: Any = CompressionTypes.AUTO) -> IO[bytes]:
         fs, jpath = self._fs(path)
         raw = io.BufferedReader(_JavaInput(fs.open(jpath)), buffer_size=_READ_CHUNK)
-        return compressed_stream(raw, "rb", FileSystem._get_compression_type(path, compression_type), path)  # type: ignore[arg-type]
+        return compressed_stream(raw, "rb", FileSystem._get_compression_type(path, compression_type), path)
 
     # -- operations on many paths
     def _each(self, what: str, pairs: list[tuple[str, ...]], action: Any) -> None:

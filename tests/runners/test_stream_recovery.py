@@ -270,6 +270,8 @@ def test_a_file_url_checkpoint_through_hadoop_resumes_after_sigkill(tmp_path, un
     assert run_job(input_dir, out, url, log, None, "--file_urls_through_hadoop")
     assert os.path.exists(os.path.join(ck, ".sparkbeam-checkpoint.json.crc"))
     assert glob.glob(os.path.join(ck, "checkpoints", ".*.json.crc"))
+    # the kill's temporary step folders were removed at recovery; empty steps made none
+    assert [name for name in os.listdir(out) if name.startswith(".sparkbeam-")] == []
     assert committed(out, "totals") == lines
     assert committed(out, "bad") == bad
     assert totals(committed(out, "totals")) == expected
