@@ -15,15 +15,15 @@ A checkpoint exists only once its manifest does. Recovery loads the newest manif
 files are all present, then replays the journal's steps after it: each with the input and
 time it had, so it computes what it computed before (and file sinks rewrite the same
 files). Every file is written to a temporary name and renamed into place; journal entries
-and manifests are fsynced first. Paths are local, or a file system mounted at the same path
-on every machine.
+and manifests are fsynced first (on local disks; HDFS syncs them on close). Every file
+operation goes through ``sparkbeam.io.commits``, hence ``FileSystems``: the directory may
+be a local path, a ``file://`` URL or any URL a registered file system serves (``hdfs://``,
+``s3a://``, ``gs://``... through Hadoop's API, ``runners/spark/hadoop_filesystem.py``).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 from typing import Any
 
 from sparkbeam.io import commits
@@ -63,7 +63,7 @@ def _json_bytes(content: Any) -> bytes:
 
 def _numbered(directory: str, suffix: str) -> list[int]:
     numbers = []
-    for name in os.listdir(directory):
+    for name in commits.list_names(directory):
         stem = name[: -len(suffix)] if suffix and name.endswith(suffix) else (name if not suffix else None)
         if stem is not None and stem.isdigit():
             numbers.append(int(stem))
@@ -74,36 +74,36 @@ class CheckpointStore:
     """Reads and writes one pipeline's checkpoint directory (see the module docs)."""
 
     def __init__(self, root: str, shape: list[str], *, keep: int = 2) -> None:
-        self.root = os.path.abspath(root)
+        self.root = commits.absolute(root)
         self.shape = shape
         self.keep = keep
-        self.journal_dir = os.path.join(self.root, "journal")
-        self.checkpoints_dir = os.path.join(self.root, "checkpoints")
+        self.journal_dir = commits.join(self.root, "journal")
+        self.checkpoints_dir = commits.join(self.root, "checkpoints")
 
     # -- identity --------------------------------------------------------------------------
     def claim(self) -> None:
         """Make the directory this pipeline's, or check that it is; refuse anything else."""
-        identity_path = os.path.join(self.root, IDENTITY)
-        if os.path.isfile(identity_path):
-            with open(identity_path, encoding="utf-8") as handle:
-                identity = json.load(handle)
+        identity_path = commits.join(self.root, IDENTITY)
+        if commits.exists(identity_path):
+            identity = json.loads(commits.read_bytes(identity_path))
             if identity.get("format") != FORMAT:
                 msg = f"--checkpoint_dir={self.root}: written by an incompatible version ({identity.get('format')!r}, expected {FORMAT!r})"
                 raise CheckpointError(msg)
             if identity.get("shape") != self.shape:
                 raise CheckpointError(self._shape_message(identity.get("shape") or []))
         else:
-            if os.path.isdir(self.root) and os.listdir(self.root):
-                found = ", ".join(sorted(os.listdir(self.root))[:5])
+            present = commits.list_names(self.root)
+            if present:
+                found = ", ".join(sorted(present)[:5])
                 msg = (
                     f"--checkpoint_dir={self.root} is not a sparkbeam checkpoint directory (it holds {found} "
                     f"and no {IDENTITY}); give an empty or new directory"
                 )
                 raise CheckpointError(msg)
-            os.makedirs(self.root, exist_ok=True)
+            commits.makedirs(self.root)
             commits.write_bytes(identity_path, _json_bytes({"format": FORMAT, "shape": self.shape}))
-        os.makedirs(self.journal_dir, exist_ok=True)
-        os.makedirs(self.checkpoints_dir, exist_ok=True)
+        commits.makedirs(self.journal_dir)
+        commits.makedirs(self.checkpoints_dir)
 
     def _shape_message(self, theirs: list[str]) -> str:
         first = next(
@@ -119,30 +119,29 @@ class CheckpointStore:
         )
 
     def source_dir(self, stage_id: int) -> str:
-        return os.path.join(self.root, "sources", str(stage_id))
+        return commits.join(self.root, "sources", str(stage_id))
 
     # -- the step journal ----------------------------------------------------------------
     def write_journal(self, entry: dict[str, Any]) -> None:
-        commits.write_bytes(os.path.join(self.journal_dir, f"{entry['step']:010d}.json"), _json_bytes(entry))
+        commits.write_bytes(commits.join(self.journal_dir, f"{entry['step']:010d}.json"), _json_bytes(entry))
 
     def journal_from(self, step: int) -> dict[int, dict[str, Any]]:
         """The journal's entries for steps >= ``step`` (steps to replay after a restore)."""
         entries = {}
         for number in _numbered(self.journal_dir, ".json"):
             if number >= step:
-                with open(os.path.join(self.journal_dir, f"{number:010d}.json"), encoding="utf-8") as handle:
-                    entries[number] = json.load(handle)
+                entries[number] = json.loads(commits.read_bytes(commits.join(self.journal_dir, f"{number:010d}.json")))
         return entries
 
     # -- checkpoints -----------------------------------------------------------------------
     def checkpoint_path(self, step: int) -> str:
-        return os.path.join(self.checkpoints_dir, f"{step:010d}")
+        return commits.join(self.checkpoints_dir, f"{step:010d}")
 
     def begin(self, step: int) -> str:
         """A fresh directory for the checkpoint that resumes at ``step``."""
         path = self.checkpoint_path(step)
-        shutil.rmtree(path, ignore_errors=True)
-        os.makedirs(path)
+        commits.remove(path)
+        commits.makedirs(path)
         return path
 
     def commit(self, step: int, manifest: dict[str, Any]) -> None:
@@ -155,12 +154,11 @@ class CheckpointStore:
         found = []
         for number in reversed(_numbered(self.checkpoints_dir, ".json")):
             try:
-                with open(self.checkpoint_path(number) + ".json", encoding="utf-8") as handle:
-                    manifest = json.load(handle)
+                manifest = json.loads(commits.read_bytes(self.checkpoint_path(number) + ".json"))
             except (OSError, ValueError):
                 continue
-            files = [os.path.join(self.checkpoint_path(number), name) for name in manifest.get("files", [])]
-            if all(os.path.exists(path) for path in files):
+            files = [commits.join(self.checkpoint_path(number), name) for name in manifest.get("files", [])]
+            if all(commits.exists(path) for path in files):
                 found.append(manifest)
         return found
 
@@ -177,12 +175,12 @@ class CheckpointStore:
         oldest = kept[-1]["step"]
         for number in _numbered(self.checkpoints_dir, ".json"):
             if number < oldest:
-                os.remove(self.checkpoint_path(number) + ".json")
-        for name in os.listdir(self.checkpoints_dir):
+                commits.remove(self.checkpoint_path(number) + ".json")
+        for name in commits.list_names(self.checkpoints_dir):
             stem = name.split(".")[0]
-            if stem.isdigit() and int(stem) < oldest and os.path.isdir(os.path.join(self.checkpoints_dir, name)):
-                shutil.rmtree(os.path.join(self.checkpoints_dir, name), ignore_errors=True)
+            if stem.isdigit() and int(stem) < oldest and commits.is_directory(commits.join(self.checkpoints_dir, name)):
+                commits.remove(commits.join(self.checkpoints_dir, name))
         for number in _numbered(self.journal_dir, ".json"):
             if number < oldest:
-                os.remove(os.path.join(self.journal_dir, f"{number:010d}.json"))
+                commits.remove(commits.join(self.journal_dir, f"{number:010d}.json"))
         return kept[-1]

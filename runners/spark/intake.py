@@ -18,14 +18,11 @@ restart reads exactly what it read before.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import functools
 import json
 import logging
-import os
 import re
-import shutil
 import threading
 import time
 import uuid
@@ -306,8 +303,8 @@ class StreamIntake:
         self.spark = spark
         self.op = op
         self.spec = op.spec
-        self.wal_dir = os.path.join(directory, "wal")
-        self.spark_checkpoint = os.path.join(directory, "spark")
+        self.wal_dir = commits.join(directory, "wal")
+        self.spark_checkpoint = commits.join(directory, "spark")
         self.trigger_seconds = trigger_seconds
         self.available_now = available_now
         self.drop_before = drop_before
@@ -316,7 +313,7 @@ class StreamIntake:
         self._lock = threading.Lock()
         self._idle = threading.Event()  # set while no batch is being written
         self._idle.set()
-        os.makedirs(self.wal_dir, exist_ok=True)
+        commits.makedirs(self.wal_dir)
         self._recover()
 
     @property
@@ -326,16 +323,15 @@ class StreamIntake:
     def _recover(self) -> None:
         """Batches made durable before a restart. A batch without its ``.json`` was cut short:
         Spark did not commit it and will run it again, so its partial log is removed."""
-        names = set(os.listdir(self.wal_dir))
+        names = set(commits.list_names(self.wal_dir))
         for name in names:
             if name.endswith(".json") and not commits.is_temporary(name):
-                with open(os.path.join(self.wal_dir, name), encoding="utf-8") as handle:
-                    batch = WalBatch.from_plain(json.load(handle))
+                batch = WalBatch.from_plain(json.loads(commits.read_bytes(commits.join(self.wal_dir, name))))
                 if batch.path is not None:  # the directory may have moved since
-                    batch = attrs.evolve(batch, path=os.path.join(self.wal_dir, f"{batch.batch_id:010d}"))
+                    batch = attrs.evolve(batch, path=commits.join(self.wal_dir, f"{batch.batch_id:010d}"))
                 self._ready[batch.batch_id] = batch
         for name in names:
-            path = os.path.join(self.wal_dir, name)
+            path = commits.join(self.wal_dir, name)
             cut_short = not name.endswith(".json") and f"{name}.json" not in names
             if commits.is_temporary(name) or cut_short:
                 commits.remove(path)
@@ -473,7 +469,7 @@ class StreamIntake:
         records = frame.rdd.mapPartitions(
             functools.partial(wal_records, self.spec, ingest, self.drop_before(), time_zone, stats)
         )
-        final = os.path.join(self.wal_dir, f"{batch_id:010d}")
+        final = commits.join(self.wal_dir, f"{batch_id:010d}")
         temp = commits.temporary_beside(final)
         records.saveAsPickleFile(temp)
         (total,) = read_and_release(stats)
@@ -501,11 +497,10 @@ class StreamIntake:
         _LOG.debug("%s: batch %d durable (%d records) in %.3fs", self.op.label, batch_id, kept, time.perf_counter() - started)
 
     def _spark_offsets(self, batch_id: int) -> str | None:
-        path = os.path.join(self.spark_checkpoint, "offsets", str(batch_id))
+        path = commits.join(self.spark_checkpoint, "offsets", str(batch_id))
         try:
-            with open(path, encoding="utf-8") as handle:
-                return handle.read().splitlines()[-1]
-        except OSError:
+            return commits.read_bytes(path).decode("utf-8").splitlines()[-1]
+        except (OSError, IndexError):
             return None
 
     # -- for the step loop ----------------------------------------------------------------
@@ -549,9 +544,8 @@ class StreamIntake:
             for b in [b for b in self._ready if b <= batch_id]:
                 batch = self._ready.pop(b)
                 if batch.path is not None:
-                    shutil.rmtree(batch.path, ignore_errors=True)
-                with contextlib.suppress(FileNotFoundError):
-                    os.remove(os.path.join(self.wal_dir, f"{b:010d}.json"))
+                    commits.remove(batch.path)
+                commits.remove(commits.join(self.wal_dir, f"{b:010d}.json"))
 
     def stop(self) -> None:
         # Let a batch being written finish (it is durable either way, but interrupting its

@@ -260,6 +260,12 @@ class SparkRunner(PipelineRunner):
             settings["spark_master"], settings["spark_conf"], settings["job_name"], log=choose_log(settings)
         )
         cleanups: list[Callable[[], None]] = [session_settings.restore]
+        # hdfs://, s3a://, gs://... through Hadoop's API while this session is up; file://
+        # URLs too with --file_urls_through_hadoop (for this run only)
+        from sparkbeam.runners.spark import hadoop_filesystem
+
+        hadoop_filesystem.serve_file_urls(bool(settings["file_urls_through_hadoop"]))
+        cleanups.append(lambda: hadoop_filesystem.serve_file_urls(False))
         backend = None
         try:
             context = spark.sparkContext

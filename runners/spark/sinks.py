@@ -12,8 +12,16 @@ For each step with elements (layout in ``sparkbeam.io.stepfiles``):
    POSIX and HDFS). If the step already has a directory (the step is being replayed), it is
    first renamed aside to a hidden name and deleted after the new one is in place.
 
-A step whose input is empty writes nothing (and removes what an earlier attempt of the
-same step wrote, so a step's files are always those of its last attempt).
+A step whose input is empty writes nothing, not even its temporary directory (the first
+task with an element creates it), and removes what an earlier attempt of the same step
+wrote, so a step's files are always those of its last attempt. When a stream resumes from
+its checkpoint, ``remove_leftovers`` deletes the temporary directories of steps a crash cut
+short (recognised by the sink's own prefix, so other writers' files are left alone).
+
+The shards are written by the executors' Python, so a sink's path must be one every
+executor reaches: a local path, a ``file://`` URL or a shared mount. A prefix on a file
+system only the driver's JVM serves (``hdfs://``, ``s3a://``..., see
+``runners/spark/hadoop_filesystem.py``) is refused before Spark starts.
 
 Each sink op Spark writes is registered here as a ``SparkSink`` (under
 ``execution.backend_ops("Spark")``): how a step lays out its files, and in batch, when it
@@ -34,7 +42,7 @@ import attrs
 from sparkbeam.io import commits
 from sparkbeam.io.filebased import FileSink
 from sparkbeam.io.stepfiles import StepFiles
-from sparkbeam.runners.core.errors import UserCodeError
+from sparkbeam.runners.core.errors import TransformError, UserCodeError
 from sparkbeam.runners.core.execution import backend_ops
 from sparkbeam.runners.core.ops import Op, WriteFilesPerStepOp, WriteTextOp
 from sparkbeam.runners.core.steps import StepParams
@@ -69,7 +77,28 @@ _SINKS.register(WriteTextOp)(SparkSink(step_files=_text_step_files, batch_write=
 def check(op: Op) -> None:
     """Refuse, before Spark starts, a sink Spark cannot write (an op type it does not
     write, a path off the local and shared file systems)."""
-    _SINKS.lookup(op).step_files(op)
+    prefix = _SINKS.lookup(op).step_files(op).prefix
+    if "://" in prefix and not prefix.startswith("file://"):
+        msg = (
+            f"'{op.label}' (applied at {op.location}): file sinks on Spark are written by the executors' "
+            f"Python, which cannot reach {prefix!r} (its file system is served by Hadoop in the driver's JVM "
+            "only); write to a local path or a mount every executor shares"
+        )
+        raise TransformError(msg)
+
+
+def remove_leftovers(op: Op) -> list[str]:
+    """Delete the temporary step directories of ``op``'s sink that an interrupted run left
+    (called when a stream resumes, before its first step); returns what was removed."""
+    prefix = _SINKS.lookup(op).step_files(op).prefix
+    directory, base = os.path.split(prefix.removeprefix("file://"))
+    ours = tuple(f"{mark}{base}-step-" for mark in (commits.TEMPORARY_MARK, ".sparkbeam-replaced-"))
+    removed = []
+    for name in commits.list_names(directory):
+        if name.startswith(ours):
+            commits.remove(os.path.join(directory, name))
+            removed.append(name)
+    return removed
 
 
 def write(sc: Any, op: Op, rdd: Any, known_empty: bool, params: StepParams) -> None:
@@ -94,10 +123,12 @@ def _write_partition(
         for wv in values:
             value = wv.value
             if writer is None:
+                commits.makedirs(temp_dir)  # only once there is something to write
                 writer = sink.open(path)
             writer.write(value)
             records += 1
         if writer is None and every_shard:
+            commits.makedirs(temp_dir)
             writer = sink.open(path)
             value = None
         if writer is not None:
@@ -121,7 +152,7 @@ def write_step(sc: Any, op: Op, rdd: Any, known_empty: bool, step: int) -> list[
     if known_empty:
         commits.commit_directory(None, final_dir)
         return []
-    with commits.staging_directory(final_dir) as temp_dir:
+    with commits.staging_directory(final_dir, create=False) as temp_dir:
         if files.num_shards and rdd.getNumPartitions() != files.num_shards:
             rdd = rdd.repartition(files.num_shards)
         write = functools.partial(_write_partition, op, files.sink, temp_dir, files.num_shards > 0)
@@ -134,7 +165,7 @@ def write_step(sc: Any, op: Op, rdd: Any, known_empty: bool, step: int) -> list[
             final = files.shard_path(step, shard, len(written))
             commits.commit(path, os.path.join(temp_dir, os.path.basename(final)))
             names.append(os.path.basename(final))
-        for stray in set(os.listdir(temp_dir)) - set(names):  # from task attempts that failed
+        for stray in set(commits.list_names(temp_dir)) - set(names):  # from task attempts that failed
             os.remove(os.path.join(temp_dir, stray))
         commits.commit_directory(temp_dir, final_dir)
         return [os.path.join(final_dir, name) for name in names]

@@ -13,13 +13,12 @@ watermark moving backwards.
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 import tempfile
 import threading
 import time
 from typing import Any
 
+from sparkbeam.io import commits
 from sparkbeam.runners.core.clock import Clock, WallClock
 from sparkbeam.runners.core.plan import StagePlan
 from sparkbeam.runners.core.steps import StepLoop
@@ -84,6 +83,8 @@ class StreamRun:
         if manifest is not None:
             self._restore(manifest)
         self.replay = self.store.journal_from(loop.step)
+        if manifest is not None or self.replay:
+            self._remove_sink_leftovers()
         for stage_id, source in self.sources.items():
             intake = StreamIntake(
                 self.spark,
@@ -98,6 +99,16 @@ class StreamRun:
             intake.start()
         for intake in self.intakes.values():
             intake.wait_until_running()
+
+    def _remove_sink_leftovers(self) -> None:
+        """Resuming: the temporary step directories a crash left beside the file sinks' output."""
+        from sparkbeam.runners.spark import sinks
+
+        for stage in self.plan.stages:
+            for op in stage.sinks:
+                removed = sinks.remove_leftovers(op)
+                if removed:
+                    _LOG.info("%s: removed %d temporary folder(s) of interrupted steps", op.label, len(removed))
 
     def request_stop(self) -> None:
         """Cut short the wait before the next step (the loop itself stops at the boundary)."""
@@ -117,7 +128,7 @@ class StreamRun:
         for intake in self.intakes.values():
             intake.stop()
         if self.temporary:
-            shutil.rmtree(self.store.root, ignore_errors=True)
+            commits.remove(self.store.root)
 
     # -- around each step ---------------------------------------------------------------------
     def before_step(self, step: int) -> None:
@@ -161,10 +172,10 @@ class StreamRun:
         resume_at = loop.step
         directory = self.store.begin(resume_at)
         state_files = self.backend.save_state(directory)
-        with open(os.path.join(directory, "loop.pickle"), "wb") as handle:
-            cloudpickle.dump({"loop": loop.snapshot(), "backend": self.backend.snapshot()}, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
+        commits.write_bytes(
+            commits.join(directory, "loop.pickle"),
+            cloudpickle.dumps({"loop": loop.snapshot(), "backend": self.backend.snapshot()}),
+        )
         watermarks = {rt.stage.name: [rt.input_watermark, rt.output_watermark] for rt in loop.runtimes}
         sources = {}
         for stage_id, source in self.sources.items():
@@ -190,9 +201,8 @@ class StreamRun:
         if loop is None:
             return
         directory = self.store.checkpoint_path(manifest["step"])
-        with open(os.path.join(directory, "loop.pickle"), "rb") as handle:
-            saved = pickle.load(handle)
+        saved = pickle.loads(commits.read_bytes(commits.join(directory, "loop.pickle")))
         loop.restore(saved["loop"])
-        self.backend.restore(saved["backend"], {int(k): os.path.join(directory, v) for k, v in manifest["state"].items()})
+        self.backend.restore(saved["backend"], {int(k): commits.join(directory, v) for k, v in manifest["state"].items()})
         self.restored_step = manifest["step"]
         _LOG.info("restored the checkpoint of step %d from %s", manifest["step"], self.store.root)

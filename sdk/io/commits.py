@@ -14,9 +14,14 @@ executors. The pattern is always the same three parts:
   replace a directory readers may be listing, ``write_bytes`` for small files in one call);
 - **remove leftovers** of attempts that failed or were cut short (``remove``).
 
-The functions work on local paths (or a mount every executor shares), through ``os``.
-Other file systems (``hdfs://``, ``s3a://``, through Hadoop's FileSystem API) would be
-backed here, behind the same functions, so no writer has to change.
+Paths are plain local paths or URLs. Where ``FileSystems`` serves a path with
+``LocalFileSystem`` (plain paths, ``file://``), the work is Python's ``os`` (renames are
+atomic, small files are fsynced); any other file system registered in ``FileSystems``
+(``hdfs://``, ``s3a://``... through Hadoop's FileSystem API on Spark, see
+``runners/spark/hadoop_filesystem.py``) is used through its own operations, with the
+atomicity its rename has. The helpers that go with the pattern (``join``, ``makedirs``,
+``exists``, ``is_directory``, ``list_names``, ``read_bytes``) let a writer stay free of
+``os``.
 
 >>> temporary_beside("/out/scores-step-00000007").startswith("/out/.sparkbeam-temp-scores-step-00000007-")
 True
@@ -28,15 +33,28 @@ from __future__ import annotations
 
 import contextlib
 import os
+import posixpath
 import shutil
 import uuid
 from collections.abc import Iterator
+from typing import Any
+
+from sparkbeam.io.filesystem import CompressionTypes
+from sparkbeam.io.filesystems import FileSystems
+from sparkbeam.io.localfilesystem import LocalFileSystem
 
 __all__ = [
     "TEMPORARY_MARK",
+    "absolute",
     "commit",
     "commit_directory",
+    "exists",
+    "is_directory",
     "is_temporary",
+    "join",
+    "list_names",
+    "makedirs",
+    "read_bytes",
     "remove",
     "staging_directory",
     "temporary_beside",
@@ -49,24 +67,106 @@ TEMPORARY_MARK = ".sparkbeam-temp-"
 _REPLACED_MARK = ".sparkbeam-replaced-"
 
 
+def _local(path: str) -> str | None:
+    """The ``os`` path of ``path`` if the local file system serves it, else None."""
+    if "://" not in path:
+        return path
+    if isinstance(FileSystems.get_filesystem(path), LocalFileSystem):
+        return path.removeprefix("file://")
+    return None
+
+
+def _remote(path: str) -> Any:
+    return FileSystems.get_filesystem(path)
+
+
+def absolute(path: str) -> str:
+    """A plain path made absolute; a URL as it is."""
+    return path if "://" in path else os.path.abspath(path)
+
+
+def join(directory: str, *names: str) -> str:
+    return posixpath.join(directory, *names) if "://" in directory else os.path.join(directory, *names)
+
+
+def _split(path: str) -> tuple[str, str]:
+    if "://" in path:
+        head, _, tail = path.rstrip("/").rpartition("/")
+        return head, tail
+    return os.path.split(path)
+
+
 def temporary_beside(final: str) -> str:
     """A new hidden path in ``final``'s directory, unique to this attempt (the rename that
     commits it then stays within one directory, hence one file system)."""
-    directory, name = os.path.split(final)
-    return os.path.join(directory, f"{TEMPORARY_MARK}{name}-{uuid.uuid4().hex}")
+    directory, name = _split(final)
+    return join(directory, f"{TEMPORARY_MARK}{name}-{uuid.uuid4().hex}")
 
 
 def is_temporary(name: str) -> bool:
     """Whether a file name is a temporary of this module (a leftover if nothing is writing)."""
-    return os.path.basename(name).startswith((TEMPORARY_MARK, _REPLACED_MARK))
+    return _split(name)[1].startswith((TEMPORARY_MARK, _REPLACED_MARK))
+
+
+def makedirs(path: str) -> None:
+    """Create a directory and its parents; one already there is fine."""
+    local = _local(path)
+    if local is not None:
+        os.makedirs(local, exist_ok=True)
+        return
+    fs = _remote(path)
+    if hasattr(fs, "makedirs"):
+        fs.makedirs(path)
+    elif not fs.exists(path):
+        fs.mkdirs(path)
+
+
+def exists(path: str) -> bool:
+    local = _local(path)
+    return os.path.lexists(local) if local is not None else bool(_remote(path).exists(path))
+
+
+def is_directory(path: str) -> bool:
+    local = _local(path)
+    return os.path.isdir(local) if local is not None else bool(_remote(path).is_directory(path))
+
+
+def list_names(directory: str) -> list[str]:
+    """The names directly in ``directory`` (none if it does not exist)."""
+    local = _local(directory)
+    if local is not None:
+        try:
+            return os.listdir(local)
+        except FileNotFoundError:
+            return []
+    fs = _remote(directory)
+    if hasattr(fs, "list_names"):
+        return list(fs.list_names(directory))
+    prefix = directory.rstrip("/") + "/"
+    found = FileSystems.match([prefix + "*"])[0].metadata_list
+    return sorted({m.path[len(prefix):].split("/")[0] for m in found if m.path.startswith(prefix)})
+
+
+def read_bytes(path: str) -> bytes:
+    """A small file's content (FileNotFoundError if it is not there)."""
+    local = _local(path)
+    if local is not None:
+        with open(local, "rb") as handle:
+            return handle.read()
+    if not _remote(path).exists(path):
+        raise FileNotFoundError(path)
+    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+        return handle.read()
 
 
 @contextlib.contextmanager
-def staging_directory(final: str) -> Iterator[str]:
-    """A new temporary directory beside ``final`` (created with its parents), removed on
-    leaving with whatever was not committed out of it."""
+def staging_directory(final: str, *, create: bool = True) -> Iterator[str]:
+    """A new temporary directory beside ``final`` (created with its parents unless
+    ``create`` is False, for writers that create it themselves, or only once they have
+    something to write), removed on leaving with whatever was not committed out of it."""
     temp = temporary_beside(final)
-    os.makedirs(temp)
+    if create:
+        makedirs(temp)
     try:
         yield temp
     finally:
@@ -76,7 +176,17 @@ def staging_directory(final: str) -> Iterator[str]:
 def commit(temporary: str, final: str) -> None:
     """Rename a written temporary (a file, or a directory where none is) to its final path,
     replacing a file that is there."""
-    os.replace(temporary, final)
+    local, local_final = _local(temporary), _local(final)
+    if local is not None and local_final is not None:
+        os.replace(local, local_final)
+        return
+    fs = _remote(temporary)
+    if hasattr(fs, "replace"):
+        fs.replace(temporary, final)
+    else:
+        if fs.exists(final) and not fs.is_directory(final):
+            fs.delete([final])
+        fs.rename([temporary], [final])
 
 
 def commit_directory(new_dir: str | None, final_dir: str) -> None:
@@ -85,24 +195,30 @@ def commit_directory(new_dir: str | None, final_dir: str) -> None:
     An existing ``final_dir`` is renamed aside to a hidden name before the new one is
     renamed in, then deleted: a reader sees the old files, then none, then the new ones.
     """
-    aside = os.path.join(os.path.dirname(final_dir), _REPLACED_MARK + os.path.basename(final_dir))
-    if os.path.lexists(aside):  # left by a run that failed between the two renames
-        shutil.rmtree(aside)
-    if os.path.lexists(final_dir):
-        os.replace(final_dir, aside)
+    directory, name = _split(final_dir)
+    aside = join(directory, _REPLACED_MARK + name)
+    if exists(aside):  # left by a run that failed between the two renames
+        remove(aside)
+    if exists(final_dir):
+        commit(final_dir, aside)
     if new_dir is not None:
-        os.replace(new_dir, final_dir)
-    shutil.rmtree(aside, ignore_errors=True)
+        commit(new_dir, final_dir)
+    remove(aside)
 
 
 def write_bytes(path: str, data: bytes) -> None:
     """Write a small file whole or not at all: to a temporary, synced, then committed."""
     temp = temporary_beside(path)
     try:
-        with open(temp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
+        local = _local(temp)
+        if local is not None:
+            with open(local, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+        else:
+            with FileSystems.create(temp, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+                handle.write(data)
         commit(temp, path)
     except BaseException:
         remove(temp)
@@ -111,8 +227,16 @@ def write_bytes(path: str, data: bytes) -> None:
 
 def remove(path: str) -> None:
     """Remove a leftover file or directory; one already gone is fine."""
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
+    local = _local(path)
+    if local is None:
+        fs = _remote(path)
+        if hasattr(fs, "remove"):
+            fs.remove(path)
+        elif fs.exists(path):
+            fs.delete([path])
+        return
+    if os.path.isdir(local) and not os.path.islink(local):
+        shutil.rmtree(local, ignore_errors=True)
     else:
         with contextlib.suppress(FileNotFoundError):
-            os.remove(path)
+            os.remove(local)

@@ -19,6 +19,11 @@ scheme needs a file system registered for it; without one, every operation raise
 - As in Beam, a subclass of ``FileSystem`` whose ``scheme()`` returns the scheme is found
   without registering, once its module is imported.
 
+``FileSystems.serve_file_urls(factory)`` serves ``file://`` URLs (not plain paths) with
+another file system: the Spark runner's ``--file_urls_through_hadoop`` sends them through
+Hadoop's local file system (``runners/spark/hadoop_filesystem.py``, which also registers
+``hdfs``, ``s3a``, ``gs``, ``abfs``, ``viewfs``... while a Spark session is up).
+
 A registration lives in the process that made it. A file system backed by the Spark
 driver's JVM (Hadoop's ``FileSystem`` API through Py4J) serves the driver only: matching
 globs when a pipeline is built, checkpoints, committing output. Code that runs on the
@@ -69,6 +74,7 @@ class FileSystems:
     _pipeline_options: Any = None
     _registered: dict[str | None, FileSystemFactory] = {}
     _instances: dict[str | None, FileSystem] = {}
+    _file_urls: FileSystemFactory | None = None
     _lock = threading.Lock()
 
     # -- the registry ------------------------------------------------------------------------
@@ -93,6 +99,15 @@ class FileSystems:
         with cls._lock:
             cls._registered.pop(scheme.lower(), None)
             cls._instances.pop(scheme.lower(), None)
+
+    @classmethod
+    def serve_file_urls(cls, factory: FileSystemFactory | None) -> None:
+        """Serve ``file://`` URLs (never plain paths) with ``factory`` instead of
+        ``LocalFileSystem``; None gives them back. The Spark runner uses it for
+        ``--file_urls_through_hadoop`` (Hadoop's view of the local disk, on the driver)."""
+        with cls._lock:
+            cls._file_urls = factory
+            cls._instances.pop("file", None)
 
     @classmethod
     def registered_schemes(cls) -> list[str]:
@@ -121,7 +136,7 @@ class FileSystems:
             raise TypeError(msg)
         scheme = cls.get_scheme(path)
         key = scheme.lower() if scheme is not None else None
-        if key in _LOCAL_SCHEMES:
+        if key in _LOCAL_SCHEMES and not (key == "file" and cls._file_urls is not None):
             key = None
         with cls._lock:
             found = cls._instances.get(key)
@@ -145,6 +160,8 @@ class FileSystems:
     def _factory(cls, key: str | None) -> FileSystemFactory | None:
         if key is None:
             return LocalFileSystem
+        if key == "file":
+            return cls._file_urls
         registered = cls._registered.get(key)
         if registered is not None:
             return registered

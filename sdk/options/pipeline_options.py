@@ -283,6 +283,10 @@ class SparkRunnerOptions(PipelineOptions):
                 "where a real stream keeps its write-ahead log, journal and checkpoints; a run "
                 "started again with it resumes", group="streaming",
                 default_text="a temporary directory, removed at the end"),
+        _Option("file_urls_through_hadoop", _to_bool, False,
+                "serve file:// URLs (checkpoints, write-ahead logs, committing output, matching "
+                "inputs on the driver) through Hadoop's FileSystem API, as hdfs://, s3a:// and "
+                "gs:// always are; plain paths stay with Python's os", is_flag=True, group="spark"),
         _Option("checkpoint_interval", _positive_int, 10, "write a checkpoint every N steps",
                 group="streaming", metavar="N"),
         _Option("step_interval", _non_negative_float, 1.0,

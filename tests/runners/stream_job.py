@@ -77,8 +77,9 @@ def build(p, input_dir: str, output_dir: str) -> None:
     bad | "Raw" >> beam.Map(lambda record: record.record) | "WriteBad" >> beam.io.WriteToText(f"{output_dir}/bad")
 
 
-def main(input_dir: str, output_dir: str, checkpoint_dir: str, timeline_log: str) -> None:
+def main(input_dir: str, output_dir: str, checkpoint_dir: str, timeline_log: str, *flags: str) -> None:
     options = PipelineOptions(
+        list(flags),
         spark_master="local[2]",
         spark_conf=["spark.ui.enabled=false", "spark.sql.shuffle.partitions=2"],
         available_now=True,
@@ -93,4 +94,4 @@ def main(input_dir: str, output_dir: str, checkpoint_dir: str, timeline_log: str
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:5])
+    main(*sys.argv[1:])
