@@ -9,7 +9,7 @@
 - Spark equals the engine, watermarks included.
 """
 
-# ruff: noqa: B008 (DoFn.StateParam(SPEC) as a default is Beam's idiom)
+
 from __future__ import annotations
 
 import collections

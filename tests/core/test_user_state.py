@@ -5,7 +5,7 @@ GC at the window's expiry) are pinned here; tests/conformance/test_stateful_orac
 the rest with apache_beam.
 """
 
-# ruff: noqa: B008 (DoFn.StateParam(SPEC) as a default is Beam's idiom)
+
 from __future__ import annotations
 
 import pickle

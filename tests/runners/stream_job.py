@@ -38,19 +38,19 @@ class CountAtWindowEnd(beam.DoFn):
     COUNT = CombiningValueStateSpec("count", sum)
     END = TimerSpec("end", TimeDomain.WATERMARK)
 
-    def process(self, element, count=beam.DoFn.StateParam(COUNT), end=beam.DoFn.TimerParam(END), w=beam.DoFn.WindowParam):  # noqa: B008
+    def process(self, element, count=beam.DoFn.StateParam(COUNT), end=beam.DoFn.TimerParam(END), w=beam.DoFn.WindowParam):
         count.add(1)
         end.set(w.max_timestamp())
 
     @on_timer(END)
-    def emit(self, team=beam.DoFn.KeyParam, count=beam.DoFn.StateParam(COUNT), w=beam.DoFn.WindowParam):  # noqa: B008
+    def emit(self, team=beam.DoFn.KeyParam, count=beam.DoFn.StateParam(COUNT), w=beam.DoFn.WindowParam):
         yield f"{team},{int(w.start)},{count.read()}"
 
 
 class RunningSequence(beam.DoFn):
     LAST = ReadModifyWriteStateSpec("last", beam.coders.VarIntCoder())
 
-    def process(self, element, last=beam.DoFn.StateParam(LAST)):  # noqa: B008
+    def process(self, element, last=beam.DoFn.StateParam(LAST)):
         number = (last.read() or 0) + 1
         last.write(number)
         yield f"{element[0]},{number}"
