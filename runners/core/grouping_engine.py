@@ -16,6 +16,8 @@ import functools
 from collections.abc import Iterable
 from typing import Any
 
+import attrs
+
 from sparkbeam.combine import CombineFn, accumulator_from
 from sparkbeam.trigger import AccumulationMode, TriggerFn
 from sparkbeam.utils.windowed_value import PaneInfo, PaneInfoTiming, WindowedValue
@@ -25,9 +27,10 @@ from sparkbeam.windowing import Windowing
 from .drops import DropReason, GroupingStats
 from .holds import HoldPolicy, last_instant
 from .merging import Buckets
+from .records import Partial
 from .window_state import KeyState, WindowState
 
-__all__ = ["GroupingEngine", "WindowedGrouping"]
+__all__ = ["Arrival", "GroupingEngine", "WindowedGrouping"]
 
 _EARLY = PaneInfoTiming.EARLY
 _ON_TIME = PaneInfoTiming.ON_TIME
@@ -39,6 +42,17 @@ _EXPIRED: tuple[list[Any], list[int] | None, Any] = ([], None, None)
 @functools.lru_cache(maxsize=4096)
 def _pane(is_first: bool, is_last: bool, timing: PaneInfoTiming, index: int, nonspeculative: int) -> PaneInfo:
     return PaneInfo(is_first, is_last, timing, index, nonspeculative)
+
+
+@attrs.define(slots=True)
+class Arrival:
+    """A bundle's lifted partials for one window: their accumulators, element count and
+    combined hold (``lifting.py``)."""
+
+    accumulators: list[Any]
+    count: int
+    hold: int | None
+    unheld: bool
 
 
 class GroupingEngine(abc.ABC):
@@ -92,6 +106,22 @@ class GroupingEngine(abc.ABC):
         are in, at ``input_watermark``."""
 
     @abc.abstractmethod
+    def add_partials(
+        self,
+        state: KeyState,
+        key: Any,
+        partials: Iterable[Partial],
+        *,
+        input_watermark: int,
+        output_watermark: int,
+        now: int,
+        stats: GroupingStats,
+    ) -> list[WindowedValue]:
+        """``add_elements`` for a bundle combined before the shuffle (``lifting.py``): each
+        partial stands for ``count`` elements of its window, its hold already judged
+        against ``output_watermark``. The panes are those the elements would fire."""
+
+    @abc.abstractmethod
     def fire_timers(
         self,
         state: KeyState,
@@ -137,6 +167,21 @@ class GroupingEngine(abc.ABC):
         if accumulator is None:
             accumulator = combine_fn.create_accumulator()
         window_state.contents = accumulator_from(combine_fn, "add_inputs", combine_fn.add_inputs(accumulator, values), accumulator)
+
+    def _add_accumulators(self, window_state: WindowState, accumulators: list[Any]) -> None:
+        """Merge lifted accumulators into a window's contents (a combining grouping only)."""
+        combine_fn = self.combine_fn
+        if combine_fn is None:
+            msg = "partials reached a grouping without a CombineFn; only a combine is lifted"
+            raise TypeError(msg)
+        if window_state.contents is not None:
+            accumulators = [window_state.contents, *accumulators]
+        if len(accumulators) == 1:
+            window_state.contents = accumulators[0]
+        else:
+            window_state.contents = accumulator_from(
+                combine_fn, "merge_accumulators", combine_fn.merge_accumulators(accumulators), accumulators
+            )
 
     def _payload(self, contents: Any, keep: bool) -> Any:
         """A pane's value from a window's contents: the grouped values (a copy when the
@@ -227,7 +272,50 @@ class WindowedGrouping(GroupingEngine):
                 event = due
         return event, processing
 
+    def add_partials(
+        self,
+        state: KeyState,
+        key: Any,
+        partials: Iterable[Partial],
+        *,
+        input_watermark: int,
+        output_watermark: int,
+        now: int,
+        stats: GroupingStats,
+    ) -> list[WindowedValue]:
+        by_window = self._bucket_partials(partials, input_watermark, stats)
+        if not by_window:
+            return []
+        by_window = self._merge_partial_windows(state, by_window, now, stats)
+        fired: list[WindowedValue] = []
+        for window, arrival in by_window.items():
+            window_state = self._admit_partial(state, window, arrival, output_watermark, stats)
+            if window_state is not None:
+                self._arrived(state, key, window, window_state, arrival.count, input_watermark, now, fired, stats)
+        return fired
+
     # ------------------------------------------------------------------ what strategies add
+
+    @abc.abstractmethod
+    def _arrived(
+        self,
+        state: KeyState,
+        key: Any,
+        window: BoundedWindow,
+        window_state: WindowState,
+        count: int,
+        input_watermark: int,
+        now: int,
+        fired: list[WindowedValue],
+        stats: GroupingStats,
+    ) -> None:
+        """``count`` elements of one bundle are in ``window``: fire what they call for."""
+
+    def _merge_partial_windows(
+        self, state: KeyState, by_window: dict[BoundedWindow, Arrival], now: int, stats: GroupingStats
+    ) -> dict[BoundedWindow, Arrival]:
+        """Lifted partials per window after merging windows (only a merging strategy merges)."""
+        return by_window
 
     @abc.abstractmethod
     def _fire_due(
@@ -282,6 +370,56 @@ class WindowedGrouping(GroupingEngine):
         return {
             bucket[2]: (bucket[0], bucket[1]) for bucket in buckets.values() if bucket is not _EXPIRED
         }
+
+    def _bucket_partials(
+        self, partials: Iterable[Partial], input_watermark: int, stats: GroupingStats
+    ) -> dict[BoundedWindow, Arrival]:
+        """Partials per window, first-seen order, without the windows already behind
+        their GC time (their elements dropped as late, by count)."""
+        arrivals: dict[BoundedWindow, Arrival] = {}
+        gc_time = self.holds.gc_time
+        combine = self.holds.combine
+        expired = 0
+        for partial in partials:
+            window = partial.window
+            arrival = arrivals.get(window)
+            if arrival is None:
+                if gc_time(window) < input_watermark:
+                    expired += partial.count
+                    continue
+                arrivals[window] = Arrival([partial.accumulator], partial.count, partial.hold, partial.unheld)
+                continue
+            arrival.accumulators.append(partial.accumulator)
+            arrival.count += partial.count
+            arrival.hold = combine(arrival.hold, partial.hold)
+            arrival.unheld = arrival.unheld or partial.unheld
+        stats.discard(DropReason.LATE, expired)
+        return arrivals
+
+    def _admit_partial(
+        self, state: KeyState, window: BoundedWindow, arrival: Arrival, output_watermark: int, stats: GroupingStats
+    ) -> WindowState | None:
+        """``_admit`` for lifted partials: their hold was judged before the shuffle, except
+        under END_OF_WINDOW, where it is the (maybe merged) window's end and judged here."""
+        windows = state.windows
+        window_state = windows.get(window)
+        if window_state is None:
+            window_state = windows[window] = WindowState()
+        elif window_state.closed:
+            stats.discard(DropReason.CLOSED_WINDOW, arrival.count)
+            return None
+        holds = self.holds
+        if holds.depends_only_on_window:
+            hold, unheld = holds.element_hold(window, (), output_watermark)
+        else:
+            hold, unheld = arrival.hold, arrival.unheld
+        if hold is not None:
+            window_state.hold = holds.combine(window_state.hold, hold)
+        if unheld:
+            window_state.gc_hold = True
+        self._add_accumulators(window_state, arrival.accumulators)
+        window_state.pending += arrival.count
+        return window_state
 
     def _admit(
         self,

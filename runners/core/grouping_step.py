@@ -1,7 +1,8 @@
 """One step of a grouping stage over one partition of keys: the same code in memory and on Spark.
 
 The input is a partition's records (``records.py``): ``(key, KeyedState)`` carried from the
-previous step and ``(key, element)`` for this step's elements, their keys taken off. The
+previous step and ``(key, element)`` for this step's elements, their keys taken off (or
+``(key, Partial)`` per window when the combine was lifted before the shuffle). The
 output is ``(key, KeyedState)`` for the state kept, ``(None, Pane)`` for each fired pane
 and last ``(None, Summary)``: the earliest hold and which key and window set it, counts,
 drops.
@@ -15,7 +16,7 @@ from typing import Any
 from sparkbeam.runners.core.drops import DROP_COUNTERS, GroupingStats
 from sparkbeam.runners.core.errors import TransformError
 from sparkbeam.runners.core.ops import GroupOp
-from sparkbeam.runners.core.records import KeyedState, Pane, Summary
+from sparkbeam.runners.core.records import KeyedState, Pane, Partial, Summary
 from sparkbeam.runners.core.steps import StageSummary, StepParams
 from sparkbeam.utils.windowed_value import WindowedValue
 
@@ -49,7 +50,7 @@ def group_partition(
 ) -> Iterator[tuple[Any, KeyedState | Pane | Summary]]:
     """Run one step for the keys of one partition (see the module docs)."""
     states: dict[Any, Any] = {}
-    new: dict[Any, list[WindowedValue]] = {}
+    new: dict[Any, list[Any]] = {}  # a key's elements, or its lifted partials
     for key, record in records:
         if type(record) is KeyedState:
             states[key] = record.state
@@ -58,16 +59,22 @@ def group_partition(
     stats = GroupingStats()
     summary = StageSummary()
     panes: list[WindowedValue] = []
-    for key, elements in new.items():
+    for key, arrived in new.items():
         state = states.get(key)
         if state is None:
             state = states[key] = engine.new_key_state()
-        summary.elements_in += len(elements)
+        summary.records_shuffled += len(arrived)
+        if type(arrived[0]) is Partial:  # a combine lifted before the shuffle (lifting.py)
+            summary.elements_in += sum(partial.count for partial in arrived)
+            add = engine.add_partials
+        else:
+            summary.elements_in += len(arrived)
+            add = engine.add_elements
         panes.extend(
-            engine.add_elements(
+            add(
                 state,
                 key,
-                elements,
+                arrived,
                 input_watermark=params.old_input_watermark,
                 output_watermark=params.output_watermark,
                 now=params.now,

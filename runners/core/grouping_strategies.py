@@ -21,9 +21,10 @@ from sparkbeam.window import BoundedWindow, GlobalWindow
 from sparkbeam.windowing import Windowing
 
 from .drops import GroupingStats
-from .grouping_engine import GroupingEngine, WindowedGrouping
+from .grouping_engine import Arrival, GroupingEngine, WindowedGrouping
 from .holds import HoldPolicy
 from .merging import WindowMerger
+from .records import Partial
 from .triggers import (
     EVENT_TIMER_PREFIX,
     PROCESSING_TIMER_PREFIX,
@@ -46,6 +47,10 @@ _SINGLE_PANE = PaneInfo(True, True, PaneInfoTiming.ON_TIME, 0, 0)
 _MAX_TIMER_ROUNDS = 1000
 
 
+def _arrival_size(arrival: Arrival) -> int:
+    return arrival.count
+
+
 class EndOfWindowGrouping(WindowedGrouping):
     """``DefaultTrigger`` over non-merging windows: a pane when the watermark passes a
     window's end, then one per late bundle."""
@@ -64,10 +69,25 @@ class EndOfWindowGrouping(WindowedGrouping):
         fired: list[WindowedValue] = []
         for window, (values, timestamps) in self._bucket(elements, input_watermark, stats).items():
             window_state = self._admit(state, window, values, timestamps, output_watermark, stats)
-            if window_state is not None and input_watermark >= window.end.micros:
-                # Late data: the end-of-window timer has fired already, so the bundle fires.
-                fired.append(self._emit(key, window, window_state, False, input_watermark, False, stats))
+            if window_state is not None:
+                self._arrived(state, key, window, window_state, len(values), input_watermark, now, fired, stats)
         return fired
+
+    def _arrived(
+        self,
+        state: KeyState,
+        key: Any,
+        window: BoundedWindow,
+        window_state: WindowState,
+        count: int,
+        input_watermark: int,
+        now: int,
+        fired: list[WindowedValue],
+        stats: GroupingStats,
+    ) -> None:
+        if input_watermark >= window.end.micros:
+            # Late data: the end-of-window timer has fired already, so the bundle fires.
+            fired.append(self._emit(key, window, window_state, False, input_watermark, False, stats))
 
     def _fire_due(
         self,
@@ -133,18 +153,50 @@ class TriggeredGrouping(WindowedGrouping):
             return []
         if self._merger is not None:
             by_window = self._merger.merge_bundle(state, by_window, now, stats)
-        machine, ctx = self.machine, self._ctx
         fired: list[WindowedValue] = []
         for window, (values, timestamps) in by_window.items():
             window_state = self._admit(state, window, values, timestamps, output_watermark, stats)
-            if window_state is None:
-                continue
-            ctx.bind(window_state, window, now)
-            machine.on_element(ctx, len(values))
-            if machine.should_fire(ctx, _EVENT, input_watermark):
-                finished = machine.on_fire(ctx, _EVENT, input_watermark)
-                fired.append(self._emit(key, window, window_state, finished, input_watermark, False, stats))
+            if window_state is not None:
+                self._arrived(state, key, window, window_state, len(values), input_watermark, now, fired, stats)
         return fired
+
+    def _arrived(
+        self,
+        state: KeyState,
+        key: Any,
+        window: BoundedWindow,
+        window_state: WindowState,
+        count: int,
+        input_watermark: int,
+        now: int,
+        fired: list[WindowedValue],
+        stats: GroupingStats,
+    ) -> None:
+        """The trigger sees the bundle's elements of the window at once (``count``), then is
+        asked once whether to fire: the same for raw elements and for lifted partials."""
+        machine, ctx = self.machine, self._ctx
+        ctx.bind(window_state, window, now)
+        machine.on_element(ctx, count)
+        if machine.should_fire(ctx, _EVENT, input_watermark):
+            finished = machine.on_fire(ctx, _EVENT, input_watermark)
+            fired.append(self._emit(key, window, window_state, finished, input_watermark, False, stats))
+
+    def _merge_partial_windows(
+        self, state: KeyState, by_window: dict[BoundedWindow, Arrival], now: int, stats: GroupingStats
+    ) -> dict[BoundedWindow, Arrival]:
+        if self._merger is None:
+            return by_window
+        combine = self.holds.combine
+
+        def join(arrival: Arrival, other: Arrival) -> None:
+            # Two proto-sessions that merged: their holds combine as their elements' would,
+            # since lifting.lifts allows sessions only where output times ignore the window.
+            arrival.accumulators.extend(other.accumulators)
+            arrival.count += other.count
+            arrival.hold = combine(arrival.hold, other.hold)
+            arrival.unheld = arrival.unheld or other.unheld
+
+        return self._merger.merge_bundle(state, by_window, now, stats, size=_arrival_size, join=join)
 
     def _window_timers(self, window: BoundedWindow, window_state: WindowState) -> tuple[int | None, int | None]:
         event: int | None = None
@@ -263,6 +315,31 @@ class SinglePaneGrouping(GroupingEngine):
             window_state = state.windows[_GLOBAL_WINDOW] = WindowState()
         self._add_contents(window_state, values)
         window_state.pending += len(values)
+        return []
+
+    def add_partials(
+        self,
+        state: KeyState,
+        key: Any,
+        partials: Iterable[Partial],
+        *,
+        input_watermark: int,
+        output_watermark: int,
+        now: int,
+        stats: GroupingStats,
+    ) -> list[WindowedValue]:
+        accumulators = []
+        count = 0
+        for partial in partials:
+            accumulators.append(partial.accumulator)
+            count += partial.count
+        if not accumulators:
+            return []
+        window_state = state.windows.get(_GLOBAL_WINDOW)
+        if window_state is None:
+            window_state = state.windows[_GLOBAL_WINDOW] = WindowState()
+        self._add_accumulators(window_state, accumulators)
+        window_state.pending += count
         return []
 
     def fire_timers(

@@ -9,7 +9,7 @@ Late data pending in a window holds the watermark at the window's GC time (the G
 
 Everything that needs one of these rules asks this module: the streaming engine
 (``grouping.py``), the merger (``merging.py``), the batch combine (``runners/spark/
-batch_grouping.py``) and the step loop's output watermark (``steps.py``).
+batch_grouping.py``), the combine lifted before a streaming shuffle (``lifting.py``) and the step loop's output watermark (``steps.py``).
 
 The overlapping-window rule (DESIGN §3): under ``OUTPUT_AT_EARLIEST`` and
 ``OUTPUT_AT_EARLIEST_TRANSFORMED``, when the window fn reports an overlap floor for a
@@ -46,6 +46,7 @@ __all__ = [
     "LAST_GC_TIME",
     "HoldPolicy",
     "last_instant",
+    "output_time_ignores_window",
     "output_watermark",
     "single_pane_timestamp",
     "timer_hold",
@@ -228,6 +229,14 @@ class HoldPolicy:
         hold = max(held) if self.combiner is _LATEST else min(held)
         return hold, len(held) != len(times)
 
+    def held_output_time(self, window: BoundedWindow, timestamp: int, output_watermark: int) -> int | None:
+        """The hold one element at ``timestamp`` adds to ``window``: its output time, or
+        None when that is behind ``output_watermark`` (late data, which the GC hold covers).
+        ``element_hold`` of a bundle is these combined by ``combine``, which is what a
+        lifted combine relies on to pre-combine holds before the shuffle."""
+        output_time = self.output_time(window, timestamp)
+        return output_time if output_time >= output_watermark else None
+
     def merge(self, merged_window: BoundedWindow, holds: Iterable[int | None]) -> int | None:
         """The hold of a window merged from parts with ``holds`` (None: no hold).
 
@@ -281,6 +290,18 @@ class HoldPolicy:
 
 def _rebuild(windowing: Windowing, overlapping_window_rule: bool, trigger: TriggerFn) -> HoldPolicy:
     return HoldPolicy(windowing, overlapping_window_rule=overlapping_window_rule, trigger=trigger)
+
+
+def output_time_ignores_window(windowing: Windowing) -> bool:
+    """Whether an element's output time is the same in every window (its timestamp), or
+    the window's end (END_OF_WINDOW, which needs no timestamps): what lets a hold taken in
+    a proto-session stand for the session it merges into. Not so for
+    OUTPUT_AT_EARLIEST_TRANSFORMED, nor where the overlapping-window rule may floor it."""
+    combiner = windowing.timestamp_combiner
+    if combiner in (_EOW, _LATEST):
+        return True
+    floors = type(windowing.windowfn).overlap_output_floor is not WindowFn.overlap_output_floor
+    return combiner is TimestampCombiner.OUTPUT_AT_EARLIEST and not floors
 
 
 def single_pane_timestamp(windowing: Windowing, trigger: TriggerFn) -> int | None:

@@ -23,8 +23,8 @@ garbage collection:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from sparkbeam.combine import CombineFn, accumulator_from
 from sparkbeam.window import BoundedWindow, WindowFn
@@ -38,6 +38,19 @@ __all__ = ["Buckets", "WindowMerger"]
 
 # A bundle's elements per window: values, and timestamps when the combiner needs them.
 Buckets = dict[BoundedWindow, tuple[list[Any], "list[int] | None"]]
+
+
+_B = TypeVar("_B")
+
+
+def _bucket_size(bucket: tuple[list[Any], list[int] | None]) -> int:
+    return len(bucket[0])
+
+
+def _join_buckets(bucket: tuple[list[Any], list[int] | None], other: tuple[list[Any], list[int] | None]) -> None:
+    bucket[0].extend(other[0])
+    if bucket[1] is not None and other[1] is not None:
+        bucket[1].extend(other[1])
 
 
 class _MergeCollector(WindowFn.MergeContext):
@@ -67,10 +80,22 @@ class WindowMerger:
         self.combine_fn = combine_fn
         self._ctx = TriggerContext()
 
-    def merge_bundle(self, state: KeyState, by_window: Buckets, now: int, stats: GroupingStats) -> Buckets:
+    def merge_bundle(
+        self,
+        state: KeyState,
+        by_window: dict[BoundedWindow, _B],
+        now: int,
+        stats: GroupingStats,
+        size: Callable[[Any], int] = _bucket_size,
+        join: Callable[[Any, Any], None] = _join_buckets,
+    ) -> dict[BoundedWindow, _B]:
         """Merge the bundle's new windows with the key's open ones; return the buckets
         re-keyed by the windows they now belong to, without those that merged into a
-        closed window (counted in ``stats``)."""
+        closed window (counted in ``stats``).
+
+        A bucket is a window's raw values (``Buckets``) or, when the combine was lifted,
+        its partials (``size`` says how many elements a bucket holds, ``join`` adds the
+        second of two buckets that now share a window to the first)."""
         windows = state.windows
         open_windows = [window for window, window_state in windows.items() if not window_state.closed]
         new_windows = [window for window in by_window if not _is_open(windows.get(window))]
@@ -94,19 +119,17 @@ class WindowMerger:
                 members.append(result)
             if members:
                 windows[result] = self._merge_states(result, members, parts, windows, now)
-        remapped: Buckets = {}
-        for window, (values, timestamps) in by_window.items():
+        remapped: dict[BoundedWindow, _B] = {}
+        for window, arrived in by_window.items():
             target = self._final_window(window, merged_away)
             if target != window and not _is_open_or_absent(windows.get(target)):
-                stats.discard(DropReason.MERGED_INTO_CLOSED, len(values))
+                stats.discard(DropReason.MERGED_INTO_CLOSED, size(arrived))
                 continue
             bucket = remapped.get(target)
             if bucket is None:
-                remapped[target] = (values, timestamps)
+                remapped[target] = arrived
             else:
-                bucket[0].extend(values)
-                if timestamps is not None:
-                    bucket[1].extend(timestamps)  # type: ignore[union-attr]
+                join(bucket, arrived)
         return remapped
 
     def _discard_into_closed(

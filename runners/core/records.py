@@ -9,6 +9,8 @@ record                    where                       what it is
 ========================  ==========================  ======================================
 ``WindowedValue``         the grouping key            an element entering a keyed stage
                                                       (its key taken off the value)
+``Partial``               the grouping key            a combine lifted before the shuffle:
+                                                      one (key, window)'s accumulator
 ``WindowedValue``         the PCollection id          an element leaving its stage
 ``KeyedState``            the grouping key            a key's state, kept to the next step
 ``Pane``                  ``None``                    a pane fired, before the fused body
@@ -41,14 +43,15 @@ from sparkbeam.utils.windowed_value import WindowedValue
 if TYPE_CHECKING:
     from sparkbeam.runners.core.steps import StageSummary
 
-__all__ = ["KeyedState", "Pane", "Parked", "ReleaseAt", "Summary", "WindowedValue"]
+__all__ = ["KeyedState", "Pane", "Parked", "Partial", "ReleaseAt", "Summary", "WindowedValue"]
 
 _R = TypeVar("_R")
 
 
 def _compact(cls: type[_R]) -> type[_R]:
     """An attrs frozen slots class pickled as ``cls(*fields)``: no field names per record."""
-    frozen: Any = attrs.frozen(slots=True)(cls)
+    # A class already made by attrs (so that mypy's attrs plugin sees its fields) is kept.
+    frozen: Any = cls if attrs.has(cls) else attrs.frozen(slots=True)(cls)
     names = tuple(field.name for field in attrs.fields(frozen))
     fields_of = operator.attrgetter(*names)
     if len(names) == 1:
@@ -70,6 +73,21 @@ class KeyedState:
     """One key's state, kept in its partition from one step to the next."""
 
     state: Any
+
+
+@_compact
+@attrs.frozen(slots=True)
+class Partial:
+    """A key's elements of one window in one partition, combined before the shuffle
+    (``lifting.py``): the accumulator, how many elements it holds (element-count triggers
+    and drop counts need the exact number), the hold they add and whether any of them was
+    behind the output watermark (late data, which sets the GC hold instead)."""
+
+    window: Any
+    accumulator: Any
+    count: int
+    hold: int | None
+    unheld: bool
 
 
 @_compact

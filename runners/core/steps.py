@@ -74,6 +74,9 @@ class StageSummary:
     expired_state_dropped: int = 0
     #: main-input elements (per window) parked until their side input is ready
     side_input_waiting: int = 0
+    #: records that crossed a grouping's shuffle: its elements, or fewer when its combine
+    #: was lifted before the shuffle (runners/core/lifting.py)
+    records_shuffled: int = 0
 
     def merge(self, other: StageSummary) -> StageSummary:
         hold_from_other = other.earliest_hold is not None and (
@@ -95,6 +98,7 @@ class StageSummary:
             merged_into_closed_dropped=self.merged_into_closed_dropped + other.merged_into_closed_dropped,
             expired_state_dropped=self.expired_state_dropped + other.expired_state_dropped,
             side_input_waiting=self.side_input_waiting + other.side_input_waiting,
+            records_shuffled=self.records_shuffled + other.records_shuffled,
         )
 
     def for_idle_step(self) -> StageSummary:
@@ -108,6 +112,7 @@ class StageSummary:
             closed_dropped=0,
             merged_into_closed_dropped=0,
             expired_state_dropped=0,
+            records_shuffled=0,
         )
 
 
@@ -420,6 +425,7 @@ class StepLoop:
             merged_into_closed_dropped=summary.merged_into_closed_dropped,
             expired_state_dropped=summary.expired_state_dropped,
             side_input_waiting=summary.side_input_waiting,
+            records_shuffled=summary.records_shuffled,
         )
         self.history.add_record(record)
         if self.on_record is not None:

@@ -95,6 +95,9 @@ class WatermarkRecord:
     expired_state_dropped: int = 0
     #: main-input elements (per window) waiting for a side input to be ready
     side_input_waiting: int = 0
+    #: records that crossed a grouping's shuffle (fewer than its elements when its
+    #: combine was lifted before the shuffle)
+    records_shuffled: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """The fields, and ``dropped`` (their drops summed), as for ``--timeline_log``."""

@@ -8,6 +8,9 @@ Per step and stage:
   ``mapPartitions``, and collects one small summary per partition to the driver;
 - in batch, a grouping whose trigger fires exactly once per window is a ``combineByKey``
   on (key, window) instead: the combiner is lifted before the shuffle;
+- otherwise a combine is lifted too: each partition combines its new elements per (key,
+  window) before the shuffle, and the engine merges the partials into the keyed state
+  (``runners/core/lifting.py``);
 - in a stream, a stage reading side inputs keeps the main-input elements that wait for
   them (``runners/core/side_input_wait.py``) in an RDD partitioned like grouping state:
   its new elements run in place, only those that must wait are shuffled into the parked
@@ -29,6 +32,7 @@ from typing import Any
 import attrs
 
 from sparkbeam.metrics.execution import MetricUpdates
+from sparkbeam.runners.core import lifting
 from sparkbeam.runners.core.execution import backend_ops, kind_of
 from sparkbeam.runners.core.grouping import engine_for
 from sparkbeam.runners.core.ops import (
@@ -304,8 +308,15 @@ class SparkBackend:
         if new.known_empty and state is not None:
             combined = state  # only timers to fire: no shuffle at all
         else:
-            key_them = worker.keyed_for_state if stateful else worker.keyed_elements
-            keyed = new.rdd.mapPartitions(functools.partial(key_them, grouping))
+            if stateful:
+                keyed = new.rdd.mapPartitions(functools.partial(worker.keyed_for_state, grouping))
+            elif lifting.lifts(grouping):
+                # The combine lifted: one record per key and window of each partition.
+                keyed = new.rdd.mapPartitions(
+                    self._metered(worker.precombined, grouping, self.overlapping_window_rule, params.output_watermark)
+                )
+            else:
+                keyed = new.rdd.mapPartitions(functools.partial(worker.keyed_elements, grouping))
             shuffled = keyed.partitionBy(self.num_partitions, self.partition_fn)
             combined = shuffled if state is None else state.union(shuffled)
         if combined.getNumPartitions() != self.num_partitions:

@@ -15,9 +15,12 @@ from sparkbeam.runners.core.dofn_invoker import SideInputs
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
 from sparkbeam.runners.core.fused import FusedBody
 from sparkbeam.runners.core.grouping_step import group_partition, key_element
+from sparkbeam.runners.core.holds import HoldPolicy
+from sparkbeam.runners.core.lifting import precombine
+from sparkbeam.runners.core.metrics import step_scoped
 from sparkbeam.runners.core.ops import GroupOp, StatefulParDoOp
 from sparkbeam.runners.core.plan import Stage
-from sparkbeam.runners.core.records import KeyedState, Pane, Parked, Summary
+from sparkbeam.runners.core.records import KeyedState, Pane, Parked, Partial, Summary
 from sparkbeam.runners.core.side_input_wait import run_waiting
 from sparkbeam.runners.core.stateful_step import key_for_state, stateful_partition
 from sparkbeam.runners.core.steps import StageSummary, StepParams
@@ -27,6 +30,7 @@ __all__ = [
     "grouping_partition",
     "keyed_elements",
     "keyed_for_state",
+    "precombined",
     "run_body",
     "stateful_partition_step",
     "tagged",
@@ -78,6 +82,17 @@ def keyed_elements(op: GroupOp, elements: Iterable[WindowedValue]) -> Iterator[t
         except TransformError as error:
             raise UserCodeError(op.label, op.location, error) from None
         yield key, inner
+
+
+def precombined(
+    op: GroupOp, overlapping_window_rule: bool, output_watermark: int, elements: Iterable[WindowedValue]
+) -> Iterator[tuple[Any, Partial]]:
+    """(key, Partial) per key and window of the partition: the combine lifted before the
+    shuffle into a streaming grouping (``runners/core/lifting.py``)."""
+    combine_fn = step_scoped(op.combine_fn, op.label)
+    combine_fn.setup()
+    holds = HoldPolicy(op.windowing, overlapping_window_rule=overlapping_window_rule)
+    return precombine(op, combine_fn, holds, output_watermark, elements)
 
 
 def keyed_for_state(op: StatefulParDoOp, elements: Iterable[WindowedValue]) -> Iterator[tuple[Any, WindowedValue]]:
