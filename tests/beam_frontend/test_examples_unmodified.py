@@ -57,7 +57,7 @@ BY_ID = {example.id: example for example in ALL}
 def _param(example_id: str):
     example = BY_ID[example_id]
     gap = GAPS.get(example_id)
-    marks = [pytest.mark.xfail(strict=True, raises=gap.raises, reason=gap.reason)] if gap else []
+    marks = [gap.xfail()] if gap else []
     return pytest.param(example, gap, id=example_id, marks=marks)
 
 

@@ -178,6 +178,21 @@ class Gap:
     match: str  # a regular expression the error's message must contain
     reason: str  # one line for the README and the test report
 
+    def xfail(self) -> Any:
+        return pytest.mark.xfail(strict=True, raises=self.raises, reason=self.reason)
+
+    @contextlib.contextmanager
+    def expected_failure(self, what: str) -> Iterator[None]:
+        """Lets this gap's own failure through (for the xfail marker); any other failure of
+        the same type becomes an AssertionError, so that the xfail does not hide it."""
+        try:
+            yield
+        except self.raises as error:
+            if not re.search(self.match, str(error)):
+                msg = f"{what} was expected to fail matching {self.match!r}, but failed with: {error}"
+                raise AssertionError(msg) from error
+            raise
+
 
 @attrs.frozen
 class Example:
@@ -193,25 +208,17 @@ class Example:
         return f"{self.family}/{self.name}"
 
     def param(self) -> Any:
-        marks = []
-        if self.gap is not None:
-            marks.append(pytest.mark.xfail(strict=True, raises=self.gap.raises, reason=self.gap.reason))
+        marks = [] if self.gap is None else [self.gap.xfail()]
         return pytest.param(self, id=self.id, marks=marks)
 
     @contextlib.contextmanager
     def expected_failure(self) -> Iterator[None]:
-        """Lets the gap's own failure through (for the xfail marker); any other failure of
-        the same type becomes an AssertionError, so that the xfail does not hide it."""
+        """The gap's expected failure (``Gap.expected_failure``), if the example has one."""
         if self.gap is None:
             yield
             return
-        try:
+        with self.gap.expected_failure(self.id):
             yield
-        except self.gap.raises as error:
-            if not re.search(self.gap.match, str(error)):
-                msg = f"{self.id} was expected to fail matching {self.gap.match!r}, but failed with: {error}"
-                raise AssertionError(msg) from error
-            raise
 
 
 def _beam_output(example: Example, beam_side: Side) -> Output:
