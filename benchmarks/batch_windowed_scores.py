@@ -56,7 +56,7 @@ from workloads import (
 
 RunFn = Callable[["Workload"], list[Row]]
 
-ALL_PEERS = ("sparkbeam", "beam", "dataframe", "rdd")
+ALL_PEERS = ("sparkbeam", "beam", "beam-on-sparkbeam", "dataframe", "rdd")
 
 
 @attrs.frozen
@@ -138,7 +138,9 @@ def prepare_sparkbeam(bench: Bench) -> RunFn:
     return run
 
 
-def prepare_beam(bench: Bench) -> RunFn:
+def prepare_beam(bench: Bench, on_sparkbeam: bool = False) -> RunFn:
+    """The pipeline written with apache_beam, on Beam's FnApiRunner or, unchanged, with
+    ``--runner=sparkbeam.SparkRunner`` on the shared session (``on_sparkbeam``)."""
     try:
         import apache_beam as ab
         from apache_beam.options.pipeline_options import PipelineOptions
@@ -146,6 +148,8 @@ def prepare_beam(bench: Bench) -> RunFn:
     except ImportError as error:
         msg = f"Apache Beam is not installed ({error}); pip install apache-beam"
         raise PeerUnavailable(msg) from None
+    # An explicit flag list: Beam would otherwise parse (and warn about) our sys.argv.
+    flags = ["--runner=sparkbeam.SparkRunner", f"--spark_master={bench.master}", f"--state_partitions={bench.partitions}"]
 
     class CountAndSum(CountAndSumLogic, ab.CombineFn):
         pass
@@ -158,8 +162,8 @@ def prepare_beam(bench: Bench) -> RunFn:
         # Beam pickles its DoFns with their globals, so a list here would not be the one they
         # append to: results travel by file.
         output_dir = tempfile.mkdtemp(prefix="beam-out-", dir=bench.workdir)
-        # An explicit empty flag list: Beam would otherwise parse (and warn about) our sys.argv.
-        with ab.Pipeline(runner=FnApiRunner(), options=PipelineOptions([])) as pipeline:
+        beam_run = {"options": PipelineOptions(flags)} if on_sparkbeam else {"runner": FnApiRunner(), "options": PipelineOptions([])}
+        with ab.Pipeline(**beam_run) as pipeline:
             if workload.path is not None:
                 stamped = (
                     pipeline
@@ -234,6 +238,7 @@ def prepare_rdd(bench: Bench) -> RunFn:
 PREPARE: dict[str, Callable[[Bench], RunFn]] = {
     "sparkbeam": prepare_sparkbeam,
     "beam": prepare_beam,
+    "beam-on-sparkbeam": lambda bench: prepare_beam(bench, on_sparkbeam=True),
     "dataframe": prepare_dataframe,
     "rdd": prepare_rdd,
 }
@@ -241,6 +246,7 @@ PREPARE: dict[str, Callable[[Bench], RunFn]] = {
 DESCRIBE = {
     "sparkbeam": "sparkbeam on Spark: Read -> Map(TimestampedValue) -> FixedWindows(60) -> CombinePerKey",
     "beam": "Apache Beam, FnApiRunner in this process, same pipeline, results written to a file",
+    "beam-on-sparkbeam": "the beam peer's apache_beam pipeline unchanged, with --runner=sparkbeam.SparkRunner",
     "dataframe": "PySpark DataFrame: groupBy(key, window(1 minute)).agg(count, sum)",
     "rdd": "PySpark RDD: map to ((key, window_start), (1, score)) -> reduceByKey",
 }
@@ -330,14 +336,14 @@ def format_table(events: int, outcomes: list[Outcome]) -> str:
     fastest = min((o.seconds for o in timed if o.seconds is not None), default=None)
     reference = next((o.seconds for o in timed if o.peer == "sparkbeam"), None)
     header = (
-        f"{'peer':<10} {'seconds':>8} {'events/s':>10} {'vs sparkbeam':>12} {'vs fastest':>10} "
+        f"{'peer':<17} {'seconds':>8} {'events/s':>10} {'vs sparkbeam':>12} {'vs fastest':>10} "
         f"{'CPU s':>7} {'peak MB':>8} {'others':>6}  result"
     )
     lines = [header, "-" * len(header)]
     for o in outcomes:
         if o.seconds is None:
             lines.append(
-                f"{o.peer:<10} {'-':>8} {'-':>10} {'-':>12} {'-':>10} {'-':>7} {'-':>8} {'-':>6}  "
+                f"{o.peer:<17} {'-':>8} {'-':>10} {'-':>12} {'-':>10} {'-':>7} {'-':>8} {'-':>6}  "
                 f"{o.problem}"
             )
             continue
@@ -348,7 +354,7 @@ def format_table(events: int, outcomes: list[Outcome]) -> str:
         cpu = f"{o.cpu_seconds:.1f}" if o.cpu_seconds is not None else "-"
         runs = "" if len(o.runs) < 2 else f" (runs: {', '.join(f'{s:.2f}' for s in o.runs)})"
         lines.append(
-            f"{o.peer:<10} {o.seconds:>8.2f} {events / o.seconds:>10,.0f} {vs_sparkbeam:>12} "
+            f"{o.peer:<17} {o.seconds:>8.2f} {events / o.seconds:>10,.0f} {vs_sparkbeam:>12} "
             f"{vs_fastest:>10} {cpu:>7} {peak:>8} {others:>6}  {o.problem or 'agrees'}{runs}"
         )
     lines.extend(busy_warning({o.peer: o.others_cores for o in outcomes}))

@@ -98,7 +98,9 @@ def _pane_key(pane: Any) -> tuple:
     return (pane.is_first, pane.is_last, names[int(timing)], pane.index, pane.nonspeculative_index)
 
 
-def run_beam(build: Callable[[Any, Any], Any], *, streaming: bool = False) -> collections.Counter:
+def run_beam(build: Callable[[Any, Any], Any], *, streaming: bool = False, runner: str | None = None) -> collections.Counter:
+    """The builder's output on Beam's local runner: FnApiRunner, or BundleBasedDirectRunner
+    when streaming; ``runner`` names another where FnApiRunner cannot run a pipeline."""
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions as BeamOptions
     from apache_beam.options.pipeline_options import StandardOptions, TypeOptions
@@ -121,7 +123,7 @@ def run_beam(build: Callable[[Any, Any], Any], *, streaming: bool = False) -> co
         # As Beam's own transcript tests: sparkbeam counts what a finished trigger drops
         # instead of refusing such triggers.
         options.view_as(TypeOptions).allow_unsafe_triggers = True
-    runner = "BundleBasedDirectRunner" if streaming else "FnApiRunner"
+    runner = runner or ("BundleBasedDirectRunner" if streaming else "FnApiRunner")
     with beam.Pipeline(runner=runner, options=options) as p:
         build(_beam_ns(), p) | "OracleRecord" >> beam.Map(record)
     return collections.Counter(_BEAM_RESULTS.pop(token))

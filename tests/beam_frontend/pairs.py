@@ -41,10 +41,13 @@ def run_on_sparkbeam(build: Callable[[Any, Any], Any], *, streaming: bool = Fals
     return rows, result
 
 
-def assert_runners_agree(build: Callable[[Any, Any], Any], *, streaming: bool = False, **flags: Any) -> Any:
-    """Fail with the differences if sparkbeam's output differs from Beam's; an empty output
-    fails too (it would prove nothing). Returns sparkbeam's result."""
-    expected = run_beam(build, streaming=streaming)
+def assert_runners_agree(
+    build: Callable[[Any, Any], Any], *, streaming: bool = False, beam_runner: str | None = None, **flags: Any
+) -> Any:
+    """Fail with the differences if sparkbeam's output differs from Beam's (``beam_runner``:
+    see ``run_beam``); an empty output fails too (it would prove nothing). Returns
+    sparkbeam's result."""
+    expected = run_beam(build, streaming=streaming, runner=beam_runner)
     actual, result = run_on_sparkbeam(build, streaming=streaming, **flags)
     if expected != actual:
         missing = sorted((expected - actual).elements(), key=repr)

@@ -1,11 +1,15 @@
-"""Run one of Beam's examples twice, unmodified on apache_beam and import-rewritten on sparkbeam.
+"""Run one of Beam's examples twice: unmodified on apache_beam, then on sparkbeam.
 
 An ``Example`` names the module and a driver. A driver is what the example's own tests do
 with it: call its ``run(argv)`` with local files, or apply its transforms to a small
 input, on the ``Side`` it is given; it returns a multiset of what came out (lines of the
 output files, or records ``(value, timestamp, window, pane)``). Beam runs first, on its
-FnApiRunner: its output proves the driver drives something. Then the rewritten module
-runs on sparkbeam's Spark runner (the shared session), and the two multisets are compared.
+FnApiRunner: its output proves the driver drives something. Then sparkbeam runs it on the
+shared Spark session, one of two ways, and the two multisets are compared:
+
+- ``run_example``: the module with its imports rewritten to sparkbeam's SDK (``tests/compat``);
+- ``run_example_unmodified``: the module as installed, still importing apache_beam, with
+  ``--runner=sparkbeam.SparkRunner`` (``tests/beam_frontend``).
 
 An example that sparkbeam cannot run yet carries a ``Gap``: the exception it must fail
 with (type and message) and why. The test is then a strict xfail, so a fix that makes it
@@ -39,7 +43,7 @@ Output = collections.Counter
 class Side:
     """One of the two runs: which SDK the example's code is bound to, and where it writes."""
 
-    name: str  # "beam" or "sparkbeam"
+    name: str  # "beam", "sparkbeam" (the rewritten module) or "sparkbeam-runner" (unmodified)
     sdk: types.ModuleType  # apache_beam or sparkbeam, for what the driver builds itself
     pipeline_args: tuple[str, ...]  # extra flags for the example's run(argv)
     inputs: pathlib.Path  # shared by both sides: paths in the outputs are the same
@@ -63,7 +67,11 @@ class Side:
         """Run ``build(pipeline)`` on a fresh pipeline of this side. It returns a PCollection,
         or a dict of named ones; their elements as a multiset of (value, timestamp in ms,
         window, pane), tagged with the name for a dict."""
-        return _collect_beam(build, self.pipeline_args) if self.name == "beam" else _collect_sparkbeam(build)
+        if self.name == "beam":
+            return _collect_beam(build, self.pipeline_args)
+        if self.name == "sparkbeam-runner":
+            return _collect_beam_on_sparkbeam(build, self.pipeline_args)
+        return _collect_sparkbeam(build)
 
 
 _BEAM_RESULTS: dict[int, list] = {}
@@ -109,6 +117,24 @@ def _collect_sparkbeam(build: Callable[[Any], Any]) -> Output:
     p = sparkbeam.Pipeline()
     outputs = {name: sparkbeam.capture(pcoll) for name, pcoll in _named(build(p)).items()}
     result = p.run()
+    return _emitted(result, outputs)
+
+
+def _collect_beam_on_sparkbeam(build: Callable[[Any], Any], pipeline_args: tuple[str, ...]) -> Output:
+    """An apache_beam pipeline on sparkbeam's runner: its outputs captured as the SDK's are
+    (the recorder of ``_collect_beam`` would append in Spark's worker processes)."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    import sparkbeam
+
+    p = beam.Pipeline(options=PipelineOptions(list(pipeline_args)))
+    outputs = {name: sparkbeam.capture(pcoll) for name, pcoll in _named(build(p)).items()}
+    result = p.run()
+    return _emitted(result, outputs)
+
+
+def _emitted(result: Any, outputs: dict[str | None, Any]) -> Output:
     return collections.Counter(
         _record(name, emission.value, emission.timestamp, window, emission.pane)
         for name, pcoll in outputs.items()
@@ -152,6 +178,21 @@ class Gap:
     match: str  # a regular expression the error's message must contain
     reason: str  # one line for the README and the test report
 
+    def xfail(self) -> Any:
+        return pytest.mark.xfail(strict=True, raises=self.raises, reason=self.reason)
+
+    @contextlib.contextmanager
+    def expected_failure(self, what: str) -> Iterator[None]:
+        """Lets this gap's own failure through (for the xfail marker); any other failure of
+        the same type becomes an AssertionError, so that the xfail does not hide it."""
+        try:
+            yield
+        except self.raises as error:
+            if not re.search(self.match, str(error)):
+                msg = f"{what} was expected to fail matching {self.match!r}, but failed with: {error}"
+                raise AssertionError(msg) from error
+            raise
+
 
 @attrs.frozen
 class Example:
@@ -167,43 +208,57 @@ class Example:
         return f"{self.family}/{self.name}"
 
     def param(self) -> Any:
-        marks = []
-        if self.gap is not None:
-            marks.append(pytest.mark.xfail(strict=True, raises=self.gap.raises, reason=self.gap.reason))
+        marks = [] if self.gap is None else [self.gap.xfail()]
         return pytest.param(self, id=self.id, marks=marks)
 
     @contextlib.contextmanager
     def expected_failure(self) -> Iterator[None]:
-        """Lets the gap's own failure through (for the xfail marker); any other failure of
-        the same type becomes an AssertionError, so that the xfail does not hide it."""
+        """The gap's expected failure (``Gap.expected_failure``), if the example has one."""
         if self.gap is None:
             yield
             return
-        try:
+        with self.gap.expected_failure(self.id):
             yield
-        except self.gap.raises as error:
-            if not re.search(self.gap.match, str(error)):
-                msg = f"{self.id} was expected to fail matching {self.gap.match!r}, but failed with: {error}"
-                raise AssertionError(msg) from error
-            raise
+
+
+def _beam_output(example: Example, beam_side: Side) -> Output:
+    for directory in (beam_side.inputs, beam_side.outputs):
+        directory.mkdir(parents=True, exist_ok=True)
+    expected = example.drive(importlib.import_module(example.module), beam_side)
+    if not expected:
+        msg = f"{example.id}: Beam's run output nothing, so the comparison would prove nothing: fix the driver"
+        raise AssertionError(msg)
+    return expected
 
 
 def run_example(example: Example, workdir: pathlib.Path) -> None:
+    """The example unmodified on Beam's FnApiRunner, then import-rewritten on sparkbeam."""
     import apache_beam
 
     import sparkbeam
 
     inputs = workdir / "inputs"
-    beam_side = Side("beam", apache_beam, ("--runner=FnApiRunner",), inputs, workdir / "beam")
+    expected = _beam_output(example, Side("beam", apache_beam, ("--runner=FnApiRunner",), inputs, workdir / "beam"))
     our_side = Side("sparkbeam", sparkbeam, (), inputs, workdir / "sparkbeam")
-    for side in (beam_side, our_side):
-        side.inputs.mkdir(parents=True, exist_ok=True)
-        side.outputs.mkdir(parents=True, exist_ok=True)
-
-    expected = example.drive(importlib.import_module(example.module), beam_side)
-    if not expected:
-        msg = f"{example.id}: Beam's run output nothing, so the comparison would prove nothing: fix the driver"
-        raise AssertionError(msg)
+    our_side.outputs.mkdir(parents=True, exist_ok=True)
     with example.expected_failure():
         actual = example.drive(load_rewritten(example.module), our_side)
+        example.compare(expected, actual)
+
+
+#: the flags the unmodified examples run with on sparkbeam (the rule off: current Beam)
+SPARKBEAM_RUNNER_FLAGS = ("--runner=sparkbeam.SparkRunner", "--no_overlapping_window_rule", "--state_partitions=2")
+
+
+def run_example_unmodified(example: Example, workdir: pathlib.Path, gap: Gap | None = None) -> None:
+    """The example as installed (importing apache_beam) on Beam's FnApiRunner, then on
+    sparkbeam's runner by the flag alone. ``gap`` is how it fails there, if it does."""
+    import apache_beam
+
+    inputs = workdir / "inputs"
+    expected = _beam_output(example, Side("beam", apache_beam, ("--runner=FnApiRunner",), inputs, workdir / "beam"))
+    our_side = Side("sparkbeam-runner", apache_beam, SPARKBEAM_RUNNER_FLAGS, inputs, workdir / "sparkbeam")
+    our_side.outputs.mkdir(parents=True, exist_ok=True)
+    with attrs.evolve(example, gap=gap).expected_failure():
+        actual = example.drive(importlib.import_module(example.module), our_side)
         example.compare(expected, actual)

@@ -1,0 +1,98 @@
+"""Nexmark: Beam's queries, unchanged, in batch on sparkbeam's runner and on Beam's local runner.
+
+Each of Beam's Nexmark queries (``apache_beam/testing/benchmarks/nexmark/queries``, as
+installed) runs as Beam's launcher runs it in batch, on one file of events from
+``sparkbeam.testing.nexmark_generator``, once on Beam's local runner and once with
+``--runner=sparkbeam.SparkRunner`` on the shared SparkSession; the outputs (with their
+timestamps, windows and panes) must agree, and the per-query times and their ratio are
+printed::
+
+    python benchmarks/nexmark_queries.py --events 20000 --master 'local[2]'
+
+How each query is driven, and which cannot run and why, is owned by the tests
+(``tests/beam_frontend/nexmark.py``), which this command imports. Timed per query and
+runner: building the pipeline, the run, the results on the driver (one run each after an
+untimed warm-up of query 0 on both runners). Exit status 1 when outputs disagree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+# The tests own how a query is driven; the repository root holds them. Spark's Python
+# workers inherit PYTHONPATH, so they can import what the queries' last step pickles.
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
+
+from measuring import start_spark  # noqa: E402  (a sibling module, after the path is set)
+from workloads import BUSY_ELSEWHERE_WARNING  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=20_000, help="Nexmark events in the file (default 20000)")
+    parser.add_argument("--queries", default="", help="comma-separated query numbers (default: all)")
+    parser.add_argument("--master", default="local[*]", help="Spark master of the shared session (default local[*])")
+    parser.add_argument("--seed", type=int, default=2026)
+    args = parser.parse_args(argv)
+
+    from sparkbeam.testing.nexmark_generator import NexmarkConfig, write_events
+    from tests.beam_frontend.nexmark import QUERIES, load_query
+    from tests.beam_frontend.pairs import run_on_sparkbeam
+    from tests.oracle import run_beam
+
+    chosen = {int(q) for q in args.queries.split(",") if q.strip()} or {query.number for query in QUERIES}
+    print(f"python {sys.version.split()[0]} on {os.cpu_count()} cores, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    spark = start_spark(args.master, [], "sparkbeam-nexmark")
+    workdir = tempfile.mkdtemp(prefix="sparkbeam-nexmark-")
+    path = str(write_events(os.path.join(workdir, "events.json"), NexmarkConfig(events=args.events, seed=args.seed)))
+    print(f"{args.events:,} Nexmark events ({os.path.getsize(path) / 1e6:.1f} MB), master {spark.sparkContext.master}")
+
+    def timed(run):
+        started = time.perf_counter()
+        output = run()
+        return output, time.perf_counter() - started
+
+    # Untimed: starts PySpark's workers and both runners' imports.
+    run_beam(lambda ns, p: load_query(QUERIES[0], p, path))
+    run_on_sparkbeam(lambda ns, p: load_query(QUERIES[0], p, path))
+
+    header = f"{'query':<6} {'results':>8} {'Beam s':>8} {'sparkbeam s':>12} {'Beam/sparkbeam':>15}  note"
+    print(header)
+    print("-" * len(header))
+    status = 0
+    for query in QUERIES:
+        if query.number not in chosen:
+            continue
+        name = f"q{query.number}"
+        if query.gap is not None:
+            print(f"{name:<6} {'-':>8} {'-':>8} {'-':>12} {'-':>15}  not run: {query.gap.reason}")
+            continue
+
+        def build(ns, p, query=query):
+            return load_query(query, p, path)
+
+        (ours, _result), our_seconds = timed(lambda build=build: run_on_sparkbeam(build))
+        if query.no_oracle is not None:
+            print(f"{name:<6} {sum(ours.values()):>8} {'-':>8} {our_seconds:>12.2f} {'-':>15}  {query.no_oracle}")
+            continue
+        theirs, beam_seconds = timed(lambda build=build, query=query: run_beam(build, runner=query.beam_runner))
+        agrees = theirs == ours
+        status = status or (0 if agrees else 1)
+        note = (f"Beam's runner: {query.beam_runner}" if query.beam_runner != "FnApiRunner" else "") + ("" if agrees else " DISAGREES")
+        print(f"{name:<6} {sum(ours.values()):>8} {beam_seconds:>8.2f} {our_seconds:>12.2f} {beam_seconds / our_seconds:>14.2f}x  {note.strip()}")
+    load = os.getloadavg()[0]
+    if load > (os.cpu_count() or 1) * (1 - BUSY_ELSEWHERE_WARNING):
+        print(f"warning: load average {load:.2f} on {os.cpu_count()} cores: other processes inflate these timings")
+    print("Beam/sparkbeam above 1x: sparkbeam is faster. Times: build, run and results on the driver, one run each.")
+    spark.stop()
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
