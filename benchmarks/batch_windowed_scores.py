@@ -47,10 +47,12 @@ from workloads import (
     compare,
     expected_totals,
     generate_events,
+    make_workdir,
     parse_common,
     prepare_peers,
     share_behind,
     start_bench,
+    stop_bench,
     write_events,
 )
 
@@ -407,10 +409,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    workdir = args.workdir or tempfile.mkdtemp(prefix="sparkbeam-bench-")
-    os.makedirs(workdir, exist_ok=True)
-    if args.profile_dir:
-        os.makedirs(args.profile_dir, exist_ok=True)
+    workdir = make_workdir(args, "sparkbeam-bench-")
     bench = start_bench(args, workdir, "sparkbeam-benchmark", "shuffle partitions")
     spark = bench.spark
     runs, unavailable = prepare_peers(args.peers, lambda peer: PREPARE[peer](bench), lambda peer, _: DESCRIBE[peer])
@@ -453,9 +452,7 @@ def main(argv: list[str] | None = None) -> int:
             if status == 1 or exit_status == 0:  # a disagreement outranks a failure
                 exit_status = status
     finally:
-        spark.stop()
-        if args.workdir is None:
-            shutil.rmtree(workdir, ignore_errors=True)
+        stop_bench(bench, args)
     print()
     print(
         "seconds: best wall-clock of the timed runs (build, run, results on the driver); CPU s, "

@@ -57,10 +57,12 @@ from workloads import (
     Row,
     Totals,
     add_common_arguments,
+    make_workdir,
     parse_common,
     prepare_peers,
     share_behind,
     start_bench,
+    stop_bench,
 )
 
 ALL_PEERS = ("sparkbeam", "streaming", "beam", "twsip", "dataframe")
@@ -333,10 +335,7 @@ def workload_of(count: int, seed: int) -> Workload:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    workdir = args.workdir or tempfile.mkdtemp(prefix="sparkbeam-dedup-bench-")
-    os.makedirs(workdir, exist_ok=True)
-    if args.profile_dir:
-        os.makedirs(args.profile_dir, exist_ok=True)
+    workdir = make_workdir(args, "sparkbeam-dedup-bench-")
     bench = start_bench(args, workdir, "sparkbeam-dedup-benchmark", "shuffle and state partitions")
     spark = bench.spark
     runs, unavailable = prepare_peers(
@@ -374,9 +373,7 @@ def main(argv: list[str] | None = None) -> int:
             if status == 1 or exit_status == 0:  # a disagreement outranks a failure
                 exit_status = status
     finally:
-        spark.stop()
-        if args.workdir is None:
-            shutil.rmtree(workdir, ignore_errors=True)
+        stop_bench(bench, args)
     print()
     print(
         "seconds: best wall-clock of the timed runs (build, run, results on the driver; the "
