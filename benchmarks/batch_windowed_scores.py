@@ -47,10 +47,12 @@ from workloads import (
     compare,
     expected_totals,
     generate_events,
+    make_workdir,
     parse_common,
     prepare_peers,
     share_behind,
     start_bench,
+    stop_bench,
     write_events,
 )
 
@@ -285,10 +287,10 @@ class Outcome:
 
 
 def measure(
-    runs: dict[str, RunFn],
+    runs: dict[str, Callable[[Any], list[Row]]],
     outcomes: list[Outcome],
-    workload: Workload,
-    warmup: Workload | None,
+    workload: Any,  # what the runs take: this script's Workload, or another benchmark's
+    warmup: Any,
     expected: Totals,
     repeat: int,
     profiles: dict[str, PeerProfile],
@@ -326,6 +328,34 @@ def measure(
                 outcome.problem = f"disagrees with the oracle: {difference}"
                 outcome.disagrees = True
         print(f"   round {round_index + 1}/{repeat}: {', '.join(report)}", flush=True)
+
+
+def measure_size(
+    runs: dict[str, Callable[[Any], list[Row]]],
+    unavailable: dict[str, str],
+    args: argparse.Namespace,
+    count: int,
+    workload: Any,
+    warmup: Any,
+    expected: Totals,
+    spark: Any,
+) -> int:
+    """Time every peer at one size (``measure``), print the profiles and the table, and say
+    how it went: 0 when every peer ran and agreed, 1 when any disagrees, 2 when one failed.
+    The dedup benchmark runs its own workloads through this too."""
+    outcomes = [Outcome(peer, problem=unavailable.get(peer)) for peer in args.peers]
+    profiles = {
+        peer: PeerProfile(args.profile_dir, f"{peer}-{count}", spark) for peer in args.peers
+    }
+    measure(runs, outcomes, workload, warmup, expected, args.repeat, profiles)
+    for profile in profiles.values():
+        summary = profile.summary(count)
+        if summary is not None:
+            print(f"   {summary}")
+    print(format_table(count, outcomes))
+    if any(o.disagrees for o in outcomes):
+        return 1
+    return 2 if any(o.seconds is None for o in outcomes) else 0
 
 
 # -- reporting ---------------------------------------------------------------------------
@@ -385,10 +415,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    workdir = args.workdir or tempfile.mkdtemp(prefix="sparkbeam-bench-")
-    os.makedirs(workdir, exist_ok=True)
-    if args.profile_dir:
-        os.makedirs(args.profile_dir, exist_ok=True)
+    workdir = make_workdir(args, "sparkbeam-bench-")
     bench = start_bench(args, workdir, "sparkbeam-benchmark", "shuffle partitions")
     spark = bench.spark
     runs, unavailable = prepare_peers(args.peers, lambda peer: PREPARE[peer](bench), lambda peer, _: DESCRIBE[peer])
@@ -427,24 +454,11 @@ def main(argv: list[str] | None = None) -> int:
                 f"   untimed: generate {generated:.2f} s, write {written:.2f} s, "
                 f"plain-Python oracle {oracle_seconds:.2f} s (one core, no engine)"
             )
-            outcomes = [Outcome(peer, problem=unavailable.get(peer)) for peer in args.peers]
-            profiles = {
-                peer: PeerProfile(args.profile_dir, f"{peer}-{count}", spark) for peer in args.peers
-            }
-            measure(runs, outcomes, workload, warmup, expected, args.repeat, profiles)
-            for profile in profiles.values():
-                summary = profile.summary(count)
-                if summary is not None:
-                    print(f"   {summary}")
-            print(format_table(count, outcomes))
-            if any(o.disagrees for o in outcomes):
-                exit_status = 1
-            elif any(o.seconds is None for o in outcomes) and exit_status == 0:
-                exit_status = 2
+            status = measure_size(runs, unavailable, args, count, workload, warmup, expected, spark)
+            if status == 1 or exit_status == 0:  # a disagreement outranks a failure
+                exit_status = status
     finally:
-        spark.stop()
-        if args.workdir is None:
-            shutil.rmtree(workdir, ignore_errors=True)
+        stop_bench(bench, args)
     print()
     print(
         "seconds: best wall-clock of the timed runs (build, run, results on the driver); CPU s, "

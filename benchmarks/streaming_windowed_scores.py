@@ -21,7 +21,6 @@ import argparse
 import contextlib
 import json
 import os
-import shutil
 import statistics
 import sys
 import tempfile
@@ -49,10 +48,12 @@ from workloads import (
     compare,
     expected_totals,
     generate_events,
+    make_workdir,
     parse_common,
     prepare_peers,
     share_behind,
     start_bench,
+    stop_bench,
 )
 
 ALL_PEERS = ("sparkbeam", "beam", "structured")
@@ -900,10 +901,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    workdir = args.workdir or tempfile.mkdtemp(prefix="sparkbeam-stream-bench-")
-    os.makedirs(workdir, exist_ok=True)
-    if args.profile_dir:
-        os.makedirs(args.profile_dir, exist_ok=True)
+    workdir = make_workdir(args, "sparkbeam-stream-bench-")
     bench = start_bench(
         args,
         workdir,
@@ -1013,9 +1011,7 @@ def main(argv: list[str] | None = None) -> int:
                 "with the idle steps - the same run without them) / steps"
             )
     finally:
-        spark.stop()
-        if args.workdir is None:
-            shutil.rmtree(workdir, ignore_errors=True)
+        stop_bench(bench, args)
     print()
     print(
         "seconds: best wall-clock run, from building the pipeline (query) to holding the results on the "

@@ -20,7 +20,9 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
@@ -47,10 +49,12 @@ __all__ = [
     "compare",
     "expected_totals",
     "generate_events",
+    "make_workdir",
     "parse_common",
     "prepare_peers",
     "share_behind",
     "start_bench",
+    "stop_bench",
     "write_events",
 ]
 
@@ -203,6 +207,22 @@ def start_bench(args: argparse.Namespace, workdir: str, app_name: str, partition
         f"{partitions} {partitions_are}"
     )
     return Bench(spark, sc.master, partitions, workdir)
+
+
+def make_workdir(args: argparse.Namespace, prefix: str) -> str:
+    """The scratch directory (``--workdir``, else a new temporary one), and ``--profile-dir``."""
+    workdir = args.workdir or tempfile.mkdtemp(prefix=prefix)
+    os.makedirs(workdir, exist_ok=True)
+    if args.profile_dir:
+        os.makedirs(args.profile_dir, exist_ok=True)
+    return workdir
+
+
+def stop_bench(bench: Bench, args: argparse.Namespace) -> None:
+    """Stop the shared session; remove the scratch directory unless the user named it."""
+    bench.spark.stop()
+    if args.workdir is None:
+        shutil.rmtree(bench.workdir, ignore_errors=True)
 
 
 def prepare_peers(
