@@ -13,6 +13,7 @@ watermark moving backwards.
 from __future__ import annotations
 
 import logging
+import sys
 import tempfile
 import threading
 import time
@@ -82,6 +83,17 @@ class StreamRun:
         manifest = self.store.newest()
         if manifest is not None:
             self._restore(manifest)
+            if manifest.get("finished"):
+                # Every source was exhausted and every stage drained when this checkpoint was
+                # written: there is nothing left to read or fire, so no query is started and
+                # no step runs (a replayed step would rewrite committed output).
+                loop.max_steps = loop.step
+                line = (
+                    f"sparkbeam: the stream in --checkpoint_dir={self.store.root} finished at step "
+                    f"{manifest['step'] - 1}; nothing to do (give a new checkpoint directory to run it again)"
+                )
+                print(line, file=sys.stderr, flush=True)
+                return
         self.replay = self.store.journal_from(loop.step)
         if manifest is not None or self.replay:
             self._remove_sink_leftovers()
@@ -124,6 +136,16 @@ class StreamRun:
         if newest is None or newest["step"] != loop.step:
             self.checkpoint()
 
+    def checkpoint_on_finish(self) -> None:
+        """After a run that ended by itself: if every source is exhausted, a checkpoint marked
+        finished, so that starting the stream again on this directory does nothing."""
+        loop = self.loop
+        if self.temporary or loop is None or not self.intakes:
+            return
+        if not all(source.done for source in self.sources.values()):
+            return  # stopped by --max_steps: a restart goes on
+        self.checkpoint(finished=True)
+
     def close(self) -> None:
         for intake in self.intakes.values():
             intake.stop()
@@ -161,8 +183,9 @@ class StreamRun:
             self.checkpoint()
 
     # -- checkpoints ----------------------------------------------------------------------------
-    def checkpoint(self) -> None:
-        """Write the state that resumes at the loop's next step; the manifest last."""
+    def checkpoint(self, *, finished: bool = False) -> None:
+        """Write the state that resumes at the loop's next step; the manifest last.
+        ``finished``: the run has ended with every source exhausted (see ``attach``)."""
         from pyspark import cloudpickle
 
         loop = self.loop
@@ -186,7 +209,13 @@ class StreamRun:
             }
         self.store.commit(
             resume_at,
-            {"files": ["loop.pickle", *state_files.values()], "state": state_files, "watermarks": watermarks, "sources": sources},
+            {
+                "files": ["loop.pickle", *state_files.values()],
+                "state": state_files,
+                "watermarks": watermarks,
+                "sources": sources,
+                "finished": finished,
+            },
         )
         oldest = self.store.prune()
         if oldest is not None:

@@ -279,3 +279,30 @@ def test_a_file_url_checkpoint_through_hadoop_resumes_after_sigkill(tmp_path, un
     assert totals(committed(out, "totals")) == expected
     stateful_outputs_are_exact(out, counts)
     check_watermarks(timeline(log))
+
+
+def test_a_finished_stream_started_again_does_nothing_and_says_so(uninterrupted):
+    """The run that ended with its sources exhausted left a checkpoint marked finished: started
+    again on it, the stream runs no step, rewrites no output and says where and when it ended."""
+    *_, out = uninterrupted
+    base = os.path.dirname(out)
+    ck, log = os.path.join(base, "ck"), os.path.join(base, "log.jsonl")
+    steps_before = len(timeline(log))
+    outputs = {path: os.stat(path).st_mtime_ns for path in glob.glob(os.path.join(out, "*", "*"))}
+    newest = CheckpointStore(ck, []).newest()
+    assert newest is not None and newest["finished"]
+    process = subprocess.run(
+        [sys.executable, JOB, os.path.join(base, "in"), out, ck, log],
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
+    assert process.returncode == 0, process.stderr.decode()[-3000:]
+    said = [line for line in process.stderr.decode().splitlines() if line.startswith("sparkbeam:")]
+    assert said == [
+        f"sparkbeam: the stream in --checkpoint_dir={ck} finished at step {newest['step'] - 1}; "
+        "nothing to do (give a new checkpoint directory to run it again)"
+    ]
+    assert len(timeline(log)) == steps_before  # no step ran
+    assert {path: os.stat(path).st_mtime_ns for path in glob.glob(os.path.join(out, "*", "*"))} == outputs
