@@ -54,6 +54,11 @@ HIDDEN = (PARTITION, EVENT_MICROS, ORIGIN)
 
 _GLOBAL = (GlobalWindow(),)
 
+#: Spark's per-trigger limits: a source with one of them set takes one micro-batch per step
+PER_TRIGGER_LIMITS = frozenset(
+    {"maxFilesPerTrigger", "maxBytesPerTrigger", "maxOffsetsPerTrigger", "maxRecordsPerTrigger"}
+)
+
 
 # -- on the executors ------------------------------------------------------------------
 
@@ -317,6 +322,13 @@ class StreamIntake:
         self._recover()
 
     @property
+    def limited(self) -> bool:
+        """The source has a per-trigger limit (``max_files_per_trigger``...): Spark cuts its
+        micro-batches to it, and a step takes at most one of them, so that the limit holds
+        per step even when batches piled up in the log (after a restart, or behind slow steps)."""
+        return any(key in PER_TRIGGER_LIMITS for key, _ in self.spec.options)
+
+    @property
     def where(self) -> str:
         return f"'{self.op.label}' (applied at {self.op.location})"
 
@@ -504,10 +516,13 @@ class StreamIntake:
             return None
 
     # -- for the step loop ----------------------------------------------------------------
-    def take(self, after: int) -> list[WalBatch]:
-        """The complete batches after batch ``after``, in order."""
+    def take(self, after: int) -> tuple[list[WalBatch], bool]:
+        """The complete batches after batch ``after`` that one step takes, in order (only the
+        first if the source is ``limited``), and whether complete batches are left after them."""
         with self._lock:
-            return [self._ready[b] for b in sorted(self._ready) if b > after]
+            ready = [self._ready[b] for b in sorted(self._ready) if b > after]
+        taken = ready[:1] if self.limited else ready
+        return taken, len(taken) < len(ready)
 
     def batch(self, batch_id: int) -> WalBatch | None:
         with self._lock:

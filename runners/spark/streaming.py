@@ -161,8 +161,9 @@ class StreamRun:
             for stage_id, source in self.sources.items():
                 intake = self.intakes[stage_id]
                 # Asked before taking: once the query has ended, no batch can follow these.
-                exhausted = intake.finished()
-                batches = intake.take(source.consumed_through)
+                finished = intake.finished()
+                batches, left = intake.take(source.consumed_through)
+                exhausted = finished and not left
                 entry["sources"][str(stage_id)] = {"batches": [b.batch_id for b in batches], "exhausted": exhausted}
             self.store.write_journal(entry)
         self.clock.micros = entry["now"]
