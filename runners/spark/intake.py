@@ -517,12 +517,16 @@ class StreamIntake:
 
     # -- for the step loop ----------------------------------------------------------------
     def take(self, after: int) -> tuple[list[WalBatch], bool]:
-        """The complete batches after batch ``after`` that one step takes, in order (only the
-        first if the source is ``limited``), and whether complete batches are left after them."""
+        """The complete batches after batch ``after`` that one step takes, in order, and
+        whether complete batches are left after them. A ``limited`` source's step takes one
+        batch with records (and the empty ones before it)."""
         with self._lock:
             ready = [self._ready[b] for b in sorted(self._ready) if b > after]
-        taken = ready[:1] if self.limited else ready
-        return taken, len(taken) < len(ready)
+        if self.limited:  # empty batches (Spark's first, a rate source's) do not count
+            full = next((i for i, b in enumerate(ready) if b.records or b.bad or b.dropped), len(ready) - 1)
+            ready, left = ready[: full + 1], len(ready) > full + 1
+            return ready, left
+        return ready, False
 
     def batch(self, batch_id: int) -> WalBatch | None:
         with self._lock:

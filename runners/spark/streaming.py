@@ -157,19 +157,46 @@ class StreamRun:
         entry = self.replay.pop(step, None)
         if entry is None:
             self._pace()
-            entry = {"step": step, "now": self.wall.now_micros(), "sources": {}}
-            for stage_id, source in self.sources.items():
-                intake = self.intakes[stage_id]
-                # Asked before taking: once the query has ended, no batch can follow these.
-                finished = intake.finished()
-                batches, left = intake.take(source.consumed_through)
-                exhausted = finished and not left
-                entry["sources"][str(stage_id)] = {"batches": [b.batch_id for b in batches], "exhausted": exhausted}
+            entry = self._take(step)
+            while self._before_first_batch(entry) and not self._stopping.is_set():
+                # Nothing has been read yet and no watermark can move (no source knows a
+                # partition): a step would do nothing, so wait for the first batch instead.
+                self._stopping.wait(min(self.step_interval, 0.1))
+                entry = self._take(step)
             self.store.write_journal(entry)
         self.clock.micros = entry["now"]
         for stage_id, source in self.sources.items():
             taken = entry["sources"][str(stage_id)]
             source.feed(self.intakes[stage_id].batches(taken["batches"]), entry["now"], exhausted=taken["exhausted"])
+
+    def _take(self, step: int) -> dict[str, Any]:
+        """The journal entry of a new step: its time and the batches each source takes."""
+        entry: dict[str, Any] = {"step": step, "now": self.wall.now_micros(), "sources": {}}
+        for stage_id, source in self.sources.items():
+            intake = self.intakes[stage_id]
+            # Asked before taking: once the query has ended, no batch can follow these.
+            finished = intake.finished()
+            batches, left = intake.take(source.consumed_through)
+            exhausted = finished and not left
+            entry["sources"][str(stage_id)] = {"batches": [b.batch_id for b in batches], "exhausted": exhausted}
+        return entry
+
+    def _before_first_batch(self, entry: dict[str, Any]) -> bool:
+        """No source has delivered a batch with records yet, none takes one now (empty
+        batches, as Spark's first often is, wait with the next step), and no watermark could
+        move: every source of the pipeline is a real one whose watermark valve has no
+        partition (idleness moves only known partitions' watermarks), none exhausted."""
+        loop = self.loop
+        if loop is None or any(rt.source is not None and rt.stage.id not in self.sources for rt in loop.runtimes):
+            return False  # a bounded source's elements go at the first step
+        for stage_id, source in self.sources.items():
+            taken = entry["sources"][str(stage_id)]
+            batches = self.intakes[stage_id].batches(taken["batches"])
+            if any(b.records or b.bad or b.dropped for b in batches) or taken["exhausted"]:
+                return False
+            if source.consumed_through >= 0 or source.valve.statuses():
+                return False
+        return True
 
     def _pace(self) -> None:
         now = time.monotonic()

@@ -193,6 +193,8 @@ def test_rate_source_delivers_every_value_once_with_per_partition_watermarks(spa
     got = sorted(e.value for e in result.emissions(values))
     assert got, "the rate source delivered nothing"
     assert got == list(range(len(got)))  # every value once, none missing in between
+    # no empty step while the query started: the first step read the first batch
+    assert source_records(result)[0].elements_in > 0
     holds = {r.hold_key for r in source_records(result) if r.hold_key}
     assert holds <= {"partition '0'", "partition '1'"} and holds
     stamps = [e.timestamp.micros for e in result.emissions(values)]
