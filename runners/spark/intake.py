@@ -3,7 +3,9 @@
 Each source runs one Spark streaming query whose ``foreachBatch`` function, for batch *b*:
 
 1. turns each row into the pipeline's element and its event time on the executors, with
-   records the source cannot parse or stamp kept as ``BadRecord`` dead letters, and
+   records the source cannot parse or stamp kept as ``BadRecord`` dead letters (text, CSV
+   and JSON files are read whole and parsed line by line, so that a dead letter carries its
+   file, line number and raw line), and
    records behind the source's watermark by more than its allowed delay dropped;
 2. writes what it kept under ``wal/<b>`` (pickled, through Hadoop's output committer),
    then a small ``<b>.json`` beside it with the batch's per-partition statistics — the
@@ -50,9 +52,20 @@ _LOG = logging.getLogger(__name__)
 PARTITION = "__sparkbeam_partition"
 EVENT_MICROS = "__sparkbeam_event_micros"
 ORIGIN = "__sparkbeam_origin"
-HIDDEN = (PARTITION, EVENT_MICROS, ORIGIN)
+LINE = "__sparkbeam_line"
+RAW = "__sparkbeam_raw"
+HIDDEN = (PARTITION, EVENT_MICROS, ORIGIN, LINE, RAW)
+
+#: formats read line by line: each file is read whole and split into numbered lines, so that
+#: a dead letter names its file and line (Spark's own readers know neither)
+LINE_FORMATS = ("text", "csv", "json")
 
 _GLOBAL = (GlobalWindow(),)
+
+#: Spark's per-trigger limits: a source with one of them set takes one micro-batch per step
+PER_TRIGGER_LIMITS = frozenset(
+    {"maxFilesPerTrigger", "maxBytesPerTrigger", "maxOffsetsPerTrigger", "maxRecordsPerTrigger"}
+)
 
 
 # -- on the executors ------------------------------------------------------------------
@@ -133,12 +146,24 @@ def _element(spec: StreamReadSpec, fields: tuple[str, ...], values: list) -> Any
     raise ValueError(msg)
 
 
-def _raw(spec: StreamReadSpec, element: Any, corrupt: str | None) -> str:
+def _raw(spec: StreamReadSpec, element: Any, corrupt: str | None, raw: str | None) -> str:
+    if raw is not None:
+        return raw
     if corrupt is not None:
         return corrupt
     if isinstance(element, str):
         return element
     return repr(element)
+
+
+def _local_path(origin: str) -> str:
+    """A local file's path as users wrote it (Spark gives ``file:/...`` or ``file:///...``
+    URLs); any other URL (``hdfs://...``) or description unchanged."""
+    if origin.startswith("file:"):
+        from urllib.parse import unquote
+
+        return unquote("/" + origin[len("file:") :].lstrip("/"))
+    return origin
 
 
 def wal_records(
@@ -190,7 +215,12 @@ def wal_records(
                 partition = record[spec.partition_by]
         except Exception as error:  # the user's parse or timestamp code, or bad data
             bad += 1
-            failure = BadRecord(str(origin), None, _raw(spec, element, corrupt), f"{type(error).__name__}: {error}")
+            failure = BadRecord(
+                _local_path(str(origin)),
+                record.get(LINE),
+                _raw(spec, element, corrupt, record.get(RAW)),
+                f"{type(error).__name__}: {error}",
+            )
             yield WindowedValue(failure, ingest_micros, _GLOBAL, PANE_INFO_UNKNOWN)
             continue
         if drop_before is not None and timestamp < drop_before:
@@ -317,6 +347,13 @@ class StreamIntake:
         self._recover()
 
     @property
+    def limited(self) -> bool:
+        """The source has a per-trigger limit (``max_files_per_trigger``...): Spark cuts its
+        micro-batches to it, and a step takes at most one of them, so that the limit holds
+        per step even when batches piled up in the log (after a restart, or behind slow steps)."""
+        return any(key in PER_TRIGGER_LIMITS for key, _ in self.spec.options)
+
+    @property
     def where(self) -> str:
         return f"'{self.op.label}' (applied at {self.op.location})"
 
@@ -373,18 +410,24 @@ class StreamIntake:
         )
 
         spec = self.spec
-        reader = self.spark.readStream.format(spec.format)
+        schema: Any = None
+        reader = self.spark.readStream.format("text" if self.by_lines else spec.format)
         for key, value in spec.options:
             reader = reader.option(key, value)
         if spec.format in ("csv", "json", "parquet"):
-            schema: Any = StructType.fromDDL(spec.schema) if spec.schema else self._infer_schema()
+            schema = StructType.fromDDL(spec.schema) if spec.schema else self._infer_schema()
             if spec.corrupt_column:
                 if spec.corrupt_column not in schema.fieldNames():
                     schema = schema.add(StructField(spec.corrupt_column, StringType(), True))
-                reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", spec.corrupt_column)
-            reader = reader.schema(schema)
+                if not self.by_lines:
+                    reader = reader.option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", spec.corrupt_column)
+            if not self.by_lines:
+                reader = reader.schema(schema)
         try:
-            frame = reader.load(spec.path) if spec.path is not None else reader.load()
+            if self.by_lines:
+                frame = self._numbered_lines(reader, schema if spec.format != "text" else None)
+            else:
+                frame = reader.load(spec.path) if spec.path is not None else reader.load()
         except Exception as error:
             text = str(error)
             if spec.format == "kafka" and "kafka" in text.lower():
@@ -415,13 +458,49 @@ class StreamIntake:
                 extra.append(F.concat_ws("-", F.col("topic"), F.col("partition").cast("string")).alias(PARTITION))
             elif spec.format == "rate":
                 extra.append(F.spark_partition_id().cast("string").alias(PARTITION))
-        if spec.format in ("text", "csv", "json", "parquet"):
+        if spec.format == "parquet" or (spec.format in LINE_FORMATS and ORIGIN not in columns):
             extra.append(F.input_file_name().alias(ORIGIN))
         elif spec.format == "kafka":
             extra.append(
                 F.format_string("kafka %s-%s offset %s", F.col("topic"), F.col("partition"), F.col("offset")).alias(ORIGIN)
             )
         return frame.select(*_session_local_columns(frame), *extra)
+
+    @property
+    def by_lines(self) -> bool:
+        """Read as numbered lines (see ``LINE_FORMATS``), unless a record may span lines."""
+        options = {key.lower(): value.lower() for key, value in self.spec.options}
+        return self.spec.format in LINE_FORMATS and options.get("multiline", "false") != "true"
+
+    def _numbered_lines(self, reader: Any, schema: Any) -> Any:
+        """The source's records parsed from each file's numbered lines: Spark reads each new
+        file whole (``wholetext``), splits it into lines numbered from 1 and parses each
+        with ``from_json``/``from_csv`` and the source's options, as its own reader would.
+        The file's path, the line's number and its text go along in hidden columns. A line
+        number is a fact of the file, so a batch Spark runs again yields the same log."""
+        from pyspark.sql import functions as F
+
+        spec = self.spec
+        options = dict(spec.options)
+        if spec.corrupt_column:
+            options.update(mode="PERMISSIVE", columnNameOfCorruptRecord=spec.corrupt_column)
+        whole = reader.option("wholetext", "true").load(spec.path)
+        # the last line's terminator ends it; it does not start an empty line
+        text = F.regexp_replace(F.col("value"), r"\r?\n\z", "")
+        lines = whole.select(
+            F.col("_metadata.file_path").alias(ORIGIN), F.posexplode(F.split(text, r"\r?\n")).alias(LINE, RAW)
+        ).withColumn(LINE, F.col(LINE) + 1)
+        if spec.format == "text":
+            return lines.select(F.col(RAW).alias("value"), ORIGIN, LINE, RAW)
+        lines = lines.where(F.trim(F.col(RAW)) != "")  # Spark's readers skip blank lines
+        if spec.format == "csv" and options.get("header", "false").lower() == "true":
+            lines = lines.where(F.col(LINE) > 1)
+        parse = F.from_json if spec.format == "json" else F.from_csv
+        shape = schema.simpleString() if spec.format == "csv" else schema  # from_csv takes text
+        parsed = lines.select(parse(F.col(RAW), shape, options).alias("__sparkbeam_parsed"), ORIGIN, LINE, RAW)
+        return parsed.select(
+            *[F.col("__sparkbeam_parsed").getField(name).alias(name) for name in schema.fieldNames()], ORIGIN, LINE, RAW
+        )
 
     def check_time_zone(self) -> str:
         """The session time zone this source's query will read naive times in; refused before
@@ -504,10 +583,17 @@ class StreamIntake:
             return None
 
     # -- for the step loop ----------------------------------------------------------------
-    def take(self, after: int) -> list[WalBatch]:
-        """The complete batches after batch ``after``, in order."""
+    def take(self, after: int) -> tuple[list[WalBatch], bool]:
+        """The complete batches after batch ``after`` that one step takes, in order, and
+        whether complete batches are left after them. A ``limited`` source's step takes one
+        batch with records (and the empty ones before it)."""
         with self._lock:
-            return [self._ready[b] for b in sorted(self._ready) if b > after]
+            ready = [self._ready[b] for b in sorted(self._ready) if b > after]
+        if self.limited:  # empty batches (Spark's first, a rate source's) do not count
+            full = next((i for i, b in enumerate(ready) if b.records or b.bad or b.dropped), len(ready) - 1)
+            ready, left = ready[: full + 1], len(ready) > full + 1
+            return ready, left
+        return ready, False
 
     def batch(self, batch_id: int) -> WalBatch | None:
         with self._lock:

@@ -100,6 +100,8 @@ class _Execution:
             self.loop.run()
             if self.loop.cancelled and self.stream_run is not None:
                 self.stream_run.checkpoint_on_stop()
+            elif self.stream_run is not None:
+                self.stream_run.checkpoint_on_finish()
             state = PipelineState.CANCELLED if self.loop.cancelled else PipelineState.DONE
         except BaseException as error:  # kept for the caller: raised by run() or wait_until_finish()
             self.error = error

@@ -13,6 +13,7 @@ watermark moving backwards.
 from __future__ import annotations
 
 import logging
+import sys
 import tempfile
 import threading
 import time
@@ -82,6 +83,17 @@ class StreamRun:
         manifest = self.store.newest()
         if manifest is not None:
             self._restore(manifest)
+            if manifest.get("finished"):
+                # Every source was exhausted and every stage drained when this checkpoint was
+                # written: there is nothing left to read or fire, so no query is started and
+                # no step runs (a replayed step would rewrite committed output).
+                loop.max_steps = loop.step
+                line = (
+                    f"sparkbeam: the stream in --checkpoint_dir={self.store.root} finished at step "
+                    f"{manifest['step'] - 1}; nothing to do (give a new checkpoint directory to run it again)"
+                )
+                print(line, file=sys.stderr, flush=True)
+                return
         self.replay = self.store.journal_from(loop.step)
         if manifest is not None or self.replay:
             self._remove_sink_leftovers()
@@ -124,6 +136,16 @@ class StreamRun:
         if newest is None or newest["step"] != loop.step:
             self.checkpoint()
 
+    def checkpoint_on_finish(self) -> None:
+        """After a run that ended by itself: if every source is exhausted, a checkpoint marked
+        finished, so that starting the stream again on this directory does nothing."""
+        loop = self.loop
+        if self.temporary or loop is None or not self.intakes:
+            return
+        if not all(source.done for source in self.sources.values()):
+            return  # stopped by --max_steps: a restart goes on
+        self.checkpoint(finished=True)
+
     def close(self) -> None:
         for intake in self.intakes.values():
             intake.stop()
@@ -135,18 +157,46 @@ class StreamRun:
         entry = self.replay.pop(step, None)
         if entry is None:
             self._pace()
-            entry = {"step": step, "now": self.wall.now_micros(), "sources": {}}
-            for stage_id, source in self.sources.items():
-                intake = self.intakes[stage_id]
-                # Asked before taking: once the query has ended, no batch can follow these.
-                exhausted = intake.finished()
-                batches = intake.take(source.consumed_through)
-                entry["sources"][str(stage_id)] = {"batches": [b.batch_id for b in batches], "exhausted": exhausted}
+            entry = self._take(step)
+            while self._before_first_batch(entry) and not self._stopping.is_set():
+                # Nothing has been read yet and no watermark can move (no source knows a
+                # partition): a step would do nothing, so wait for the first batch instead.
+                self._stopping.wait(min(self.step_interval, 0.1))
+                entry = self._take(step)
             self.store.write_journal(entry)
         self.clock.micros = entry["now"]
         for stage_id, source in self.sources.items():
             taken = entry["sources"][str(stage_id)]
             source.feed(self.intakes[stage_id].batches(taken["batches"]), entry["now"], exhausted=taken["exhausted"])
+
+    def _take(self, step: int) -> dict[str, Any]:
+        """The journal entry of a new step: its time and the batches each source takes."""
+        entry: dict[str, Any] = {"step": step, "now": self.wall.now_micros(), "sources": {}}
+        for stage_id, source in self.sources.items():
+            intake = self.intakes[stage_id]
+            # Asked before taking: once the query has ended, no batch can follow these.
+            finished = intake.finished()
+            batches, left = intake.take(source.consumed_through)
+            exhausted = finished and not left
+            entry["sources"][str(stage_id)] = {"batches": [b.batch_id for b in batches], "exhausted": exhausted}
+        return entry
+
+    def _before_first_batch(self, entry: dict[str, Any]) -> bool:
+        """No source has delivered a batch with records yet, none takes one now (empty
+        batches, as Spark's first often is, wait with the next step), and no watermark could
+        move: every source of the pipeline is a real one whose watermark valve has no
+        partition (idleness moves only known partitions' watermarks), none exhausted."""
+        loop = self.loop
+        if loop is None or any(rt.source is not None and rt.stage.id not in self.sources for rt in loop.runtimes):
+            return False  # a bounded source's elements go at the first step
+        for stage_id, source in self.sources.items():
+            taken = entry["sources"][str(stage_id)]
+            batches = self.intakes[stage_id].batches(taken["batches"])
+            if any(b.records or b.bad or b.dropped for b in batches) or taken["exhausted"]:
+                return False
+            if source.consumed_through >= 0 or source.valve.statuses():
+                return False
+        return True
 
     def _pace(self) -> None:
         now = time.monotonic()
@@ -161,8 +211,9 @@ class StreamRun:
             self.checkpoint()
 
     # -- checkpoints ----------------------------------------------------------------------------
-    def checkpoint(self) -> None:
-        """Write the state that resumes at the loop's next step; the manifest last."""
+    def checkpoint(self, *, finished: bool = False) -> None:
+        """Write the state that resumes at the loop's next step; the manifest last.
+        ``finished``: the run has ended with every source exhausted (see ``attach``)."""
         from pyspark import cloudpickle
 
         loop = self.loop
@@ -186,7 +237,13 @@ class StreamRun:
             }
         self.store.commit(
             resume_at,
-            {"files": ["loop.pickle", *state_files.values()], "state": state_files, "watermarks": watermarks, "sources": sources},
+            {
+                "files": ["loop.pickle", *state_files.values()],
+                "state": state_files,
+                "watermarks": watermarks,
+                "sources": sources,
+                "finished": finished,
+            },
         )
         oldest = self.store.prune()
         if oldest is not None:

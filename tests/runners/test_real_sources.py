@@ -48,7 +48,8 @@ def test_directory_stream_sums_windows_and_counts_dead_letters(spark, tmp_path):
     directory.mkdir()
     for index in range(3):
         lines = [json.dumps({"team": f"t{i % 2}", "score": i, "ts": index * 60 + i}) for i in range(5)]
-        write_lines(str(directory / f"f{index}.json"), [*lines, "{oops"], mtime=1_700_000_000 + index)
+        unstamped = ['{"team": "t0", "score": 1}'] if index == 1 else []
+        write_lines(str(directory / f"f{index}.json"), [*lines, "", "{oops", *unstamped], mtime=1_700_000_000 + index)
     p = beam.Pipeline(options=options(available_now=True, checkpoint_dir=str(tmp_path / "ck")))
     good, bad = p | "Read" >> beam.io.ReadFromJsonStream(
         str(directory), schema="team STRING, score INT, ts LONG", timestamp="ts", max_files_per_trigger=1
@@ -62,9 +63,14 @@ def test_directory_stream_sums_windows_and_counts_dead_letters(spark, tmp_path):
     assert found == sorted(
         [(("t0", 6), start) for start in (0, 60, 120)] + [(("t1", 4), start) for start in (0, 60, 120)]
     )
-    assert len(result.emissions(dead)) == 3
-    assert all(e.value.record == "{oops" for e in result.emissions(dead))
-    assert sum(r.dead_letters for r in source_records(result)) == 3
+    # each dead letter names its file (a path, as given) and line, with the line's raw text
+    letters = sorted((e.value.file, e.value.line, e.value.record) for e in result.emissions(dead))
+    assert letters == sorted(
+        [(str(directory / f"f{index}.json"), 7, "{oops") for index in range(3)]
+        + [(str(directory / "f1.json"), 8, '{"team": "t0", "score": 1}')]
+    )
+    assert "timestamp is missing" in next(e.value.error for e in result.emissions(dead) if e.value.line == 8)
+    assert sum(r.dead_letters for r in source_records(result)) == 4
     # the source's watermark follows the data (monotonic estimator: the latest event time
     # of the files read so far, however the steps took them), then +inf at the end
     marks = [r.output_watermark for r in source_records(result)]
@@ -193,6 +199,8 @@ def test_rate_source_delivers_every_value_once_with_per_partition_watermarks(spa
     got = sorted(e.value for e in result.emissions(values))
     assert got, "the rate source delivered nothing"
     assert got == list(range(len(got)))  # every value once, none missing in between
+    # no empty step while the query started: the first step read the first batch
+    assert source_records(result)[0].elements_in > 0
     holds = {r.hold_key for r in source_records(result) if r.hold_key}
     assert holds <= {"partition '0'", "partition '1'"} and holds
     stamps = [e.timestamp.micros for e in result.emissions(values)]
@@ -267,7 +275,10 @@ def test_csv_stream_with_a_user_estimator(spark, tmp_path):
         ("ann", 3, 1_500_000),
         ("bob", 4, 7_000_000),
     ]
-    assert [e.value.record for e in result.emissions(dead)] == ["cy,x,8.0"]  # score is not an INT
+    # score is not an INT: line 4, counting the header
+    assert [(e.value.file, e.value.line, e.value.record) for e in result.emissions(dead)] == [
+        (str(directory / "a.csv"), 4, "cy,x,8.0")
+    ]
     marks = {r.output_watermark for r in source_records(result)}
     assert max(marks) == 6_000_000  # 7 s rounded down to an even second
 

@@ -188,6 +188,13 @@ def check_watermarks(records: list[dict]) -> None:
             assert after[0] >= before[0] and after[1] >= before[1], f"{stage}: watermark went back {before} -> {after}"
 
 
+def at_most_one_file_per_step(records: list[dict]) -> None:
+    """max_files_per_trigger=1 holds per step, the first step after each restart included
+    (the batches the query logged meanwhile wait for later steps)."""
+    read = [record["elements_in"] for record in records if record["stage_id"] == 0]
+    assert read and max(read) <= RECORDS_PER_FILE + 1, read
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     base = tmp_path_factory.mktemp("uninterrupted")
@@ -228,6 +235,7 @@ def test_killed_and_restarted_run_equals_uninterrupted(tmp_path, uninterrupted, 
     assert totals(committed(out, "totals")) == expected
     stateful_outputs_are_exact(out, counts)
     check_watermarks(timeline(log))
+    at_most_one_file_per_step(timeline(log))
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
@@ -279,3 +287,30 @@ def test_a_file_url_checkpoint_through_hadoop_resumes_after_sigkill(tmp_path, un
     assert totals(committed(out, "totals")) == expected
     stateful_outputs_are_exact(out, counts)
     check_watermarks(timeline(log))
+
+
+def test_a_finished_stream_started_again_does_nothing_and_says_so(uninterrupted):
+    """The run that ended with its sources exhausted left a checkpoint marked finished: started
+    again on it, the stream runs no step, rewrites no output and says where and when it ended."""
+    *_, out = uninterrupted
+    base = os.path.dirname(out)
+    ck, log = os.path.join(base, "ck"), os.path.join(base, "log.jsonl")
+    steps_before = len(timeline(log))
+    outputs = {path: os.stat(path).st_mtime_ns for path in glob.glob(os.path.join(out, "*", "*"))}
+    newest = CheckpointStore(ck, []).newest()
+    assert newest is not None and newest["finished"]
+    process = subprocess.run(
+        [sys.executable, JOB, os.path.join(base, "in"), out, ck, log],
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        capture_output=True,
+        timeout=300,
+        check=False,
+    )
+    assert process.returncode == 0, process.stderr.decode()[-3000:]
+    said = [line for line in process.stderr.decode().splitlines() if line.startswith("sparkbeam:")]
+    assert said == [
+        f"sparkbeam: the stream in --checkpoint_dir={ck} finished at step {newest['step'] - 1}; "
+        "nothing to do (give a new checkpoint directory to run it again)"
+    ]
+    assert len(timeline(log)) == steps_before  # no step ran
+    assert {path: os.stat(path).st_mtime_ns for path in glob.glob(os.path.join(out, "*", "*"))} == outputs
