@@ -23,15 +23,28 @@ from sparkbeam.metrics.execution import MetricsEnvironment
 from sparkbeam.metrics.metricbase import MetricName
 from sparkbeam.runners.core.metrics import RunMetrics
 
-__all__ = ["BEAM_TRACKER", "BeamMetricResults", "beam_metrics"]
+__all__ = ["BeamMetricResults", "beam_metrics", "task_tracker"]
 
 
 class _EngineTracker:
-    """Stands for Beam's state tracker: receives Beam's metric updates."""
+    """Stands for Beam's state tracker: receives Beam's metric updates.
+
+    It keeps the task's container and step as they were where it was made, because Beam may
+    run user code in a thread of its own and hand it the current tracker (a DoFn's
+    ``with_exception_handling(timeout=...)``); there sparkbeam's per-thread container is
+    unset, and the update would otherwise be lost."""
+
+    def __init__(self, container: Any, step: str) -> None:
+        self.container = container
+        self.step = step
 
     def update_metric(self, typed_metric_name: Any, value: Any) -> None:
         container = MetricsEnvironment.current_container()
-        if container is None:
+        if container is None:  # another thread than the task's
+            if self.container is None:
+                return  # made outside a run: dropped, as Beam drops updates outside a pipeline
+            with MetricsEnvironment.container_scope(self.container), MetricsEnvironment.step_scope(self.step):
+                self.update_metric(typed_metric_name, value)
             return
         cell_type = typed_metric_name.cell_type
         beam_name = typed_metric_name.metric_name
@@ -51,13 +64,15 @@ class _EngineTracker:
             raise NotImplementedError(msg)
 
 
-BEAM_TRACKER = _EngineTracker()
+def task_tracker() -> _EngineTracker:
+    """A tracker for the running task's container and step (made in the task's thread)."""
+    return _EngineTracker(MetricsEnvironment.current_container(), MetricsEnvironment.current_step())
 
 
 def beam_metrics(call: Callable[..., Any], *args: Any) -> Any:
     """``call(*args)`` with Beam's metric updates going to sparkbeam's container."""
     previous = statesampler.get_current_tracker()
-    statesampler.set_current_tracker(BEAM_TRACKER)
+    statesampler.set_current_tracker(task_tracker())
     try:
         return call(*args)
     finally:

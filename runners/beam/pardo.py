@@ -24,7 +24,7 @@ from apache_beam.runners.worker import statesampler
 from apache_beam.transforms.sideinputs import SideInputMap
 
 from sparkbeam.runners.beam.elements import to_beam, to_engine
-from sparkbeam.runners.beam.metrics import BEAM_TRACKER, beam_metrics
+from sparkbeam.runners.beam.metrics import beam_metrics, task_tracker
 from sparkbeam.runners.core.dofn_invoker import SideInputs
 from sparkbeam.runners.core.errors import UserCodeError
 from sparkbeam.runners.core.execution import pardo_joiner, register_kind
@@ -132,12 +132,14 @@ class BeamDoFnRunner:
             raise UserCodeError(self.label, self.location, error) from error
 
     def start(self) -> None:
+        # Beam's metric updates of this bundle go to the task's container, under this step.
+        self.tracker = task_tracker()
         self._guard(self.runner.setup)
         self._guard(self.runner.start)
 
     def process(self, wv: WindowedValue) -> None:
         previous = statesampler.get_current_tracker()
-        statesampler.set_current_tracker(BEAM_TRACKER)  # the DoFn's metrics go to the engine's
+        statesampler.set_current_tracker(self.tracker)  # the DoFn's metrics go to the engine's
         try:
             self.runner.process(to_beam(wv))
         except UserCodeError:

@@ -40,3 +40,23 @@ def test_beam_metrics_on_sparkbeam_are_beams(spark):
     theirs = _query("FnApiRunner")
     assert ours["all"] == theirs["all"]
     assert ours == theirs
+
+
+def test_a_counter_in_a_dofn_beam_runs_in_a_thread_of_its_own_is_kept(spark):
+    # with_exception_handling(timeout=...) makes Beam run process() in another thread,
+    # handing it the tracker current in the task's thread.
+    import apache_beam as beam
+    from apache_beam.metrics import Metrics
+    from apache_beam.metrics.metric import MetricsFilter
+
+    class Count(beam.DoFn):
+        def process(self, element):
+            Metrics.counter("threads", "seen").inc()
+            yield element
+
+    p = beam.Pipeline(runner="sparkbeam.SparkRunner")
+    _ = p | beam.Create([1, 2, 3]) | "Count" >> beam.ParDo(Count()).with_exception_handling(timeout=30)
+    result = p.run()
+    result.wait_until_finish()
+    (counter,) = result.metrics().query(MetricsFilter().with_name("seen"))["counters"]
+    assert counter.committed == 3
