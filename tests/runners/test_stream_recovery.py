@@ -211,9 +211,9 @@ def test_uninterrupted_run_matches_plain_python(uninterrupted):
     stateful_outputs_are_exact(out, counts)
 
 
-# Two seeds, three kills: the suite's short version. benchmarks/stream_soak.py kills the same
-# job 50 times at random steps.
-@pytest.mark.parametrize(("seed", "kills"), [(1, 1), (3, 2)])
+# One seed, two kills (and one more in the Hadoop checkpoint test below): the suite's short
+# version. benchmarks/stream_soak.py kills the same job 50 times at random steps.
+@pytest.mark.parametrize(("seed", "kills"), [(3, 2)])
 def test_killed_and_restarted_run_equals_uninterrupted(tmp_path, uninterrupted, seed, kills):
     expected, lines, bad, counts, _ = uninterrupted
     rng = random.Random(seed)
@@ -238,7 +238,9 @@ def test_killed_and_restarted_run_equals_uninterrupted(tmp_path, uninterrupted, 
     at_most_one_file_per_step(timeline(log))
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+# SIGTERM here; SIGINT takes the same path (runners/spark/interrupts.py), checked by
+# tests/runners/test_interrupts.py and by the standalone cluster's Ctrl-C.
+@pytest.mark.parametrize("signum", [signal.SIGTERM])
 def test_a_signal_stops_the_stream_at_a_checkpoint_and_the_restart_resumes_exactly(tmp_path, uninterrupted, signum):
     expected, lines, bad, counts, _ = uninterrupted
     input_dir = str(tmp_path / "in")
