@@ -209,7 +209,8 @@ def probe_steps(sc: Any) -> Iterator[StepProbe]:
     sparkbeam does not expose per-step timings, so this wraps its (private)
     ``StepLoop.run_step`` in this process for the duration of one run; sparkbeam's code is
     unchanged. The wrapper costs two clock reads and one local property per step. Job groups
-    are how Spark's status tracker tells which step started which job.
+    are how Spark's status tracker tells which step started which job; the backend's own
+    group is set to the step's for that.
     """
     global _PROBES
     from sparkbeam.runners.core.steps import StepLoop
@@ -220,6 +221,10 @@ def probe_steps(sc: Any) -> Iterator[StepProbe]:
 
     def run_step(loop: Any) -> None:
         sc.setJobGroup(probe.group(loop.step), "sparkbeam step")
+        # The Spark backend names its own job group on every stage (for cancel() and the
+        # progress line): give it this step's group, so that the step's jobs are found.
+        if hasattr(loop.backend, "job_group"):
+            loop.backend.job_group = probe.group(loop.step)
         started = time.perf_counter()
         try:
             original(loop)

@@ -2,8 +2,8 @@
 
 A stream job (``stream_job.py``) reads a directory of JSON-lines files through Structured
 Streaming, sums scores per team in 60-second windows and writes totals and dead letters with
-exactly-once file sinks, checkpointing every 3 steps. Each seed kills it with SIGKILL once or twice
-at random steps (whatever it is doing then: writing the log, a checkpoint, a sink) and
+exactly-once file sinks, checkpointing every 3 steps. Each seed kills it with SIGKILL at a
+random step (whatever it is doing then: writing the log, a checkpoint, a sink) and
 restarts it until it finishes. The output must equal an uninterrupted run's and the totals
 computed here in plain Python: nothing lost, nothing duplicated; and every stage's
 watermarks, logged step by step across all the runs, must never go backwards. The job's
@@ -35,7 +35,7 @@ from sparkbeam.runners.spark.checkpoints import CheckpointStore
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
 JOB = os.path.join(os.path.dirname(__file__), "stream_job.py")
-FILES = 10
+FILES = 6
 RECORDS_PER_FILE = 20
 
 
@@ -68,6 +68,11 @@ def write_input_and_counts(directory: str) -> tuple[collections.Counter, collect
             handle.write("\n".join(lines) + "\n")
         os.utime(path, (1_700_000_000 + index, 1_700_000_000 + index))  # the files' order
     return expected, counts
+
+
+def dead_letters_written() -> int:
+    """How many broken lines write_input puts in the files."""
+    return len([index for index in range(FILES) if index % 4 == 1])
 
 
 def stateful_outputs_are_exact(output_dir: str, counts: collections.Counter) -> None:
@@ -207,13 +212,13 @@ def test_uninterrupted_run_matches_plain_python(uninterrupted):
     expected, lines, bad, counts, out = uninterrupted
     assert totals(lines) == expected
     assert all(times == 1 for times in lines.values())  # each window's total written once
-    assert sum(bad.values()) == 3
+    assert sum(bad.values()) == dead_letters_written()
     stateful_outputs_are_exact(out, counts)
 
 
-# One seed, two kills (and one more in the Hadoop checkpoint test below): the suite's short
+# One seed, one kill (and one more in the Hadoop checkpoint test below): the suite's short
 # version. benchmarks/stream_soak.py kills the same job 50 times at random steps.
-@pytest.mark.parametrize(("seed", "kills"), [(3, 2)])
+@pytest.mark.parametrize(("seed", "kills"), [(3, 1)])
 def test_killed_and_restarted_run_equals_uninterrupted(tmp_path, uninterrupted, seed, kills):
     expected, lines, bad, counts, _ = uninterrupted
     rng = random.Random(seed)
@@ -222,7 +227,7 @@ def test_killed_and_restarted_run_equals_uninterrupted(tmp_path, uninterrupted, 
     out, ck, log = str(tmp_path / "out"), str(tmp_path / "ck"), str(tmp_path / "log.jsonl")
     # Kill once so many steps (counted over all runs, replays included) have read data; the
     # kill lands wherever the process is then (a checkpoint, a sink commit, the log write).
-    kill_points = sorted(rng.sample(range(1, FILES + 2), kills))
+    kill_points = sorted(rng.sample(range(2, FILES + 1), kills))
     restarts = 0
     for kill_at in [*kill_points, None]:
         finished = run_job(input_dir, out, ck, log, kill_at)
