@@ -114,6 +114,25 @@ def execute(path: Path) -> Any:
     return nb
 
 
+def execute_all(paths: list[Path], at_once: int = 2) -> dict[Path, Any]:
+    """Each notebook executed as ``execute`` does, ``at_once`` of them at a time (each its own
+    kernel and Spark): per path, the executed notebook or the exception it raised.
+
+    A notebook's run waits on Spark's scheduling and the kernel's messages more than it
+    computes, so two at a time take little longer than one on two cores.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    def run(path: Path) -> Any:
+        try:
+            return execute(path)
+        except Exception as error:  # handed to the caller, per notebook
+            return error
+
+    with ThreadPoolExecutor(max_workers=max(1, at_once)) as pool:
+        return dict(zip(paths, pool.map(run, paths)))
+
+
 def without_spark_noise(text: str) -> str:
     return "".join(line for line in text.splitlines(keepends=True) if not _SPARK_NOISE.match(line.rstrip("\n")))
 
@@ -199,21 +218,25 @@ def readme_image(nb: Any) -> bytes | None:
     return None
 
 
-def regenerate(path: Path) -> None:
-    started = time.perf_counter()
-    nb = clean(execute(path))
+def regenerate(path: Path, executed: Any) -> None:
+    if isinstance(executed, Exception):
+        raise executed
+    nb = clean(executed)
     nbformat.write(nb, path)
     image = readme_image(nb)
     if image is not None:
         IMAGE.parent.mkdir(exist_ok=True)
         IMAGE.write_bytes(image)
         print(f"  wrote {IMAGE.relative_to(NOTEBOOKS.parent)}")
-    print(f"{path.relative_to(NOTEBOOKS.parent)}: executed in {time.perf_counter() - started:.0f} s")
+    print(f"{path.relative_to(NOTEBOOKS.parent)}: written")
 
 
 def main(argv: list[str]) -> int:
-    for path in notebooks(argv):
-        regenerate(path)
+    started = time.perf_counter()
+    paths = notebooks(argv)
+    for path, executed in execute_all(paths).items():
+        regenerate(path, executed)
+    print(f"{len(paths)} notebook(s) executed in {time.perf_counter() - started:.0f} s")
     return 0
 
 

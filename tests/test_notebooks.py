@@ -56,16 +56,23 @@ def _render(outputs: list[tuple[str, ...]]) -> list[str]:
     return lines
 
 
+@pytest.fixture(scope="module")
+def executed_notebooks():
+    """Every notebook executed once, two at a time (each on its own kernel and Spark)."""
+    return regenerate.execute_all(NOTEBOOKS)
+
+
 @pytest.mark.notebook
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda path: path.stem)
-def test_notebook_runs_and_its_committed_outputs_are_current(path):
+def test_notebook_runs_and_its_committed_outputs_are_current(path, executed_notebooks):
     from nbclient.exceptions import CellExecutionError
 
     committed = nbformat.read(path, as_version=4)
-    try:
-        executed = regenerate.execute(path)
-    except CellExecutionError as error:
-        pytest.fail(f"{path.name} fails when run top to bottom on a fresh kernel:\n{error}", pytrace=False)
+    executed = executed_notebooks[path]
+    if isinstance(executed, CellExecutionError):
+        pytest.fail(f"{path.name} fails when run top to bottom on a fresh kernel:\n{executed}", pytrace=False)
+    if isinstance(executed, Exception):
+        raise executed
 
     code_cells = [cell for cell in committed.cells if cell.cell_type == "code"]
     stale = []

@@ -28,7 +28,13 @@ from pathlib import Path
 import pytest
 
 from sparkbeam.examples import hourly_team_score
-from tests.runners.test_stream_recovery import committed, dead_letters_written, steps_with_data, totals, write_input
+from tests.runners.test_stream_recovery import (
+    committed,
+    dead_letters_written,
+    steps_with_data,
+    totals,
+    write_input,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
