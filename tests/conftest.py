@@ -1,7 +1,8 @@
-"""Test fixtures: one local SparkSession for the whole run, and the oracle helpers.
+"""Test fixtures: one local SparkSession per test process, and the oracle helpers.
 
-Spark takes seconds to start, so the session is started once per test run (UI off, two
-shuffle partitions) and every Spark-backed test shares it. Executors run this interpreter.
+Spark takes seconds to start, so the session is started once per test process (UI off, two
+shuffle partitions) and every Spark-backed test in it shares it: the suite runs on two
+pytest-xdist workers, each with its own session. Executors run this interpreter.
 
 Before anything is collected, the run stops if the test extra of setup.cfg is not
 installed (``tests/dependencies.py``): a missing declared dependency is an error, never a
