@@ -317,16 +317,9 @@ def pardo_joiner(make_runner: Callable[[Any, dict[Any, Receiver], SideInputs | N
 
 
 def _join_window_into(op: WindowIntoOp, body: BodyBuilder) -> None:
-    reassign = window_assigner(op.windowfn, op.label, op.location)
     (source,) = op.inputs
     (target,) = op.outputs
-    send = body.sender(target)
-
-    def receive(wv: WindowedValue) -> None:
-        for out in reassign(wv):
-            send(out)
-
-    body.receive(source, receive)
+    body.receive(source, window_assigner(op.windowfn, op.label, op.location, body.sender(target)))
 
 
 def _join_flatten(op: FlattenOp, body: BodyBuilder) -> None:

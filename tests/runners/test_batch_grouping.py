@@ -200,3 +200,18 @@ def test_the_copy_counter_sees_a_copy(monkeypatch):
     made = _count_copies(monkeypatch)
     key_element(_op(_Sum()), _elements()[0])
     assert len(made) == 1
+
+
+def test_elements_go_to_the_driver_as_plain_tuples_and_come_back_whole():
+    import pickle
+
+    from sparkbeam.runners.spark.backend import _as_plain_tuples
+    from sparkbeam.utils.windowed_value import new_windowed_value
+
+    elements = _elements()
+    sent = pickle.dumps(list(_as_plain_tuples(elements)))
+    # No WindowedValue on the wire: pickle wrote plain tuples, in C.
+    assert b"WindowedValue" not in sent
+    back = [new_windowed_value(fields) for fields in pickle.loads(sent)]
+    assert back == elements
+    assert all(type(wv) is WindowedValue for wv in back)
