@@ -156,6 +156,9 @@ class DoFnRunner:
         # Built at the first TimestampedValue output: other DoFns never pay for it.
         self._assign_restamped: Callable[[Any, int], tuple] | None = None
         self._cached_restamp = cached_assignment(op.input_windowfn)
+        #: (assignment, send) of the WindowInto that alone reads the main output, when the
+        #: re-stamped outputs go straight to it (``window_restamped_into``)
+        self._into: tuple[Callable[[int], tuple], Emit] | None = None
         #: Whether each element is one call with the element alone: no parameters to fill,
         #: no side inputs, no windows to explode, nothing of the bundle's. Most Maps are.
         self.plain = not self.params and not self.contexts and self.finalizer is None and not self.explode_windows
@@ -319,13 +322,42 @@ class DoFnRunner:
         else:
             emit = self.main_emit
         if kind is TimestampedValue:
-            emit(self._restamped(item, wv))
+            if self._into is not None and emit is self.main_emit:
+                self._restamped_into(item, wv)
+            else:
+                emit(self._restamped(item, wv))
         elif kind is WindowedValue:
             emit(item)
         elif item is wv[0]:
             emit(wv)  # the input's own value: its timestamp, windows and pane too, no copy
         else:
             emit(new_windowed_value((item, wv[1], wv[2], wv[3])))
+
+    def window_restamped_into(self, assign: Callable[[int], tuple], send: Emit) -> None:
+        """Window the main output's re-stamped elements (``TimestampedValue``) at once by
+        the WindowInto that alone reads it, whose built-in window fn's windows are
+        ``assign(micros)`` and whose output ``send`` takes. The element the WindowInto would
+        have received, windowed by the input's window fn, is never built. Only where that
+        window fn is built in too: a user's may fail or read the value."""
+        if self._cached_restamp is not None:
+            self._into = (assign, send)
+
+    def _restamped_into(self, item: TimestampedValue, wv: WindowedValue) -> None:
+        """``_restamped`` then the WindowInto (``window_restamped_into``): the WindowInto's
+        output once per window the re-stamped element would have been in."""
+        micros = item.timestamp_micros
+        if not _MIN_MICROS <= micros < _MAX_MICROS:
+            self._restamped(item, wv)  # raises, naming the transform and the timestamp
+        into, cached = self._into, self._cached_restamp
+        if into is None or cached is None:  # not set up (window_restamped_into): the plain way
+            self.main_emit(self._restamped(item, wv))
+            return
+        assign, send = into
+        count = len(cached(micros)) * len(wv[2])
+        if count:
+            out = new_windowed_value((item.value, micros, assign(micros), PANE_INFO_UNKNOWN))
+            for _ in range(count):
+                send(out)
 
     def _restamped(self, item: TimestampedValue, wv: WindowedValue) -> WindowedValue:
         """Beam's Python SDK: an output with a new timestamp is windowed again by the input

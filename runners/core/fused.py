@@ -35,6 +35,13 @@ class FusedBody:
         #: elements that entered and left the body (the stage's counters)
         self.elements_in = 0
         self.elements_out = 0
+        # How many readers each PCollection has in the body (an exit counts as one).
+        self._reader_counts: dict[int, int] = {pcoll: 1 for pcoll in stage.outputs}
+        self._readers: dict[int, object] = {}
+        for op in stage.body:
+            for pcoll in op.inputs:
+                self._reader_counts[pcoll] = self._reader_counts.get(pcoll, 0) + 1
+                self._readers[pcoll] = op
         if bare:
             if len(stage.outputs) != 1:
                 msg = f"'{stage.name}' has {len(stage.outputs)} outputs; a bare fused body has one"
@@ -66,6 +73,13 @@ class FusedBody:
                 receive(wv)
 
         return send
+
+    def sole_reader(self, pcoll: int) -> object | None:
+        """The one op of the body that reads ``pcoll``, when nothing else does (neither
+        another op nor the stage's outputs); else None."""
+        if self._reader_counts.get(pcoll) != 1:
+            return None
+        return self._readers.get(pcoll)
 
     def add_runner(self, runner: ElementRunner) -> None:
         """A DoFn runner whose bundle lifecycle the body drives, in body order."""

@@ -151,3 +151,57 @@ def test_timestamped_value_reads_as_beams():
     assert repr(tv) == "TimestampedValue(value=('k', 1), timestamp=Timestamp(1.500000))"
     with pytest.raises(TypeError, match="not True"):
         TimestampedValue("a", True)
+
+
+def _count_built(monkeypatch) -> list:
+    """Every WindowedValue the DoFn runner and the WindowInto build, recorded."""
+    from sparkbeam.runners.core import dofn_invoker
+    from sparkbeam.utils.windowed_value import new_windowed_value
+
+    built: list = []
+
+    def counting(fields):
+        built.append(fields)
+        return new_windowed_value(fields)
+
+    monkeypatch.setattr(dofn_invoker, "new_windowed_value", counting)
+    monkeypatch.setattr(window_assignment, "new_windowed_value", counting)
+    return built
+
+
+def _restamp_then_window(*, also_capture_the_stamped: bool):
+    pipeline = beam.Pipeline()
+    windowed = pipeline | beam.Create([0]) | "Slide" >> beam.WindowInto(window.SlidingWindows(10, 5))
+    stamped = windowed | "Stamp" >> beam.Map(lambda x: window.TimestampedValue(x, 12))
+    beam.capture(stamped | "Minutes" >> beam.WindowInto(FixedWindows(60)))
+    if also_capture_the_stamped:
+        beam.capture(stamped)
+    (stage,) = plan_stages(lower(pipeline)).stages
+    (source,) = stage.head.outputs  # type: ignore[union-attr]
+    return stage, source
+
+
+def test_a_restamped_output_read_only_by_window_into_is_windowed_once_with_nothing_in_between(monkeypatch):
+    built = _count_built(monkeypatch)
+    body, source = _body(beam.Map(lambda x: window.TimestampedValue(x, 75)), beam.WindowInto(FixedWindows(60)))
+    (out,) = body.run_bare(source, [_global("a")])
+    assert out == WindowedValue("a", 75 * S, (IntervalWindow(60, 120),), PANE_INFO_UNKNOWN)
+    assert len(built) == 1  # the WindowInto's output alone: no element in the input's windows
+
+
+def test_restamping_straight_into_window_into_gives_what_the_two_steps_give():
+    # Slide puts the element in two windows (Map runs once per copy it makes: two), each
+    # output re-stamped into two sliding windows again, in each of its input's two
+    # windows: the WindowInto emits 2 x 2 x 2 elements either way.
+    element = WindowedValue("a", 7 * S, (IntervalWindow(0, 10), IntervalWindow(5, 15)), PANE_INFO_UNKNOWN)
+    fused_stage, source = _restamp_then_window(also_capture_the_stamped=False)
+    plain_stage, _ = _restamp_then_window(also_capture_the_stamped=True)
+    _slide, stamp, minutes = fused_stage.body
+    assert FusedBody(fused_stage).sole_reader(stamp.outputs[0]) is minutes
+    assert FusedBody(plain_stage).sole_reader(plain_stage.body[1].outputs[0]) is None  # captured too
+    fused = list(FusedBody(fused_stage).run([(source, element)]))
+    plain = list(FusedBody(plain_stage).run([(source, element)]))
+    windowed = [wv for pcoll, wv in plain if pcoll == plain_stage.body[2].outputs[0]]
+    assert [wv for _, wv in fused] == windowed
+    assert len(windowed) == 8
+    assert {(wv.windows, wv.timestamp_micros) for wv in windowed} == {((IntervalWindow(0, 60),), 12 * S)}
