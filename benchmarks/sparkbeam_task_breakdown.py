@@ -2,9 +2,9 @@
 
 A diagnostic for batch_windowed_scores.py. It replays, in this one process and without
 Spark, the Python work that the executors and the driver do for the benchmark's workload:
-the same functions sparkbeam's Spark backend runs in its ``mapPartitions`` and
-``combineByKey`` (runners/spark/backend.py and batch_grouping.py, batch path), and PySpark's
-own pieces around them (``ExternalMerger``, ``portable_hash``, its cloudpickle serializer).
+the same functions sparkbeam's Spark backend runs in its ``mapPartitions`` (runners/spark/
+backend.py and batch_grouping.py, batch path), and PySpark's own pieces around them
+(``ExternalMerger``, ``portable_hash``, its cloudpickle serializer).
 Each phase is timed in CPU seconds of this process, so the figures hold on a busy machine,
 where wall-clock timings do not::
 
@@ -18,7 +18,6 @@ backend's batch path changes, this replay must follow it.
 from __future__ import annotations
 
 import argparse
-import functools
 import gc
 import io
 import os
@@ -120,16 +119,16 @@ def _on_driver(blob: bytes) -> list:
 
 
 def sparkbeam_phases(splits: list[list[bytes]], partitions: int) -> Phases:
-    from pyspark.shuffle import Aggregator
-
     import sparkbeam as beam
     from sparkbeam import window
     from sparkbeam.runners.core.holds import HoldPolicy
+    from sparkbeam.runners.core.metrics import step_scoped
     from sparkbeam.runners.core.ops import lower
     from sparkbeam.runners.core.plan import plan_stages
     from sparkbeam.runners.core.timeline import Emission
     from sparkbeam.runners.spark import backend, batch_grouping, textio, worker
     from sparkbeam.utils.timestamp import Timestamp
+    from sparkbeam.utils.windowed_value import new_windowed_value
 
     class CountAndSum(CountAndSumLogic, beam.CombineFn):
         pass
@@ -150,52 +149,45 @@ def sparkbeam_phases(splits: list[list[bytes]], partitions: int) -> Phases:
     if op is None or op.combine_fn is None:
         msg = "sparkbeam no longer plans CombinePerKey as a grouping stage with a CombineFn; update this replay"
         raise RuntimeError(msg)
-    fn = batch_grouping._SetUpOnce(op.combine_fn)
+    fn = batch_grouping._SetUpOnce(step_scoped(op.combine_fn, op.label))
     holds = HoldPolicy(op.windowing, overlapping_window_rule=True)
     (group_output,) = op.outputs
-    aggregator = Aggregator(
-        functools.partial(batch_grouping._create, op, fn),
-        functools.partial(batch_grouping._merge_value, op, fn, holds),
-        functools.partial(batch_grouping._merge_combiners, op, fn, holds),
-    )
 
     # What SparkBackend chains with mapPartitions on the batch path (run_stage, then group).
     def stamp(lines: Iterable[str]) -> Iterator[Any]:
-        tagged = worker.tagged(read_output, textio._to_windowed(lines))
-        return (wv for _, wv in worker.run_body(read_stage, None, None, tagged))
+        return worker.run_bare_body(read_stage, None, None, read_output, textio._to_windowed(lines))
 
-    def key_by_window(stamped: Iterable[Any]) -> Iterator[tuple]:
-        return batch_grouping._explode(op, holds, _NoCounter(), stamped)
+    def precombine(stamped: Iterable[Any]) -> list[tuple]:
+        # Keying by (key, window) and combining are one loop on the map side.
+        return list(batch_grouping._precombine(op, fn, holds, _NoCounter(), stamped))
+
+    def merge(received: list) -> list:
+        return list(batch_grouping._merge_partials(op, fn, holds, 1 << 20, received))
 
     def output_elements(merged: list) -> list:
-        tagged = worker.tagged(group_output, batch_grouping._panes(op, fn, holds, merged))
-        return list(
-            backend._select_tagged(group_output, worker.run_body(group_stage, None, None, tagged))
-        )
+        panes = batch_grouping._panes(op, fn, holds, merged)
+        return list(worker.run_bare_body(group_stage, None, None, group_output, panes))
 
     def map_task(phases: Phases, raw: list[bytes]) -> list[bytes]:
         lines = phases.run(READ, lambda: [line.decode() for line in raw])
         stamped = phases.run(PARSE, lambda: list(stamp(lines)))
-        pairs = phases.run(KEY, lambda: list(key_by_window(stamped)))
-        combined = phases.run(COMBINE, lambda: _merged(aggregator, pairs, False))
+        combined = phases.run(COMBINE, lambda: precombine(stamped))
         blobs = phases.run(SHUFFLE_WRITE, lambda: _shuffle_write(combined, partitions))
         phases.count("records shuffled", len(combined))
-        phases.run_streamed(
-            lambda: _shuffle_write(
-                _merged(aggregator, key_by_window(stamp(line.decode() for line in raw)), False),
-                partitions,
-            )
-        )
+        phases.run_streamed(lambda: _shuffle_write(precombine(stamp(line.decode() for line in raw)), partitions))
         return blobs
 
     def reduce_task(phases: Phases, blobs: list[bytes]) -> bytes:
         received = phases.run(SHUFFLE_READ, lambda: _shuffle_read(blobs))
-        merged = phases.run(MERGE, lambda: _merged(aggregator, received, True))
+        merged = phases.run(MERGE, lambda: merge(received))
         panes = phases.run(OUTPUT, lambda: output_elements(merged))
-        return phases.run(TO_DRIVER, lambda: _to_driver(panes))
+        # As SparkBackend.collect sends them: plain tuples, rebuilt on the driver.
+        return phases.run(TO_DRIVER, lambda: _to_driver(list(backend._as_plain_tuples(panes))))
 
     def on_driver(phases: Phases, blobs: list[bytes]) -> None:
-        received = phases.run(UNPICKLE, lambda: [wv for blob in blobs for wv in _on_driver(blob)])
+        received = phases.run(
+            UNPICKLE, lambda: [new_windowed_value(fields) for blob in blobs for fields in _on_driver(blob)]
+        )
         # As StepLoop records a captured PCollection's elements.
         emissions = phases.run(
             EMISSIONS,
@@ -284,8 +276,7 @@ def _run_tasks(
 
 READ = "read lines (utf-8 decode)"
 PARSE = "parse, timestamp, assign window"
-KEY = "key by (key, window)"
-COMBINE = "combine before the shuffle"
+COMBINE = "key, combine before the shuffle"
 SHUFFLE_WRITE = "shuffle write (hash, pickle)"
 SHUFFLE_READ = "shuffle read (unpickle)"
 MERGE = "merge after the shuffle"
@@ -298,7 +289,6 @@ ROWS = "driver: rows for the comparison"
 PHASE_ORDER = (
     READ,
     PARSE,
-    KEY,
     COMBINE,
     SHUFFLE_WRITE,
     SHUFFLE_READ,
@@ -329,7 +319,7 @@ def report(events: int, sparkbeam: Phases, rdd: Phases) -> str:
         f"{'total Python CPU':<34} {_cell(total_ours, 11)} {_cell(total_ours, 9, events)} "
         f"{_cell(total_theirs, 8)} {_cell(total_theirs, 9, events)} {total_ours / total_theirs:>6.1f}x"
     )
-    map_phases = (READ, PARSE, KEY, COMBINE, SHUFFLE_WRITE)
+    map_phases = (READ, PARSE, COMBINE, SHUFFLE_WRITE)
     lines.append(
         f"{'check: map side streamed, GC on':<34} {_cell(sparkbeam.streamed, 11)} "
         f"{_cell(sparkbeam.streamed, 9, events)} {_cell(rdd.streamed, 8)} {_cell(rdd.streamed, 9, events)} "

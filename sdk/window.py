@@ -287,7 +287,7 @@ class GlobalWindow(BoundedWindow):
 V = TypeVar("V")
 
 
-@attrs.frozen(init=False)
+@attrs.frozen(init=False, repr=False)
 class TimestampedValue(Generic[V]):
     """A value with an event timestamp; yield it from a DoFn to set an element's time.
 
@@ -298,10 +298,33 @@ class TimestampedValue(Generic[V]):
     """
 
     value: Any
-    timestamp: Timestamp
+    #: the timestamp in integer microseconds, which is what the runner reads; ``timestamp``
+    #: builds the ``Timestamp`` a user sees only when asked for it
+    timestamp_micros: int
 
     def __init__(self, value: V, timestamp: TimestampLike) -> None:
-        self.__attrs_init__(value, Timestamp.of(timestamp))
+        # Seconds as int or float are the common case (once per element in a DoFn): they
+        # are converted here, as Timestamp.of converts them, without building a Timestamp.
+        kind = type(timestamp)
+        if kind is float:
+            micros = round(timestamp * 1_000_000)
+        elif kind is int:
+            micros = timestamp * 1_000_000
+        else:
+            micros = Timestamp.of(timestamp).micros
+        _set_stamped_value(self, value)
+        _set_stamped_micros(self, micros)
+
+    @property
+    def timestamp(self) -> Timestamp:
+        return Timestamp.from_micros(self.timestamp_micros)
+
+    def __repr__(self) -> str:
+        return f"TimestampedValue(value={self.value!r}, timestamp={self.timestamp!r})"
+
+
+_set_stamped_value = TimestampedValue.__dict__["value"].__set__
+_set_stamped_micros = TimestampedValue.__dict__["timestamp_micros"].__set__
 
 
 class WindowFn(abc.ABC):

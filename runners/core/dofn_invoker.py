@@ -26,9 +26,9 @@ from sparkbeam.dofn import (
 from sparkbeam.pvalue import TaggedOutput
 from sparkbeam.runners.core.errors import UserCodeError
 from sparkbeam.runners.core.ops import ParDoOp, SideInputSlot
-from sparkbeam.runners.core.window_assignment import restamp_assigner
+from sparkbeam.runners.core.window_assignment import cached_assignment, restamp_assigner
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp
-from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
+from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue, new_windowed_value
 from sparkbeam.window import GlobalWindow, GlobalWindows, TimestampedValue, WindowFn
 
 __all__ = ["DoFnRunner", "ElementRunner", "SideInputs", "side_window_for"]
@@ -155,6 +155,15 @@ class DoFnRunner:
         self.dofn = dofn
         # Built at the first TimestampedValue output: other DoFns never pay for it.
         self._assign_restamped: Callable[[Any, int], tuple] | None = None
+        self._cached_restamp = cached_assignment(op.input_windowfn)
+        #: (assignment, send) of the WindowInto that alone reads the main output, when the
+        #: re-stamped outputs go straight to it (``window_restamped_into``)
+        self._into: tuple[Callable[[int], tuple], Emit] | None = None
+        #: Whether each element is one call with the element alone: no parameters to fill,
+        #: no side inputs, no windows to explode, nothing of the bundle's. Most Maps are.
+        self.plain = not self.params and not self.contexts and self.finalizer is None and not self.explode_windows
+        #: one element through the DoFn (``ElementRunner.process``)
+        self.process: Callable[[WindowedValue], None] = self._plain_process() if self.plain else self._process_general
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
@@ -206,12 +215,53 @@ class DoFnRunner:
             self._exit_contexts("setup")
 
     # -- elements --------------------------------------------------------------------
-    def process(self, wv: WindowedValue) -> None:
+    def _process_general(self, wv: WindowedValue) -> None:
         if self.explode_windows and len(wv.windows) != 1:
             for window in wv.windows:
                 self._process_one(WindowedValue(wv.value, wv.timestamp_micros, (window,), wv.pane_info))
         else:
             self._process_one(wv)
+
+    def _plain_process(self) -> Callable[[WindowedValue], None]:
+        """``process`` for a plain DoFn (``self.plain``): the same steps as ``_process_one``
+        with what is fixed for the bundle looked up once, since this runs per element."""
+        fn, shape, label, location = self.fn, self.shape, self.label, self.location
+        args, kwargs = self.op.args, self.op.kwargs
+        output, emit = self._output, self.main_emit
+        unpack = shape == "MapTuple" or shape == "FlatMapTuple"
+        guard_iter = self._guard_iter
+        if shape == "Map" and not kwargs:
+
+            def process_map(wv: WindowedValue) -> None:
+                value = wv[0]
+                try:
+                    result = fn(value, *args)
+                except UserCodeError:
+                    raise
+                except Exception as error:
+                    raise UserCodeError(label, location, error, value) from error
+                output(result, wv)
+
+            return process_map
+
+        def process(wv: WindowedValue) -> None:
+            value = wv[0]
+            try:
+                result = fn(*value, *args, **kwargs) if unpack else fn(value, *args, **kwargs)
+            except UserCodeError:
+                raise
+            except Exception as error:
+                raise UserCodeError(label, location, error, value) from error
+            if shape == "Map" or shape == "MapTuple":
+                output(result, wv)
+            elif shape == "Filter":
+                if result:
+                    emit(wv)
+            elif result is not None:
+                for item in guard_iter(result, value):
+                    output(item, wv)
+
+        return process
 
     def _process_one(self, wv: WindowedValue) -> None:
         args, kwargs = self._arguments(wv)
@@ -272,31 +322,66 @@ class DoFnRunner:
         else:
             emit = self.main_emit
         if kind is TimestampedValue:
-            emit(self._restamped(item, wv))
+            if self._into is not None and emit is self.main_emit:
+                self._restamped_into(item, wv)
+            else:
+                emit(self._restamped(item, wv))
         elif kind is WindowedValue:
             emit(item)
+        elif item is wv[0]:
+            emit(wv)  # the input's own value: its timestamp, windows and pane too, no copy
         else:
-            emit(WindowedValue(item, wv.timestamp_micros, wv.windows, wv.pane_info))
+            emit(new_windowed_value((item, wv[1], wv[2], wv[3])))
+
+    def window_restamped_into(self, assign: Callable[[int], tuple], send: Emit) -> None:
+        """Window the main output's re-stamped elements (``TimestampedValue``) at once by
+        the WindowInto that alone reads it, whose built-in window fn's windows are
+        ``assign(micros)`` and whose output ``send`` takes. The element the WindowInto would
+        have received, windowed by the input's window fn, is never built. Only where that
+        window fn is built in too: a user's may fail or read the value."""
+        if self._cached_restamp is not None:
+            self._into = (assign, send)
+
+    def _restamped_into(self, item: TimestampedValue, wv: WindowedValue) -> None:
+        """``_restamped`` then the WindowInto (``window_restamped_into``): the WindowInto's
+        output once per window the re-stamped element would have been in."""
+        micros = item.timestamp_micros
+        if not _MIN_MICROS <= micros < _MAX_MICROS:
+            self._restamped(item, wv)  # raises, naming the transform and the timestamp
+        into, cached = self._into, self._cached_restamp
+        if into is None or cached is None:  # not set up (window_restamped_into): the plain way
+            self.main_emit(self._restamped(item, wv))
+            return
+        assign, send = into
+        count = len(cached(micros)) * len(wv[2])
+        if count:
+            out = new_windowed_value((item.value, micros, assign(micros), PANE_INFO_UNKNOWN))
+            for _ in range(count):
+                send(out)
 
     def _restamped(self, item: TimestampedValue, wv: WindowedValue) -> WindowedValue:
         """Beam's Python SDK: an output with a new timestamp is windowed again by the input
         PCollection's window fn (once per input window), and its pane is unknown."""
-        micros = item.timestamp.micros
+        micros = item.timestamp_micros
         if not _MIN_MICROS <= micros < _MAX_MICROS:
             msg = (
                 f"'{self.label}' (applied at {self.location}) output {item.value!r} with timestamp "
                 f"{item.timestamp!r}, outside [MIN_TIMESTAMP, MAX_TIMESTAMP)"
             )
             raise UserCodeError(self.label, self.location, ValueError(msg), wv.value)
-        if self._assign_restamped is None:
-            self._assign_restamped = restamp_assigner(self.op.input_windowfn)
-        try:
-            windows = self._assign_restamped(item.value, micros)
-        except Exception as error:  # the user's WindowFn
-            raise UserCodeError(self.label, self.location, error, wv.value) from error
-        if len(wv.windows) != 1:
-            windows = windows * len(wv.windows)
-        return WindowedValue(item.value, micros, windows, PANE_INFO_UNKNOWN)
+        cached = self._cached_restamp
+        if cached is not None:  # a built-in window fn: windows from the timestamp alone
+            windows = cached(micros)
+        else:
+            if self._assign_restamped is None:
+                self._assign_restamped = restamp_assigner(self.op.input_windowfn)
+            try:
+                windows = self._assign_restamped(item.value, micros)
+            except Exception as error:  # the user's WindowFn
+                raise UserCodeError(self.label, self.location, error, wv.value) from error
+        if len(wv[2]) != 1:
+            windows = windows * len(wv[2])
+        return new_windowed_value((item.value, micros, windows, PANE_INFO_UNKNOWN))
 
     def _emitter(self, tag: str | None) -> Emit:
         emit = self.emitters.get(tag)

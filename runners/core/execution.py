@@ -60,7 +60,7 @@ from sparkbeam.runners.core.ops import (
     WriteTextOp,
 )
 from sparkbeam.runners.core.sources import BoundedSourceState, SourceState, TestStreamState
-from sparkbeam.runners.core.window_assignment import window_assigner
+from sparkbeam.runners.core.window_assignment import cached_assignment, window_assigner
 from sparkbeam.utils.timestamp import MIN_TIMESTAMP
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
 from sparkbeam.window import GlobalWindow
@@ -107,6 +107,10 @@ class BodyBuilder(Protocol):
 
     def add_runner(self, runner: ElementRunner) -> None:
         """A DoFn runner whose bundle lifecycle (start, finish, teardown) the body drives."""
+
+    def sole_reader(self, pcoll: int) -> Any:
+        """The one op of the body that reads ``pcoll``, when nothing else does (neither
+        another op nor the stage's outputs); else None."""
 
 
 def _nothing(op: Any) -> tuple:
@@ -307,8 +311,11 @@ def pardo_joiner(make_runner: Callable[[Any, dict[Any, Receiver], SideInputs | N
 
     def join(op: ParDoOp, body: BodyBuilder) -> None:
         emitters = {tag: body.sender(pcoll) for tag, pcoll in zip(op.output_tags, op.outputs)}
+        element_runner = make_runner(op, emitters, body.side_inputs)
+        if isinstance(element_runner, DoFnRunner):
+            _restamp_into_window_into(op, body, element_runner)
         # Run in its step, so that the DoFn's metric updates land under its label.
-        runner = StepScopedRunner(op.label, make_runner(op, emitters, body.side_inputs))
+        runner = StepScopedRunner(op.label, element_runner)
         body.add_runner(runner)
         (source,) = op.inputs
         body.receive(source, runner.process)
@@ -316,17 +323,26 @@ def pardo_joiner(make_runner: Callable[[Any, dict[Any, Receiver], SideInputs | N
     return join
 
 
+def _restamp_into_window_into(op: ParDoOp, body: BodyBuilder, runner: DoFnRunner) -> None:
+    """A ParDo whose main output only a WindowInto of a built-in window fn reads (the idiom
+    ``Map(... TimestampedValue ...) | WindowInto(...)``): its re-stamped outputs are
+    windowed by that WindowInto at once, with no element in between."""
+    outputs = dict(zip(op.output_tags, op.outputs))
+    if None not in outputs:
+        return
+    reader = body.sole_reader(outputs[None])
+    if type(reader) is not WindowIntoOp:
+        return
+    assign = cached_assignment(reader.windowfn)
+    if assign is not None:
+        (target,) = reader.outputs
+        runner.window_restamped_into(assign, body.sender(target))
+
+
 def _join_window_into(op: WindowIntoOp, body: BodyBuilder) -> None:
-    reassign = window_assigner(op.windowfn, op.label, op.location)
     (source,) = op.inputs
     (target,) = op.outputs
-    send = body.sender(target)
-
-    def receive(wv: WindowedValue) -> None:
-        for out in reassign(wv):
-            send(out)
-
-    body.receive(source, receive)
+    body.receive(source, window_assigner(op.windowfn, op.label, op.location, body.sender(target)))
 
 
 def _join_flatten(op: FlattenOp, body: BodyBuilder) -> None:

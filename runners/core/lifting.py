@@ -74,14 +74,19 @@ def precombine(
     combine = holds.combine
     interval_window = IntervalWindow
     for wv in elements:
-        try:
-            key, inner = key_element(op, wv)
-        except TransformError as error:
-            raise UserCodeError(op.label, op.location, error) from None
-        value, timestamp, windows, _pane = inner
+        value, timestamp, windows, _pane = wv
+        if type(value) is tuple and len(value) == 2:
+            key, value = value  # no copy of the element to take its key off
+        else:
+            try:
+                key, inner = key_element(op, wv)
+            except TransformError as error:
+                raise UserCodeError(op.label, op.location, error) from None
+            value = inner.value
         for window in windows:
+            # records.group_key, inlined: this is once per element and window.
             if type(window) is interval_window:
-                group_key: tuple = (key, window.start.micros, window.end.micros)
+                group_key: tuple = (key, window._bounds)
             else:
                 group_key = (key, window)
             group = groups.get(group_key)

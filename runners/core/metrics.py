@@ -13,7 +13,7 @@ units of work committed (and what failed attempts did) into Beam's metric result
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -31,6 +31,7 @@ class StepScopedRunner:
     def __init__(self, step: str, runner: Any) -> None:
         self.step = step
         self.runner = runner
+        self.process = self._scoped_process(runner.process)
 
     def _call(self, method: Any, *args: Any) -> Any:
         current = _CURRENT
@@ -44,15 +45,20 @@ class StepScopedRunner:
     def start(self) -> None:
         self._call(self.runner.start)
 
-    def process(self, wv: Any) -> None:
-        # Inlined (not _call): this is once per element.
+    def _scoped_process(self, process: Callable[[Any], None]) -> Callable[[Any], None]:
+        # A closure over the runner's own process (not _call): this is once per element.
         current = _CURRENT
-        previous = current.step
-        current.step = self.step
-        try:
-            self.runner.process(wv)
-        finally:
-            current.step = previous
+        step = self.step
+
+        def scoped_process(wv: Any) -> None:
+            previous = current.step
+            current.step = step
+            try:
+                process(wv)
+            finally:
+                current.step = previous
+
+        return scoped_process
 
     def finish(self) -> None:
         self._call(self.runner.finish)

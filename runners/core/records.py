@@ -38,12 +38,24 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
+from sparkbeam.utils.timestamp import Timestamp
 from sparkbeam.utils.windowed_value import WindowedValue
+from sparkbeam.window import IntervalWindow
 
 if TYPE_CHECKING:
     from sparkbeam.runners.core.steps import StageSummary
 
-__all__ = ["KeyedState", "Pane", "Parked", "Partial", "ReleaseAt", "Summary", "WindowedValue"]
+__all__ = [
+    "KeyedState",
+    "Pane",
+    "Parked",
+    "Partial",
+    "ReleaseAt",
+    "Summary",
+    "WindowedValue",
+    "group_key",
+    "window_of_group_key",
+]
 
 _R = TypeVar("_R")
 
@@ -117,3 +129,28 @@ class ReleaseAt:
     before one of those side inputs' watermarks reaches its value."""
 
     watermarks: tuple[tuple[int, int], ...]
+
+
+def group_key(key: Any, window: Any) -> tuple:
+    """The compact shuffle key of (key, window): an ``IntervalWindow`` (exactly, not a
+    subclass, which may carry more) as its bounds in microseconds, ``(key, (start, end))``,
+    so that hashing and comparing the key stays in C: a window object's ``__hash__`` is a
+    Python call, made several times per element by a dict and by the partitioner. The
+    bounds are the window's own tuple, shared by every element of a window the assigner
+    cached, so that pickling a batch of keys writes each window's bounds once. Any other
+    window is kept as it is, ``(key, window)``."""
+    if type(window) is IntervalWindow:
+        return (key, window._bounds)
+    return (key, window)
+
+
+def window_of_group_key(compact: tuple, windows: dict[tuple[int, int], Any]) -> Any:
+    """The window of a compact key (``group_key``); ``windows`` caches the interval
+    windows rebuilt, so that a partition builds each window once."""
+    bounds = compact[1]
+    if type(bounds) is not tuple:
+        return bounds
+    window = windows.get(bounds)
+    if window is None:
+        window = windows[bounds] = IntervalWindow(Timestamp.from_micros(bounds[0]), Timestamp.from_micros(bounds[1]))
+    return window

@@ -115,7 +115,7 @@ class TestStreamState(SourceState):
                 return SourceEmission(self.watermark)
             window = (GlobalWindow(),)
             elements = tuple(
-                WindowedValue(tv.value, tv.timestamp.micros, window, PANE_INFO_UNKNOWN)
+                WindowedValue(tv.value, tv.timestamp_micros, window, PANE_INFO_UNKNOWN)
                 for tv in event.timestamped_values
             )
             return SourceEmission(self.watermark, elements=elements)

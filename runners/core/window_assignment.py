@@ -14,7 +14,7 @@ from typing import Any
 
 from sparkbeam.runners.core.errors import UserCodeError
 from sparkbeam.utils.timestamp import Timestamp
-from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
+from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue, new_windowed_value
 from sparkbeam.window import (
     FixedWindows,
     GlobalWindow,
@@ -24,18 +24,37 @@ from sparkbeam.window import (
     WindowFn,
 )
 
-__all__ = ["cached_assignment", "restamp_assigner", "window_assigner"]
+__all__ = ["GLOBAL_WINDOWS", "cached_assignment", "restamp_assigner", "window_assigner"]
+
+
+#: The one tuple of the global window that assignment hands out, so that an element whose
+#: windows did not change is recognised by identity (``window_assigner``).
+GLOBAL_WINDOWS = (GlobalWindow(),)
+
+# A window fn's cache of windows by start, per process: every assigner of equal window fns
+# (a WindowInto, a DoFn's re-stamped outputs, in any bundle) hands out the same tuples.
+# Cleared when it grows past this many entries, so a long stream does not keep every window.
+MAX_CACHED_WINDOWS = 100_000
+_ASSIGNMENTS: dict[WindowFn, Callable[[int], tuple]] = {}
 
 
 def cached_assignment(windowfn: WindowFn) -> Callable[[int], tuple] | None:
     """For the built-in window fns (exactly, not subclasses that may override ``assign``):
-    the windows of a timestamp in microseconds, each distinct tuple of windows built once,
-    since nearly every element shares its windows with many others."""
+    the windows of a timestamp in microseconds, each distinct tuple of windows built once
+    per process, since nearly every element shares its windows with many others."""
     kind = type(windowfn)
-    if kind is GlobalWindows:
-        only = (GlobalWindow(),)
-        return lambda micros: only
-    if kind is FixedWindows:
+    if kind is not GlobalWindows and kind is not FixedWindows and kind is not SlidingWindows:
+        return None
+    assignment = _ASSIGNMENTS.get(windowfn)
+    if assignment is None:
+        assignment = _ASSIGNMENTS[windowfn] = _assignment(windowfn)
+    return assignment
+
+
+def _assignment(windowfn: WindowFn) -> Callable[[int], tuple]:
+    if isinstance(windowfn, GlobalWindows):
+        return lambda micros: GLOBAL_WINDOWS
+    if isinstance(windowfn, FixedWindows):
         size, offset = windowfn.size.micros, windowfn.offset.micros
         fixed_cache: dict[int, tuple] = {}
 
@@ -43,32 +62,35 @@ def cached_assignment(windowfn: WindowFn) -> Callable[[int], tuple] | None:
             start = micros - (micros - offset) % size
             windows = fixed_cache.get(start)
             if windows is None:
+                if len(fixed_cache) >= MAX_CACHED_WINDOWS:
+                    fixed_cache.clear()
                 windows = fixed_cache[start] = (
                     IntervalWindow(Timestamp.from_micros(start), Timestamp.from_micros(start + size)),
                 )
             return windows
 
         return fixed
-    if kind is SlidingWindows:
-        size, period, offset = windowfn.size.micros, windowfn.period.micros, windowfn.offset.micros
-        sliding_cache: dict[tuple[int, int], tuple] = {}
+    assert isinstance(windowfn, SlidingWindows)  # cached_assignment admits these three
+    size, period, offset = windowfn.size.micros, windowfn.period.micros, windowfn.offset.micros
+    sliding_cache: dict[tuple[int, int], tuple] = {}
 
-        def sliding(micros: int) -> tuple:
-            last_start = micros - (micros - offset) % period
-            # Windows start at last_start, last_start - period, ... while they still
-            # contain micros; when size is not a multiple of period that count varies.
-            span = last_start - (micros - size)
-            count = (span - 1) // period + 1 if span > 0 else 0
-            windows = sliding_cache.get((last_start, count))
-            if windows is None:
-                windows = sliding_cache[(last_start, count)] = tuple(
-                    IntervalWindow(Timestamp.from_micros(last_start - k * period), Timestamp.from_micros(last_start - k * period + size))
-                    for k in range(count)
-                )
-            return windows
+    def sliding(micros: int) -> tuple:
+        last_start = micros - (micros - offset) % period
+        # Windows start at last_start, last_start - period, ... while they still
+        # contain micros; when size is not a multiple of period that count varies.
+        span = last_start - (micros - size)
+        count = (span - 1) // period + 1 if span > 0 else 0
+        windows = sliding_cache.get((last_start, count))
+        if windows is None:
+            if len(sliding_cache) >= MAX_CACHED_WINDOWS:
+                sliding_cache.clear()
+            windows = sliding_cache[(last_start, count)] = tuple(
+                IntervalWindow(Timestamp.from_micros(last_start - k * period), Timestamp.from_micros(last_start - k * period + size))
+                for k in range(count)
+            )
+        return windows
 
-        return sliding
-    return None
+    return sliding
 
 
 def restamp_assigner(windowfn: WindowFn) -> Callable[[Any, int], tuple]:
@@ -87,37 +109,50 @@ def restamp_assigner(windowfn: WindowFn) -> Callable[[Any, int], tuple]:
     return assign_restamped
 
 
-def window_assigner(windowfn: WindowFn, label: str, location: str) -> Callable[[WindowedValue], list[WindowedValue]]:
-    """WindowInto: the element once per window it was in, re-windowed by the window fn.
+def window_assigner(
+    windowfn: WindowFn, label: str, location: str, send: Callable[[WindowedValue], None]
+) -> Callable[[WindowedValue], None]:
+    """WindowInto: a receiver that sends on the element once per window it was in,
+    re-windowed by the window fn.
 
     As in Beam, the pane becomes unknown and an element in several windows is assigned
-    once per window (so it can be duplicated). A failing user window fn is reported
+    once per window (so it can be duplicated). An element whose windows and pane would not
+    change (a built-in window fn applied again, ``GlobalWindows`` over globally windowed
+    elements) is sent on as it is, not copied. A failing user window fn is reported
     naming the transform (``label``, applied at ``location``).
     """
     assign = windowfn.assign
     AssignContext = WindowFn.AssignContext
     cached = cached_assignment(windowfn)
+    unknown = PANE_INFO_UNKNOWN
     if cached is not None:
 
-        def reassign_cached(wv: WindowedValue) -> list[WindowedValue]:
-            micros = wv.timestamp_micros
+        def reassign_cached(wv: WindowedValue) -> None:
+            micros = wv[1]
             windows = cached(micros)
-            copy = WindowedValue(wv.value, micros, windows, PANE_INFO_UNKNOWN)
-            # The built-in fns depend on the timestamp alone: one copy per input window.
-            return [copy] * len(wv.windows)
+            before = wv[2]
+            if windows is before and wv[3] is unknown:
+                copy = wv  # the cached assignment returned the very tuple it has: no change
+            else:
+                copy = new_windowed_value((wv[0], micros, windows, unknown))
+            # The built-in fns depend on the timestamp alone: the same output per input window.
+            send(copy)
+            for _ in range(len(before) - 1):
+                send(copy)
 
         return reassign_cached
 
-    def reassign(wv: WindowedValue) -> list[WindowedValue]:
+    def reassign(wv: WindowedValue) -> None:
         value, micros = wv.value, wv.timestamp_micros
         timestamp = Timestamp.from_micros(micros)
         out = []
         try:
             for window in wv.windows:
                 windows = tuple(assign(AssignContext(timestamp, value, window)))
-                out.append(WindowedValue(value, micros, windows, PANE_INFO_UNKNOWN))
+                out.append(WindowedValue(value, micros, windows, unknown))
         except Exception as error:
             raise UserCodeError(label, location, error, value) from error
-        return out
+        for copy in out:
+            send(copy)
 
     return reassign

@@ -55,7 +55,7 @@ from sparkbeam.runners.spark import batch_grouping, metrics, sinks, textio, work
 from sparkbeam.runners.spark.counters import read_and_release
 from sparkbeam.runners.spark.errors import user_errors
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP
-from sparkbeam.utils.windowed_value import WindowedValue
+from sparkbeam.utils.windowed_value import WindowedValue, new_windowed_value
 
 __all__ = ["SPARK", "Dataset", "SparkBackend"]
 
@@ -112,6 +112,14 @@ def _select_tagged(pcoll: int, items: Any) -> Any:
     for tag, wv in items:
         if tag == pcoll:
             yield wv
+
+
+def _as_plain_tuples(elements: Any) -> Any:
+    """Elements on their way to the driver as plain tuples: pickle writes a tuple in C, but
+    a ``WindowedValue`` (a tuple subclass) through Python-level calls per element, about
+    three times the cost. The driver rebuilds them (``SparkBackend.collect``)."""
+    for wv in elements:
+        yield tuple(wv)
 
 
 def _parked(records: Any) -> Any:
@@ -223,7 +231,8 @@ class SparkBackend:
         if dataset.known_empty:
             return []
         with user_errors():
-            return dataset.rdd.collect()
+            fetched = dataset.rdd.mapPartitions(_as_plain_tuples).collect()
+        return [new_windowed_value(fields) for fields in fetched]
 
     # -- stages ------------------------------------------------------------------------
     def run_stage(
@@ -248,15 +257,22 @@ class SparkBackend:
             return group(self, grouping, stage, inputs, params, side, wanted)
         if must_wait(stage, params, stage.id in self.states):
             return self._run_waiting(stage, inputs, params, side, wanted)
-        entering = [
-            Dataset(d.rdd.mapPartitions(functools.partial(worker.tagged, pcoll)), d.known_empty)
-            for pcoll, d in inputs.items()
-        ]
-        source = self.union(entering)
         counters = (self.sc.accumulator(0), self.sc.accumulator(0))
-        body = source.rdd.mapPartitions(self._metered(worker.run_body, shippable(stage), side, counters))
-        body.setName(stage.name)
-        outputs = self._split(stage, body, source.known_empty, wanted)
+        if len(inputs) == 1 and len(stage.outputs) == 1:
+            # The common chain: its elements need no PCollection ids in or out.
+            ((pcoll, source),) = inputs.items()
+            body = source.rdd.mapPartitions(self._metered(worker.run_bare_body, shippable(stage), side, counters, pcoll))
+            body.setName(stage.name)
+            outputs = self._bare_output(stage, body, source.known_empty, wanted)
+        else:
+            entering = [
+                Dataset(d.rdd.mapPartitions(functools.partial(worker.tagged, pcoll)), d.known_empty)
+                for pcoll, d in inputs.items()
+            ]
+            source = self.union(entering)
+            body = source.rdd.mapPartitions(self._metered(worker.run_body, shippable(stage), side, counters))
+            body.setName(stage.name)
+            outputs = self._split(stage, body, source.known_empty, wanted)
         if not stage.outputs and not stage.sinks and not source.known_empty:
             with user_errors():
                 body.count()  # a leaf stage: nothing downstream will make Spark run it
@@ -279,6 +295,14 @@ class SparkBackend:
             pcoll: Dataset(tagged_rdd.mapPartitions(functools.partial(_select_tagged, pcoll)), known_empty)
             for pcoll in stage.outputs
         }
+
+    def _bare_output(self, stage: Stage, rdd: Any, known_empty: bool, wanted: frozenset[int]) -> dict[int, Dataset]:
+        """``_split`` for a body that yields its one output's elements bare (``run_bare_body``)."""
+        (pcoll,) = stage.outputs
+        if wanted or stage.shared_outputs:
+            rdd = rdd.persist()
+            self.step_cache.append(rdd)
+        return {pcoll: Dataset(rdd, known_empty)}
 
     def _run_grouping(
         self,
@@ -447,10 +471,14 @@ class SparkBackend:
         panes = batch_grouping.group(
             new.rdd, grouping, self.num_partitions, self.overlapping_window_rule, counters[0], self._channel()
         )
-        entering = panes.mapPartitions(functools.partial(worker.tagged, head_output))
         body_counters = (self.sc.accumulator(0), self.sc.accumulator(0))
-        body = entering.mapPartitions(self._metered(worker.run_body, shippable(stage), side, body_counters))
-        outputs = self._split(stage, body, new.known_empty, wanted)
+        if len(stage.outputs) == 1:
+            body = panes.mapPartitions(self._metered(worker.run_bare_body, shippable(stage), side, body_counters, head_output))
+            outputs = self._bare_output(stage, body, new.known_empty, wanted)
+        else:
+            entering = panes.mapPartitions(functools.partial(worker.tagged, head_output))
+            body = entering.mapPartitions(self._metered(worker.run_body, shippable(stage), side, body_counters))
+            outputs = self._split(stage, body, new.known_empty, wanted)
         if not stage.outputs and not stage.sinks:
             with user_errors():
                 body.count()

@@ -1,13 +1,18 @@
-"""Batch grouping as a lifted combine: ``combineByKey`` on (key, window).
+"""Batch grouping as a lifted combine on (key, window).
 
 In batch, a grouping whose trigger is the default one fires exactly one pane per key and
 window when the watermark jumps to +inf, so it needs no trigger machinery: each partition
 combines what it holds per (key, window) before the shuffle (combiner lifting) and the
 merge after it yields the pane. A GroupByKey is the same with lists as accumulators. The
 pane's timestamp follows the timestamp combiner (with the overlapping-window rule; the
-rules are ``runners/core/holds.py``'s), and its pane info is what Beam's batch runner gives. It drops nothing: in batch no window is
-late, and the default trigger never closes one, so every (element, window) pair reaches
-a pane.
+rules are ``runners/core/holds.py``'s), and its pane info is what Beam's batch runner
+gives. It drops nothing: in batch no window is late, and the default trigger never closes
+one, so every (element, window) pair reaches a pane.
+
+The shuffle's keys are compact (``records.group_key``): (key, start, end) in microseconds
+for an interval window. The map side is one loop of sparkbeam's own over a bounded table
+(``_precombine``), not PySpark's ``combineByKey``, whose merger calls three Python
+functions per element; the merge after the shuffle is PySpark's merger, which spills.
 """
 
 from __future__ import annotations
@@ -17,14 +22,17 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from sparkbeam.combine import CombineFn, accumulator_from
+from sparkbeam.metrics.execution import _CURRENT
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
 from sparkbeam.runners.core.grouping_step import key_element
 from sparkbeam.runners.core.holds import HoldPolicy, last_instant, single_pane_timestamp
-from sparkbeam.runners.core.metrics import step_scoped
+from sparkbeam.runners.core.metrics import StepScopedCombineFn, step_scoped
 from sparkbeam.runners.core.ops import GroupOp
-from sparkbeam.runners.spark.metrics import MetricsChannel, metered, task_container, task_failed
+from sparkbeam.runners.core.records import window_of_group_key
+from sparkbeam.runners.spark.metrics import MetricsChannel, metered, task_failed
 from sparkbeam.trigger import DefaultTrigger
 from sparkbeam.utils.windowed_value import PaneInfo, PaneInfoTiming, WindowedValue
+from sparkbeam.window import IntervalWindow
 
 __all__ = ["applies", "group"]
 
@@ -75,49 +83,109 @@ class _SetUpOnce:
         return self.fn
 
 
-def _explode(op: GroupOp, holds: HoldPolicy, counter: Any, elements: Iterable[WindowedValue]) -> Iterator[tuple]:
-    """((key, window), (value, output time)) per element and window: the output time is
-    the element's hold, which the combine below reduces to the pane's timestamp."""
+# The map side's table is bounded: when it holds this many (key, window) groups (or, for
+# a GroupByKey, buffered values) its partials go on to the shuffle and it starts afresh.
+# A (key, window) then crosses the shuffle more than once, which the merge absorbs.
+MAX_TABLE_ENTRIES = 100_000
+
+
+def _precombine(
+    op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, counter: Any, elements: Iterable[WindowedValue]
+) -> Iterator[tuple[tuple, list]]:
+    """(compact (key, window), [accumulator, hold]) per key and window of one partition:
+    the combine lifted before the shuffle.
+
+    One loop with the CombineFn's ``add_input`` called directly: no element is copied to
+    take its key off, the hold is taken per element only when the timestamp combiner reads
+    timestamps, and the metrics step is set once around the loop rather than per call.
+    """
+    fn = holder.get()
+    scoped = fn if isinstance(fn, StepScopedCombineFn) else None
+    raw = scoped.fn if scoped is not None else fn
+    add_input, create = raw.add_input, raw.create_accumulator
     output_time = holds.output_time
+    combine_holds = holds.combine
+    per_element_hold = not holds.depends_only_on_window
+    counts_values = op.combine_fn is None  # a GroupByKey: its accumulators grow per element
+    interval_window = IntervalWindow
+    table: dict[tuple, list] = {}
+    held = 0
     seen = 0
-    for wv in elements:
-        seen += 1
-        try:
-            key, inner = key_element(op, wv)
-        except TransformError as error:
-            raise UserCodeError(op.label, op.location, error) from None
-        for window in inner.windows:
-            yield (key, window), (inner.value, output_time(window, inner.timestamp_micros))
+    current = _CURRENT
+    outer_step = current.step
+    if scoped is not None:
+        current.step = scoped.precombine
+    try:
+        for wv in elements:
+            seen += 1
+            value = wv[0]
+            if type(value) is tuple and len(value) == 2:
+                key, inner = value
+            else:
+                try:
+                    key, keyed = key_element(op, wv)
+                except TransformError as error:
+                    raise UserCodeError(op.label, op.location, error) from None
+                inner = keyed.value
+            for window in wv[2]:
+                # records.group_key, inlined: this is once per element and window.
+                if type(window) is interval_window:
+                    compact: tuple = (key, window._bounds)
+                else:
+                    compact = (key, window)
+                entry = table.get(compact)
+                try:
+                    if entry is None:
+                        created = create()
+                        added = add_input(created, inner)
+                        if added is None:
+                            accumulator_from(raw, "add_input", added, created)
+                        table[compact] = [added, output_time(window, wv[1]) if per_element_hold else None]
+                        held += 1
+                    else:
+                        accumulator = entry[0]
+                        added = add_input(accumulator, inner)
+                        if added is None:
+                            accumulator_from(raw, "add_input", added, accumulator)
+                        entry[0] = added
+                        if per_element_hold:
+                            entry[1] = combine_holds(entry[1], output_time(window, wv[1]))
+                        if counts_values:
+                            held += 1
+                except Exception as error:
+                    raise UserCodeError(op.label, op.location, error, inner) from error
+            if held >= MAX_TABLE_ENTRIES:
+                current.step = outer_step
+                yield from table.items()
+                table = {}
+                held = 0
+                if scoped is not None:
+                    current.step = scoped.precombine
+    except Exception:
+        task_failed()
+        raise
+    finally:
+        current.step = outer_step
     counter.add(seen)
+    yield from table.items()
 
 
-def _create(op: GroupOp, holder: _SetUpOnce, item: tuple) -> list:
-    task_container()  # called by Spark's shuffle code, maybe before any metered function
-    fn = holder.get()
-    value, hold = item
-    try:
-        created = fn.create_accumulator()
-        return [accumulator_from(fn, "add_input", fn.add_input(created, value), created), hold]
-    except Exception as error:
-        task_failed()
-        raise UserCodeError(op.label, op.location, error, value) from error
+def _merge_partials(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, memory_limit: int, pairs: Iterable[tuple]) -> Iterator[tuple]:
+    """The shuffled partials of one partition merged per (key, window), through PySpark's
+    merger, which spills to disk when the partition outgrows ``memory_limit`` MB."""
+    from pyspark.shuffle import Aggregator, ExternalMerger
+
+    merge = functools.partial(_merge_combiners, op, holder, holds)
+    merger: Any = ExternalMerger(Aggregator(_unchanged, merge, merge), memory_limit)
+    merger.mergeCombiners(iter(pairs))
+    return merger.items()
 
 
-def _merge_value(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, combiner: list, item: tuple) -> list:
-    task_container()
-    fn = holder.get()
-    value, hold = item
-    try:
-        combiner[0] = accumulator_from(fn, "add_input", fn.add_input(combiner[0], value), combiner[0])
-    except Exception as error:
-        task_failed()
-        raise UserCodeError(op.label, op.location, error, value) from error
-    combiner[1] = holds.combine(combiner[1], hold)
+def _unchanged(combiner: list) -> list:
     return combiner
 
 
 def _merge_combiners(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, left: list, right: list) -> list:
-    task_container()
     fn = holder.get()
     try:
         both = [left[0], right[0]]
@@ -135,7 +203,10 @@ def _panes(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, pairs: Iterable[t
     # Beam's batch runner: default windowing gives each key one last pane; otherwise the
     # default trigger never finishes, so is_last is False.
     pane = PaneInfo(True, single_pane_stamp is not None, PaneInfoTiming.ON_TIME, 0, 0)
-    for (key, window), (accumulator, hold) in pairs:
+    windows: dict = {}
+    for compact, (accumulator, hold) in pairs:
+        key = compact[0]
+        window = window_of_group_key(compact, windows)
         try:
             output = fn.extract_output(accumulator)
         except Exception as error:
@@ -151,16 +222,14 @@ def group(
     rdd: Any, op: GroupOp, num_partitions: int, overlapping_window_rule: bool, counter: Any, channel: MetricsChannel
 ) -> Any:
     """An RDD of the panes of ``op`` over ``rdd`` (one per key and window)."""
-    from pyspark.rdd import portable_hash
+    from pyspark.rdd import _parse_memory, portable_hash
 
     fn = _SetUpOnce(step_scoped(op.combine_fn, op.label) if op.combine_fn is not None else _ListCombineFn())
     holds = HoldPolicy(op.windowing, overlapping_window_rule=overlapping_window_rule)
-    pairs = rdd.mapPartitions(functools.partial(metered, channel, _explode, op, holds, counter))
-    combined = pairs.combineByKey(
-        functools.partial(_create, op, fn),
-        functools.partial(_merge_value, op, fn, holds),
-        functools.partial(_merge_combiners, op, fn, holds),
-        num_partitions,
-        portable_hash,
+    memory_limit = _parse_memory(rdd.context.getConf().get("spark.python.worker.memory", "512m"))
+    partials = rdd.mapPartitions(functools.partial(metered, channel, _precombine, op, fn, holds, counter))
+    shuffled = partials.partitionBy(num_partitions, portable_hash)
+    merged = shuffled.mapPartitions(
+        functools.partial(metered, channel, _merge_partials, op, fn, holds, memory_limit), preservesPartitioning=True
     )
-    return combined.mapPartitions(functools.partial(metered, channel, _panes, op, fn, holds))
+    return merged.mapPartitions(functools.partial(metered, channel, _panes, op, fn, holds))

@@ -24,8 +24,9 @@ from sparkbeam.io.textio import WriteToText, split_records
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
 from sparkbeam.runners.core.ops import ReadTextOp, WriteTextOp
 from sparkbeam.runners.core.steps import StepParams
+from sparkbeam.runners.core.window_assignment import GLOBAL_WINDOWS
 from sparkbeam.utils.timestamp import MIN_TIMESTAMP
-from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
+from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue, new_windowed_value
 from sparkbeam.window import GlobalWindow
 
 __all__ = ["TextFileSink", "expand_glob", "local_prefix", "read_text", "write_text"]
@@ -49,10 +50,10 @@ def expand_glob(sc: Any, pattern: str) -> list[str]:
 
 
 def _to_windowed(lines: Iterable[str]) -> Iterator[WindowedValue]:
-    window = (GlobalWindow(),)
+    window = GLOBAL_WINDOWS  # assignment's own tuple: a WindowInto(GlobalWindows()) copies nothing
     start = MIN_TIMESTAMP.micros
     for line in lines:
-        yield WindowedValue(line, start, window, PANE_INFO_UNKNOWN)
+        yield new_windowed_value((line, start, window, PANE_INFO_UNKNOWN))
 
 
 def _skip_header(count: int, index: int, lines: Iterator[str]) -> Iterator[str]:

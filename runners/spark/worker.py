@@ -31,6 +31,7 @@ __all__ = [
     "keyed_elements",
     "keyed_for_state",
     "precombined",
+    "run_bare_body",
     "run_body",
     "stateful_partition_step",
     "tagged",
@@ -55,23 +56,29 @@ def run_body(
 ) -> Iterator[tuple[int, WindowedValue]]:
     """A stage's fused body over one partition; yields (pcoll, element) for the stage's outputs."""
     body = FusedBody(stage, _side(side_broadcast))
-    seen = 0
-    emitted = 0
-
-    def entering() -> Iterator[tuple[int, WindowedValue]]:
-        nonlocal seen
-        for item in elements:
-            seen += 1
-            yield item
-
-    for item in body.run(entering()):
-        emitted += 1
-        yield item
+    yield from body.run(elements)
     # Spark has consumed the task's whole output: the bundle is done.
     body.finalize_bundle()
     if counters is not None:
-        counters[0].add(seen)
-        counters[1].add(emitted)
+        counters[0].add(body.elements_in)
+        counters[1].add(body.elements_out)
+
+
+def run_bare_body(
+    stage: Stage,
+    side_broadcast: Any,
+    counters: Any,
+    pcoll: int,
+    elements: Iterable[WindowedValue],
+) -> Iterator[WindowedValue]:
+    """``run_body`` for a stage with one input and one output: elements of ``pcoll`` in,
+    the output's elements out, neither paired with its PCollection id."""
+    body = FusedBody(stage, _side(side_broadcast), bare=True)
+    yield from body.run_bare(pcoll, elements)
+    body.finalize_bundle()
+    if counters is not None:
+        counters[0].add(body.elements_in)
+        counters[1].add(body.elements_out)
 
 
 def keyed_elements(op: GroupOp, elements: Iterable[WindowedValue]) -> Iterator[tuple[Any, WindowedValue]]:

@@ -192,7 +192,7 @@ def read_bundle(bundle: SourceBundle) -> Iterator[WindowedValue]:
     start = MIN_TIMESTAMP.micros
     for record in bundle.source.read(tracker):
         if isinstance(record, TimestampedValue):
-            yield WindowedValue(record.value, record.timestamp.micros, _GLOBAL, PANE_INFO_UNKNOWN)
+            yield WindowedValue(record.value, record.timestamp_micros, _GLOBAL, PANE_INFO_UNKNOWN)
         else:
             yield WindowedValue(record, start, _GLOBAL, PANE_INFO_UNKNOWN)
 

@@ -98,7 +98,7 @@ class TestStream(PTransform):
                     event.tag,
                 )
             for tv in event.timestamped_values:
-                micros = tv.timestamp.micros
+                micros = tv.timestamp_micros
                 if not MIN_TIMESTAMP.micros <= micros < MAX_TIMESTAMP.micros:
                     msg = (
                         f"TestStream: element {tv.value!r} has timestamp {tv.timestamp!r}, outside "

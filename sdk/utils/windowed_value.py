@@ -8,6 +8,7 @@ the ``Timestamp`` a user sees.
 from __future__ import annotations
 
 import enum
+import functools
 from typing import Any, NamedTuple
 
 import attrs
@@ -15,7 +16,7 @@ import attrs
 from sparkbeam.beam_surface import module_getattr
 from sparkbeam.utils.timestamp import Timestamp
 
-__all__ = ["PANE_INFO_UNKNOWN", "PaneInfo", "PaneInfoTiming", "WindowedValue"]
+__all__ = ["PANE_INFO_UNKNOWN", "PaneInfo", "PaneInfoTiming", "WindowedValue", "new_windowed_value"]
 
 
 class PaneInfoTiming(enum.IntEnum):
@@ -72,6 +73,12 @@ class WindowedValue(NamedTuple):
             f"WindowedValue({self.value!r}, {self.timestamp!r}, {list(self.windows)!r}, "
             f"{self.pane_info!r})"
         )
+
+
+#: ``new_windowed_value((value, timestamp_micros, windows, pane_info))``: a WindowedValue
+#: built in C, for the runner's per-element paths (``WindowedValue(...)`` runs a Python-level
+#: ``__new__``, which costs a frame per element). All four fields, in order.
+new_windowed_value = functools.partial(tuple.__new__, WindowedValue)
 
 
 # Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).

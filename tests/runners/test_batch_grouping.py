@@ -1,0 +1,217 @@
+"""The batch grouping's own map side (runners/spark/batch_grouping.py), without Spark.
+
+The Spark runs are in test_batch_oracle.py; these check that the cheap path is the one
+taken: compact (key, start, end) shuffle keys, one partial per key and window, no element
+copied to take its key off, a bounded table whose early flushes the merge absorbs.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkbeam.combine import CombineFn
+from sparkbeam.metrics.execution import _CURRENT
+from sparkbeam.runners.core.errors import UserCodeError
+from sparkbeam.runners.core.holds import HoldPolicy
+from sparkbeam.runners.core.metrics import step_scoped
+from sparkbeam.runners.core.ops import GroupOp
+from sparkbeam.runners.core.records import group_key, window_of_group_key
+from sparkbeam.runners.spark import batch_grouping
+from sparkbeam.utils.windowed_value import WindowedValue
+from sparkbeam.window import FixedWindows, GlobalWindow, IntervalWindow, TimestampCombiner
+from sparkbeam.windowing import Windowing
+
+S = 1_000_000
+
+
+class _Sum(CombineFn):
+    def create_accumulator(self):
+        return 0
+
+    def add_input(self, accumulator, element):
+        return accumulator + element
+
+    def merge_accumulators(self, accumulators):
+        return sum(accumulators)
+
+    def extract_output(self, accumulator):
+        return accumulator
+
+
+class _Counter:
+    def __init__(self) -> None:
+        self.total = 0
+
+    def add(self, amount: int) -> None:
+        self.total += amount
+
+
+class _CountingWindow(IntervalWindow):
+    """An interval window subclass that counts how often it is hashed (kept as an object)."""
+
+    hashes = 0
+
+    def __hash__(self) -> int:
+        type(self).hashes += 1
+        return super().__hash__()
+
+
+def _op(combine_fn=None, combiner=TimestampCombiner.OUTPUT_AT_EOW) -> GroupOp:
+    windowing = Windowing(FixedWindows(10), timestamp_combiner=combiner)
+    return GroupOp(label="Sum", location="here.py:1", inputs=(1,), outputs=(2,), windowing=windowing, combine_fn=combine_fn)
+
+
+def _elements():
+    first, second = IntervalWindow(0, 10), IntervalWindow(10, 20)
+    return [
+        WindowedValue(("a", 1), 1 * S, (first,)),
+        WindowedValue(("b", 2), 2 * S, (first,)),
+        WindowedValue(("a", 3), 3 * S, (first,)),
+        WindowedValue(("a", 4), 12 * S, (second,)),
+        WindowedValue(("a", 5), 15 * S, (second,)),
+    ]
+
+
+def _precombined(op, elements, combiner=TimestampCombiner.OUTPUT_AT_EOW):
+    holder = batch_grouping._SetUpOnce(step_scoped(op.combine_fn, op.label) if op.combine_fn else batch_grouping._ListCombineFn())
+    holds = HoldPolicy(op.windowing, overlapping_window_rule=True)
+    counter = _Counter()
+    return list(batch_grouping._precombine(op, holder, holds, counter, elements)), counter, holder, holds
+
+
+def test_the_map_side_yields_one_partial_per_key_and_window_under_compact_keys():
+    elements = _elements()
+    partials, counter, _, _ = _precombined(_op(_Sum()), elements)
+    # END_OF_WINDOW holds need no timestamps: the pane takes the window's end (below).
+    assert sorted(partials) == [
+        (("a", (0, 10 * S)), [4, None]),
+        (("a", (10 * S, 20 * S)), [9, None]),
+        (("b", (0, 10 * S)), [2, None]),
+    ]
+    # Every shuffle key hashes in C: strings and integers only, no window objects; and
+    # the bounds are the window's own tuple, which pickle writes once per batch.
+    assert {(type(key), type(bounds)) for (key, bounds), _ in partials} == {(str, tuple)}
+    first_window = elements[0].windows[0]
+    assert all(bounds is first_window._bounds for (_, bounds), _ in partials if bounds[0] == 0)
+    assert counter.total == 5
+
+
+def test_holds_follow_the_timestamp_combiner_per_element():
+    partials, _, _, _ = _precombined(_op(_Sum(), TimestampCombiner.OUTPUT_AT_EARLIEST), _elements())
+    assert dict(partials)[("a", (0, 10 * S))] == [4, 1 * S]
+    partials, _, _, _ = _precombined(_op(_Sum(), TimestampCombiner.OUTPUT_AT_LATEST), _elements())
+    assert dict(partials)[("a", (10 * S, 20 * S))] == [9, 15 * S]
+
+
+def test_a_window_that_is_not_a_plain_interval_window_stays_an_object_in_the_key():
+    window = _CountingWindow(0, 10)
+    elements = [WindowedValue(("a", n), n * S, (window,)) for n in range(4)]
+    partials, _, _, _ = _precombined(_op(_Sum()), elements)
+    assert partials == [(("a", window), [6, None])]
+    assert group_key("a", GlobalWindow()) == ("a", GlobalWindow())
+    assert window_of_group_key(("a", window), {}) is window
+
+
+def test_compact_keys_give_back_each_window_once_per_partition():
+    cache: dict = {}
+    first = window_of_group_key(group_key("a", IntervalWindow(0, 10)), cache)
+    again = window_of_group_key(group_key("b", IntervalWindow(0, 10)), cache)
+    assert first == IntervalWindow(0, 10)
+    assert again is first
+
+
+def test_a_full_table_flushes_early_and_the_merge_absorbs_it(monkeypatch):
+    monkeypatch.setattr(batch_grouping, "MAX_TABLE_ENTRIES", 2)
+    op = _op(_Sum())
+    partials, _, holder, holds = _precombined(op, _elements())
+    # Three (key, window) groups through a table flushed at two: ("a", [0, 10)) and
+    # ("a", [10, 20)) each cross the shuffle twice.
+    assert len(partials) == 5
+    merged = batch_grouping._merge_partials(op, holder, holds, 64, partials)
+    panes = list(batch_grouping._panes(op, holder, holds, merged))
+    assert sorted((wv.value, wv.windows, wv.timestamp_micros) for wv in panes) == [
+        (("a", 4), (IntervalWindow(0, 10),), 10 * S - 1),
+        (("a", 9), (IntervalWindow(10, 20),), 20 * S - 1),
+        (("b", 2), (IntervalWindow(0, 10),), 10 * S - 1),
+    ]
+
+
+def test_a_group_by_key_table_counts_its_buffered_values(monkeypatch):
+    monkeypatch.setattr(batch_grouping, "MAX_TABLE_ENTRIES", 3)
+    op = _op(None)
+    partials, _, _, _ = _precombined(op, _elements())
+    # Values, not groups, fill a GroupByKey's table: flushed after three values.
+    assert [accumulator for _, (accumulator, _) in partials] == [[1, 3], [2], [4, 5]]
+
+
+def test_the_precombine_step_is_set_once_and_restored():
+    seen = []
+
+    class _Recording(_Sum):
+        def add_input(self, accumulator, element):
+            seen.append(_CURRENT.step)
+            return accumulator + element
+
+    _CURRENT.step = "outer"
+    _precombined(_op(_Recording()), _elements())
+    assert set(seen) == {"Sum/Precombine"}
+    assert _CURRENT.step == "outer"
+
+
+def test_an_element_that_is_not_a_pair_is_refused_naming_the_transform():
+    with pytest.raises(UserCodeError, match=r"'Sum'.*groups \(key, value\) pairs"):
+        _precombined(_op(_Sum()), [WindowedValue("oops", 0, (IntervalWindow(0, 10),))])
+
+
+def test_add_input_returning_none_is_refused_naming_the_transform():
+    class _Forgetful(_Sum):
+        def add_input(self, accumulator, element):
+            return None
+
+    with pytest.raises(UserCodeError, match="add_input returned None"):
+        _precombined(_op(_Forgetful()), _elements())
+
+
+def _count_copies(monkeypatch) -> list:
+    """Every WindowedValue the grouping modules build, recorded."""
+    from sparkbeam.runners.core import grouping_step
+
+    made: list = []
+
+    def counting(*args):
+        made.append(args)
+        return WindowedValue(*args)
+
+    monkeypatch.setattr(grouping_step, "WindowedValue", counting)
+    monkeypatch.setattr(batch_grouping, "WindowedValue", counting)
+    return made
+
+
+def test_the_map_side_never_copies_an_element(monkeypatch):
+    made = _count_copies(monkeypatch)
+    _precombined(_op(_Sum()), _elements())
+    assert made == []
+
+
+def test_the_copy_counter_sees_a_copy(monkeypatch):
+    # The check above can fail: taking the key off with key_element copies the element.
+    from sparkbeam.runners.core.grouping_step import key_element
+
+    made = _count_copies(monkeypatch)
+    key_element(_op(_Sum()), _elements()[0])
+    assert len(made) == 1
+
+
+def test_elements_go_to_the_driver_as_plain_tuples_and_come_back_whole():
+    import pickle
+
+    from sparkbeam.runners.spark.backend import _as_plain_tuples
+    from sparkbeam.utils.windowed_value import new_windowed_value
+
+    elements = _elements()
+    sent = pickle.dumps(list(_as_plain_tuples(elements)))
+    # No WindowedValue on the wire: pickle wrote plain tuples, in C.
+    assert b"WindowedValue" not in sent
+    back = [new_windowed_value(fields) for fields in pickle.loads(sent)]
+    assert back == elements
+    assert all(type(wv) is WindowedValue for wv in back)
