@@ -232,9 +232,9 @@ def _segment(
             raise _NotASegment(msg)
         step = _recognised_producer(producers.get(id(pc), []))
         if step is None:
-            what = producers.get(id(pc), [None])[-1]
-            name = type(what.transform).__name__ if what is not None and what.transform is not None else "?"
-            msg = f"its input comes from {name} ('{what.full_label if what else pc.label}'), not from a schema'd source, Select, AssignTimestamps or WindowInto"
+            outermost = producers.get(id(pc))
+            name = outermost[0].full_label if outermost else pc.label
+            msg = f"its input comes from '{name}', not from a Create of Rows, Select, AssignTimestamps or WindowInto"
             raise _NotASegment(msg)
         if id(step) in claimed:
             msg = f"'{step.full_label}' already belongs to another SQL plan"
