@@ -7,12 +7,12 @@ import typing
 import pytest
 
 import sparkbeam as beam
-from sparkbeam.transforms.combiners import CountCombineFn, MeanCombineFn
 from sparkbeam.runners.core.ops import CreateOp, GroupOp, lower
 from sparkbeam.runners.core.plan import plan_stages
 from sparkbeam.runners.core.schema_segments import AggregateSpec, SchemaAggregateOp, find_segments
 from sparkbeam.schemas import AssignTimestamps
 from sparkbeam.transforms import trigger, window
+from sparkbeam.transforms.combiners import CountCombineFn, MeanCombineFn
 
 SALES = [beam.Row(shop="x", price=3, t=1.5), beam.Row(shop="y", price=1, t=65.0), beam.Row(shop="x", price=2, t=30.0)]
 
