@@ -12,6 +12,7 @@ aggregation's.
 
 from __future__ import annotations
 
+import decimal
 import functools
 import pickle
 from collections.abc import Iterator
@@ -96,8 +97,12 @@ def aggregate_dataframe(spark: Any, op: SchemaAggregateOp) -> Any:
         window_columns = [_START]
     keys = [F.col(names[source]).alias(f"k{index}") for index, (_, source) in enumerate(op.key_columns)]
     aggregates = []
+    positions = {name: index for index, (name, _) in enumerate(op.columns)}
     for index, agg in enumerate(op.aggregates):
         column = F.col(names[agg.column])
+        if agg.function in ("sum", "mean") and _sum_may_overflow(op, op.data[positions[agg.column]], agg.column):
+            # Python's ints do not overflow: sum exactly, as decimals (back as ints in _panes).
+            column = column.cast("decimal(38,0)")
         if agg.function == "count":
             expression = F.count(F.lit(1))
         elif agg.function == "sum":
@@ -113,6 +118,19 @@ def aggregate_dataframe(spark: Any, op: SchemaAggregateOp) -> Any:
     return frame.groupBy(*keys, *window_columns).agg(
         *aggregates, F.min(_TIMESTAMP).alias(_EARLIEST), F.max(_TIMESTAMP).alias(_LATEST)
     )
+
+
+def _sum_may_overflow(op: SchemaAggregateOp, values: tuple, column: str) -> bool:
+    """Whether a 64-bit sum of the column's ints could overflow (judged on the driver)."""
+    if op.kind_of_column(column) != "int" or not values:
+        return False
+    largest = max(abs(min(values)), abs(max(values)))
+    return largest * len(values) >= 2**63
+
+
+def _python_value(value: Any) -> Any:
+    """An aggregate as the general path gives it: an exact decimal sum is a Python int."""
+    return int(value) if isinstance(value, decimal.Decimal) else value
 
 
 def _panes(op: SchemaAggregateOp, overlapping_window_rule: bool, batches: Iterator[Any]) -> Iterator[Any]:
@@ -147,7 +165,7 @@ def _panes(op: SchemaAggregateOp, overlapping_window_rule: bool, batches: Iterat
                 timestamp = holds.pane_timestamp(last_instant(window), hold)
             else:
                 timestamp = single_pane_stamp
-            value = result_type(*(field[row] for field in fields))
+            value = result_type(*(_python_value(field[row]) for field in fields))
             panes.append(WindowedValue(value, timestamp, (window,), pane))
         yield pa.RecordBatch.from_pydict({"panes": [pickle.dumps(panes, protocol=pickle.HIGHEST_PROTOCOL)]})
 

@@ -23,6 +23,10 @@ SCORES = [
 ]
 
 
+# sums beyond 64 bits, which Python's ints hold exactly
+BIG = [("x", 2**62), ("x", 2**62 + 1), ("x", 2**62), ("y", -(2**62)), ("y", -(2**62) - 7)]
+
+
 class Score(typing.NamedTuple):
     team: str
     points: int
@@ -93,6 +97,12 @@ def shapes(ns, p):
             | "AggT" >> ns.beam.GroupBy("team", "points").aggregate_field("t", max, "last"),
             "named-tuples-two-keys",
         ),
+        tag(
+            ns,
+            p | "Big" >> ns.beam.Create([ns.beam.Row(team=team, points=points) for team, points in BIG])
+            | "AggBig" >> ns.beam.GroupBy("team").aggregate_field("points", sum, "total").aggregate_field("points", ns.combiners.MeanCombineFn(), "mean"),
+            "sums-beyond-64-bits",
+        ),
     ]
     return out
 
@@ -132,12 +142,13 @@ def test_every_shape_gives_the_general_paths_panes_through_sql_plans(spark):
     assert through_sql == general
     assert {value[0] for value, *_ in general} == {
         "global-default", "fixed-eow", "sliding-earliest", "fixed-latest-select", "global-earliest-no-key", "named-tuples-two-keys",
+        "sums-beyond-64-bits",
     }
     # Each aggregation ran as its own SQL plan, and the timeline says so.
     heads = [stage.head for stage in sql_result.plan.stages if isinstance(stage.head, SchemaAggregateOp)]
-    assert len(heads) == 6
+    assert len(heads) == 7
     notes = sql_result.watermarks().notes
-    assert len(notes) == 6
+    assert len(notes) == 7
     assert all(note.startswith("SQL plan: ") for note in notes.values())
     assert all(note == "general path: --no_sql_plans" for note in general_result.watermarks().notes.values())
 
