@@ -12,7 +12,6 @@ aggregation's.
 
 from __future__ import annotations
 
-import decimal
 import functools
 import pickle
 from collections.abc import Iterator
@@ -128,11 +127,6 @@ def _sum_may_overflow(op: SchemaAggregateOp, values: tuple, column: str) -> bool
     return largest * len(values) >= 2**63
 
 
-def _python_value(value: Any) -> Any:
-    """An aggregate as the general path gives it: an exact decimal sum is a Python int."""
-    return int(value) if isinstance(value, decimal.Decimal) else value
-
-
 def _panes(op: SchemaAggregateOp, overlapping_window_rule: bool, batches: Iterator[Any]) -> Iterator[Any]:
     """``mapInArrow``: each batch of groups as one pickled list of panes."""
     import pyarrow as pa
@@ -148,8 +142,13 @@ def _panes(op: SchemaAggregateOp, overlapping_window_rule: bool, batches: Iterat
     size = windowfn.size.micros if isinstance(windowfn, FixedWindows | SlidingWindows) else None
     by_latest = op.windowing.timestamp_combiner in _LATEST_COMBINERS
     global_window = GlobalWindow()
+    windows: dict[int, IntervalWindow] = {}  # by start: few windows, many groups each
+    exact_sums = {f"a{index}" for index, agg in enumerate(op.aggregates) if agg.function == "sum"}
     for batch in batches:
         columns = batch.to_pydict()
+        for name in exact_sums:
+            if pa.types.is_decimal(batch.schema.field(name).type):
+                columns[name] = [int(total) for total in columns[name]]  # Python's exact int
         fields = [columns[f"k{i}"] for i in range(key_count)] + [columns[f"a{i}"] for i in range(aggregate_count)]
         starts = columns.get(_START)
         times = columns[_LATEST] if by_latest else columns[_EARLIEST]
@@ -159,13 +158,15 @@ def _panes(op: SchemaAggregateOp, overlapping_window_rule: bool, batches: Iterat
                 window: Any = global_window
             else:
                 start = starts[row]
-                window = IntervalWindow(Timestamp.from_micros(start), Timestamp.from_micros(start + size))
+                window = windows.get(start)
+                if window is None:
+                    window = windows[start] = IntervalWindow(Timestamp.from_micros(start), Timestamp.from_micros(start + size))
             if single_pane_stamp is None:
                 hold = holds.output_time(window, times[row])
                 timestamp = holds.pane_timestamp(last_instant(window), hold)
             else:
                 timestamp = single_pane_stamp
-            value = result_type(*(_python_value(field[row]) for field in fields))
+            value = result_type(*[field[row] for field in fields])
             panes.append(WindowedValue(value, timestamp, (window,), pane))
         yield pa.RecordBatch.from_pydict({"panes": [pickle.dumps(panes, protocol=pickle.HIGHEST_PROTOCOL)]})
 
