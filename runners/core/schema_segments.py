@@ -349,13 +349,12 @@ def _source_columns(node: AppliedTransform) -> tuple[tuple[tuple[str, ColumnKind
         raise _NotASegment(msg)
     # Fields are read by name, as the general path reads them: a Row with more fields than
     # the first is read the same way; one without a field the first has is not a table.
-    getter = operator.attrgetter(*field_names)
     try:
-        records = list(map(getter, values))
+        # A column at a time: zip(*rows) over a million rows is many times slower.
+        data = tuple(tuple(map(operator.attrgetter(name), values)) for name in field_names)
     except AttributeError as error:
         msg = f"'{node.full_label}' creates Rows without the fields of the first ({error})"
         raise _NotASegment(msg) from None
-    data = tuple(zip(*records)) if len(field_names) > 1 else (tuple(records),)
     columns = tuple((name, _kind_of(node, name, column)) for name, column in zip(field_names, data))
     return columns, data
 

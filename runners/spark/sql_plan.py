@@ -61,13 +61,49 @@ def _arrow_table(op: SchemaAggregateOp, names: dict[str, str]) -> Any:
     )
 
 
-def aggregate_dataframe(spark: Any, op: SchemaAggregateOp) -> Any:
+_SPARK_TYPES = {"bool": "boolean", "int": "bigint", "float": "double", "str": "string"}
+
+
+def _slices(shipped: Any, ids: Iterator[Any]) -> Iterator[Any]:
+    """``mapInArrow`` over the ids of slices: each slice's Arrow batches, as shipped."""
+    import pyarrow as pa
+
+    for batch in ids:
+        for index in batch.column(0).to_pylist():
+            yield from pa.ipc.open_stream(shipped.value[index])
+
+
+def source_frame(backend: Any, op: SchemaAggregateOp) -> Any:
+    """The columns the plan reads as a DataFrame of the backend's partition count.
+
+    They travel as Arrow IPC slices in one broadcast and become rows in the JVM through
+    ``mapInArrow`` over one id per slice: ``createDataFrame`` of a large Arrow table holds
+    it whole in the driver's JVM and makes a partition per 10,000 rows.
+    """
+    import pyarrow as pa
+
+    names = _column_names(op)
+    table = _arrow_table(op, names)
+    size = max(1, -(-table.num_rows // backend.num_partitions))
+    slices = []
+    for start in range(0, table.num_rows, size):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as writer:
+            writer.write_table(table.slice(start, size))
+        slices.append(sink.getvalue().to_pybytes())
+    shipped = backend.sc.broadcast(slices)
+    backend.broadcasts.append(shipped)  # unpersisted at the end of the step
+    schema = ", ".join(f"{name} {_SPARK_TYPES[op.kind_of_column(source)]}" for source, name in names.items())
+    ids = backend.spark.range(0, len(slices), 1, len(slices))
+    return ids.mapInArrow(functools.partial(_slices, shipped), schema)
+
+
+def aggregate_dataframe(frame: Any, op: SchemaAggregateOp) -> Any:
     """The DataFrame of (key columns k0.., aggregates a0.., window start, earliest and
-    latest timestamp) per key and window."""
+    latest timestamp) per key and window, from ``source_frame``."""
     from pyspark.sql import functions as F
 
     names = _column_names(op)
-    frame = spark.createDataFrame(_arrow_table(op, names))
     if op.timestamp_column is None:
         micros = F.lit(MIN_TIMESTAMP.micros).cast("long")
     elif op.kind_of_column(op.timestamp_column) == "int":
@@ -179,6 +215,6 @@ def read_segment(backend: Any, op: SchemaAggregateOp, emission: SourceEmission) 
     """The segment's panes as an RDD of WindowedValue (a ``Dataset`` of the backend)."""
     from sparkbeam.runners.spark.backend import Dataset
 
-    frame = aggregate_dataframe(backend.spark, op)
+    frame = aggregate_dataframe(source_frame(backend, op), op)
     panes = frame.mapInArrow(functools.partial(_panes, attrs.evolve(op, data=()), backend.overlapping_window_rule), "panes binary")
     return Dataset(panes.rdd.flatMap(_unpickle))
