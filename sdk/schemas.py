@@ -330,7 +330,7 @@ class AssignTimestamps(PTransform):
     of the element works too. A runner reads ``timestamp`` to do the same natively.
 
     >>> AssignTimestamps("t").timestamp
-    SchemaField(name='timestamp', expr='t')
+    SchemaField(name='t', expr='t')
     """
 
     def __init__(self, timestamp: FieldExpr) -> None:
