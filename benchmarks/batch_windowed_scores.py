@@ -58,15 +58,24 @@ from workloads import (
 
 RunFn = Callable[["Workload"], list[Row]]
 
-ALL_PEERS = ("sparkbeam", "beam", "beam-on-sparkbeam", "dataframe", "rdd")
+ALL_PEERS = ("sparkbeam", "sparkbeam-rows", "beam", "beam-on-sparkbeam", "dataframe", "rdd")
 
 
 @attrs.frozen
 class Workload:
-    """What a peer runs on: the events, and the CSV file holding them when the source is a file."""
+    """What a peer runs on: the events, and the CSV file holding them when the source is a
+    file; ``rows``: the same events as ``Row(key, score, t)`` (t in seconds), for the
+    schema'd peer, made before anything is timed."""
 
     events: list[Event] = attrs.field(repr=lambda events: f"<{len(events)} events>")
     path: str | None
+    rows: list[Any] | None = attrs.field(default=None, repr=False)
+
+
+def as_rows(events: list[Event]) -> list[Any]:
+    from sparkbeam import Row
+
+    return [Row(key=key, score=score, t=event_ms / 1000) for key, score, event_ms in events]
 
 
 # -- what every peer shares --------------------------------------------------------------
@@ -136,6 +145,35 @@ def prepare_sparkbeam(bench: Bench) -> RunFn:
             key, (count, total) = emission.value
             rows.append((key, emission.window.start.micros // 1000, count, total))
         return rows
+
+    return run
+
+
+def prepare_sparkbeam_rows(bench: Bench) -> RunFn:
+    """The schema'd pipeline: Rows -> AssignTimestamps -> FixedWindows -> GroupBy.aggregate_field,
+    which sparkbeam runs as one Spark SQL plan (README: "Schema'd aggregations as Spark SQL")."""
+    import sparkbeam as beam
+    from sparkbeam import window
+    from sparkbeam.schemas import AssignTimestamps
+    from sparkbeam.transforms.combiners import CountCombineFn
+
+    def run(workload: Workload) -> list[Row]:
+        if workload.rows is None:
+            msg = "the sparkbeam-rows peer needs the events as Rows (Workload.rows)"
+            raise PeerUnavailable(msg)
+        options = beam.PipelineOptions(spark_master=bench.master, state_partitions=bench.partitions)
+        pipeline = beam.Pipeline(options=options)
+        totals = beam.capture(
+            pipeline
+            | "Create" >> beam.Create(workload.rows)
+            | "Stamp" >> AssignTimestamps("t")
+            | "Minutes" >> beam.WindowInto(window.FixedWindows(WINDOW_SECONDS))
+            | "CountAndSum" >> beam.GroupBy("key").aggregate_field("score", CountCombineFn(), "count").aggregate_field("score", sum, "total")
+        )
+        result = pipeline.run()
+        return [
+            (e.value.key, e.window.start.micros // 1000, e.value.count, e.value.total) for e in result.emissions(totals)
+        ]
 
     return run
 
@@ -239,6 +277,7 @@ def prepare_rdd(bench: Bench) -> RunFn:
 
 PREPARE: dict[str, Callable[[Bench], RunFn]] = {
     "sparkbeam": prepare_sparkbeam,
+    "sparkbeam-rows": prepare_sparkbeam_rows,
     "beam": prepare_beam,
     "beam-on-sparkbeam": lambda bench: prepare_beam(bench, on_sparkbeam=True),
     "dataframe": prepare_dataframe,
@@ -247,6 +286,7 @@ PREPARE: dict[str, Callable[[Bench], RunFn]] = {
 
 DESCRIBE = {
     "sparkbeam": "sparkbeam on Spark: Read -> Map(TimestampedValue) -> FixedWindows(60) -> CombinePerKey",
+    "sparkbeam-rows": "sparkbeam on Spark, schema'd: Create(Rows) -> AssignTimestamps -> FixedWindows(60) -> GroupBy.aggregate_field (a Spark SQL plan; always the in-memory Rows)",
     "beam": "Apache Beam, FnApiRunner in this process, same pipeline, results written to a file",
     "beam-on-sparkbeam": "the beam peer's apache_beam pipeline unchanged, with --runner=sparkbeam.SparkRunner",
     "dataframe": "PySpark DataFrame: groupBy(key, window(1 minute)).agg(count, sum)",
@@ -365,6 +405,7 @@ def format_table(events: int, outcomes: list[Outcome]) -> str:
     timed = [o for o in outcomes if o.seconds is not None and not o.disagrees]
     fastest = min((o.seconds for o in timed if o.seconds is not None), default=None)
     reference = next((o.seconds for o in timed if o.peer == "sparkbeam"), None)
+    dataframe = next((o.seconds for o in timed if o.peer == "dataframe"), None)
     header = (
         f"{'peer':<17} {'seconds':>8} {'events/s':>10} {'vs sparkbeam':>12} {'vs fastest':>10} "
         f"{'CPU s':>7} {'peak MB':>8} {'others':>6}  result"
@@ -387,6 +428,9 @@ def format_table(events: int, outcomes: list[Outcome]) -> str:
             f"{o.peer:<17} {o.seconds:>8.2f} {events / o.seconds:>10,.0f} {vs_sparkbeam:>12} "
             f"{vs_fastest:>10} {cpu:>7} {peak:>8} {others:>6}  {o.problem or 'agrees'}{runs}"
         )
+    rows_peer = next((o.seconds for o in timed if o.peer == "sparkbeam-rows"), None)
+    if rows_peer is not None and dataframe is not None:
+        lines.append(f"sparkbeam-rows / dataframe: {rows_peer / dataframe:.2f}x (#11's target: within 1.5x)")
     lines.extend(busy_warning({o.peer: o.others_cores for o in outcomes}))
     return "\n".join(lines)
 
@@ -443,8 +487,8 @@ def main(argv: list[str] | None = None) -> int:
                 if path is not None:
                     warmup_path = os.path.join(workdir, f"warmup-{len(warmup_events)}.csv")
                     write_events(warmup_events, warmup_path)
-                warmup = Workload(warmup_events, warmup_path)
-            workload = Workload(events, path)
+                warmup = Workload(warmup_events, warmup_path, as_rows(warmup_events) if "sparkbeam-rows" in args.peers else None)
+            workload = Workload(events, path, as_rows(events) if "sparkbeam-rows" in args.peers else None)
             size = f"{os.path.getsize(path) / 1e6:.1f} MB file" if path else "in-memory list"
             print(
                 f"== {count:,} events, {KEY_COUNT} keys, {len(expected):,} (key, window) results; "

@@ -40,9 +40,11 @@ from sparkbeam.combine import CombineFn, CombinePerKey
 from sparkbeam.core import GroupByKey, Map
 from sparkbeam.ptransform import PTransform
 from sparkbeam.row import Row
+from sparkbeam.window import TimestampedValue
 
 __all__ = [
     "Aggregation",
+    "AssignTimestamps",
     "GroupAndAggregate",
     "GroupBy",
     "MissingFieldError",
@@ -193,6 +195,16 @@ class _ToRow:
 
 
 @attrs.frozen
+class _Stamp:
+    """The element re-stamped at the value of its timestamp field (seconds, or a Timestamp)."""
+
+    read: Callable[[Any], Any]
+
+    def __call__(self, element: Any) -> TimestampedValue:
+        return TimestampedValue(element, self.read(element))
+
+
+@attrs.frozen
 class _TupleKey:
     """The ``Key`` NamedTuple of an element's key fields."""
 
@@ -309,6 +321,28 @@ class Select(PTransform):
         where = _applied(pcoll, "Select")
         readers = tuple((field.name, _reader(field, where)) for field in self.fields)
         return pcoll | "ToRow" >> Map(_ToRow(readers))
+
+
+class AssignTimestamps(PTransform):
+    """Each element re-stamped at the value of a field (seconds since the epoch, int or
+    float, or a ``Timestamp``), as Beam YAML's ``AssignTimestamps``; windows follow the new
+    timestamp. ``AssignTimestamps('event_time')`` reads ``element.event_time``; a callable
+    of the element works too. A runner reads ``timestamp`` to do the same natively.
+
+    >>> AssignTimestamps("t").timestamp
+    SchemaField(name='t', expr='t')
+    """
+
+    def __init__(self, timestamp: FieldExpr) -> None:
+        super().__init__()
+        self.timestamp = _field(timestamp, "timestamp", "AssignTimestamps", 0)
+
+    def default_label(self) -> str:
+        return f"AssignTimestamps({self.timestamp.expr if self.timestamp.is_attribute else 'timestamp'})"
+
+    def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
+        where = _applied(pcoll, "AssignTimestamps")
+        return pcoll | "Stamp" >> Map(_Stamp(_reader(self.timestamp, where)))
 
 
 class GroupBy(PTransform):

@@ -9,7 +9,7 @@ arguments) lowers to a grouping op that combines as it groups (combiner lifting)
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import attrs
@@ -197,6 +197,8 @@ class LoweredPipeline:
     handle_ids: dict[int, int] = attrs.field(factory=dict, eq=False, repr=False)
     #: captured PCollection id -> the file its full history of emissions goes to
     capture_logs: dict[int, str] = attrs.field(factory=dict, eq=False)
+    #: op label -> how the planner runs it, where it chose (e.g. "general path: <reason>")
+    notes: dict[str, str] = attrs.field(factory=dict, eq=False)
 
     def id_of(self, pcoll: pvalue.PCollection) -> int:
         try:
@@ -217,9 +219,12 @@ class LoweredPipeline:
 
 
 class _Lowering:
-    def __init__(self, pipeline: Pipeline, lift_combiners: bool) -> None:
+    def __init__(
+        self, pipeline: Pipeline, lift_combiners: bool, substitutes: Mapping[int, Callable[[_Lowering], Op | None]]
+    ) -> None:
         self.pipeline = pipeline
         self.lift_combiners = lift_combiners
+        self.substitutes = substitutes
         self.ids: dict[int, int] = {}
         self.infos: list[PCollectionInfo] = []
         self.ops: list[Op] = []
@@ -250,6 +255,14 @@ class _Lowering:
 
     def visit(self, node: AppliedTransform) -> None:
         transform = node.transform
+        substitute = self.substitutes.get(id(node))
+        if substitute is not None:
+            # A backend's rewrite (``schema_segments``): one op for the node, or none for a
+            # node that op absorbs.
+            op = substitute(self)
+            if op is not None:
+                self.ops.append(op)
+            return
         if (
             self.lift_combiners
             and isinstance(transform, CombinePerKey)
@@ -404,11 +417,20 @@ def _lower_combine_per_key(lowering: _Lowering, node: AppliedTransform) -> Op:
     )
 
 
-def lower(pipeline: Pipeline, *, lift_combiners: bool = True) -> LoweredPipeline:
-    """The pipeline as ops in application order (producers before consumers)."""
-    lowering = _Lowering(pipeline, lift_combiners)
+def lower(
+    pipeline: Pipeline,
+    *,
+    lift_combiners: bool = True,
+    substitutes: Mapping[int, Callable[[_Lowering], Op | None]] | None = None,
+    notes: Mapping[str, str] | None = None,
+) -> LoweredPipeline:
+    """The pipeline as ops in application order (producers before consumers).
+
+    ``substitutes``: id() of a node -> what lowers it instead (an op, or None to drop a node
+    another op absorbs); ``notes``: op label -> how the planner chose to run it."""
+    lowering = _Lowering(pipeline, lift_combiners, substitutes or {})
     for node in pipeline.root.parts:
         lowering.visit(node)
     captured = frozenset(lowering.pcoll_id(pc) for pc in pipeline.captured)
     logs = {lowering.pcoll_id(pc): pipeline.capture_logs[id(pc)] for pc in pipeline.captured if id(pc) in pipeline.capture_logs}
-    return LoweredPipeline(tuple(lowering.ops), tuple(lowering.infos), captured, dict(lowering.ids), logs)
+    return LoweredPipeline(tuple(lowering.ops), tuple(lowering.infos), captured, dict(lowering.ids), logs, dict(notes or {}))

@@ -81,6 +81,14 @@ class StagePlan:
             for slot in op.side_inputs
         )
 
+    def note(self, stage: Stage) -> str | None:
+        """How the planner chose to run the stage's head, if it chose (``LoweredPipeline.notes``)."""
+        return self.lowered.notes.get(stage.head.label) if stage.head is not None else None
+
+    def stage_notes(self) -> dict[str, str]:
+        """Stage name -> the planner's note on it, for the stages that have one."""
+        return {stage.name: note for stage in self.stages if (note := self.note(stage)) is not None}
+
     def describe(self) -> str:
         """A readable listing of the stages, for users and for tests."""
         lines = []
@@ -88,6 +96,9 @@ class StagePlan:
             head = stage.head.label if stage.head is not None else "-"
             body = ", ".join(op.label for op in stage.body) or "-"
             lines.append(f"stage {stage.id} {stage.name!r}: head={head}; body=[{body}]; upstream={list(stage.upstream)}")
+            note = self.note(stage)
+            if note is not None:
+                lines.append(f"    {note}")
         return "\n".join(lines)
 
 

@@ -123,9 +123,12 @@ class Timeline:
         *,
         first_step: int = 0,
         log_path: str | None = None,
+        notes: dict[str, str] | None = None,
     ) -> None:
         self.records = list(records)
         self.stage_names = list(stage_names)
+        #: stage name -> how the planner chose to run it ("SQL plan: ...", "general path: <reason>")
+        self.notes = dict(notes or {})
         #: the first step kept in memory: a long stream forgets older ones (they are in ``log_path``)
         self.first_step = first_step
         #: the ``--timeline_log`` holding every step, if one was given
@@ -201,6 +204,7 @@ class Timeline:
                 f"{format_micros(r.output_watermark):>10} {held[:48]:<48} {r.elements_in:>7} "
                 f"{r.elements_out:>7} {r.side_input_waiting:>7} {r.dropped:>7} {why}".rstrip()
             )
+        lines.extend(f"note: {stage}: {note}" for stage, note in self.notes.items())
         return "\n".join(lines)
 
     def __repr__(self) -> str:

@@ -48,10 +48,11 @@ from sparkbeam.runners.core.ops import (
 )
 from sparkbeam.runners.core.plan import Stage
 from sparkbeam.runners.core.records import KeyedState, Parked, ReleaseAt, Summary
+from sparkbeam.runners.core.schema_segments import SchemaAggregateOp
 from sparkbeam.runners.core.side_input_wait import must_wait
 from sparkbeam.runners.core.sources import SourceEmission
 from sparkbeam.runners.core.steps import StageResult, StageSummary, StepParams
-from sparkbeam.runners.spark import batch_grouping, metrics, sinks, textio, worker
+from sparkbeam.runners.spark import batch_grouping, metrics, sinks, sql_plan, textio, worker
 from sparkbeam.runners.spark.counters import read_and_release
 from sparkbeam.runners.spark.errors import user_errors
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP
@@ -597,6 +598,10 @@ def _read_bounded_source(backend: SparkBackend, op: BoundedSourceReadOp, emissio
 @SPARK.sources.register(TestStreamOp)
 def _test_stream_step(backend: SparkBackend, op: Op, emission: SourceEmission) -> Dataset:
     return Dataset(backend.sc.parallelize(list(emission.elements), 1))
+
+
+# A schema'd segment: one DataFrame plan, its panes back through Arrow (sql_plan.py).
+SPARK.sources.register(SchemaAggregateOp)(sql_plan.read_segment)
 
 
 @SPARK.sources.register(StreamReadOp)

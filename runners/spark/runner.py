@@ -61,6 +61,20 @@ def check_picklable(plan: StagePlan) -> None:
                     raise TypeError(msg) from None
 
 
+def _lower(pipeline: Pipeline, settings: dict[str, Any]) -> LoweredPipeline:
+    """The pipeline's ops, each schema'd segment one SQL plan unless it cannot be one (the
+    reason noted on its stage) or ``--no_sql_plans`` keeps the general path."""
+    from sparkbeam.runners.core.schema_segments import find_segments
+
+    reason = None
+    if settings["streaming"]:
+        reason = "a streaming run (SQL plans run in batch only)"
+    elif not settings["sql_plans"]:
+        reason = "--no_sql_plans"
+    segments = find_segments(pipeline, general_path_reason=reason)
+    return lower(pipeline, substitutes=segments.substitutes, notes=segments.notes)
+
+
 def _check_supported(plan: StagePlan) -> None:
     """Refuse, before Spark starts, an op the Spark backend does not run, and a text sink
     off the local and shared file systems, in batch and streaming alike (a stream would
@@ -198,7 +212,9 @@ class SparkPipelineResult(PipelineResult):
 
     def watermarks(self) -> Timeline:
         """Every stage's input and output watermark per step, with what holds it back."""
-        return self._execution.loop.history.timeline([stage.name for stage in self.plan.stages])
+        timeline = self._execution.loop.history.timeline([stage.name for stage in self.plan.stages])
+        timeline.notes.update(self.plan.stage_notes())
+        return timeline
 
     def emissions(self, pcoll: Any) -> Emissions:
         """What a captured PCollection emitted: value, timestamp, window, pane, step, time."""
@@ -234,7 +250,8 @@ class SparkRunner(PipelineRunner):
             return run_beam_pipeline(self, pipeline, options)
         # Before Spark starts: reads that match nothing, outputs that cannot be written.
         check_inputs_and_outputs(pipeline)
-        return self.run_lowered(lower(pipeline), options.get_all_options())
+        settings = options.get_all_options()
+        return self.run_lowered(_lower(pipeline, settings), settings)
 
     def run_lowered(
         self,
@@ -245,6 +262,7 @@ class SparkRunner(PipelineRunner):
         """Plan and run lowered ops (from sparkbeam's SDK or from Beam's graph) with the
         settings of ``PipelineOptions.get_all_options()``."""
         plan = plan_stages(lowered)
+        _LOG.debug("stage plan:\n%s", plan.describe())
         streaming = bool(settings["streaming"]) or any(not pc.is_bounded for pc in lowered.pcollections)
         _check_supported(plan)
         refuse_side_inputs_never_ready(plan, sources_end=bool(settings["available_now"]))

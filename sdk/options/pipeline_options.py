@@ -279,6 +279,10 @@ class SparkRunnerOptions(PipelineOptions):
         _Option("overlapping_window_rule", _to_bool, True,
                 "stamp panes of overlapping (sliding) windows no earlier than the end of the previous "
                 "window; --no_overlapping_window_rule gives current Beam's timestamps", is_flag=True),
+        _Option("sql_plans", _to_bool, True,
+                "run batch aggregations of schema'd elements (Select, GroupBy.aggregate_field with "
+                "count, sum, mean, min, max) as Spark SQL plans; --no_sql_plans keeps the general path",
+                is_flag=True),
         _Option("checkpoint_dir", str, None,
                 "where a real stream keeps its write-ahead log, journal and checkpoints; a run "
                 "started again with it resumes", group="streaming",

@@ -1,0 +1,183 @@
+"""Schema'd batch aggregations as Spark SQL plans: the same panes as the general path and as
+Beam, the plan taken (its note), and the general path named where it is kept."""
+
+from __future__ import annotations
+
+import collections
+import typing
+
+import pytest
+
+import sparkbeam
+from sparkbeam.options.pipeline_options import PipelineOptions
+from sparkbeam.runners.core.schema_segments import SchemaAggregateOp
+from sparkbeam.schemas import AssignTimestamps
+from tests.oracle import _sparkbeam_ns, assert_same_as_beam, canonical
+
+pytestmark = pytest.mark.spark
+
+# t in seconds: whole, fractional, exactly on window edges, and out of order
+SCORES = [
+    ("x", 3, 1.5), ("y", 1, 65.0), ("x", 2, 30.0), ("x", 5, 70.25), ("z", 4, 59.999999),
+    ("y", 7, 60.0), ("x", 1, 119.0), ("z", 2, 0.0), ("y", 3, 125.5), ("x", 6, 10.0),
+]
+
+
+# sums beyond 64 bits, which Python's ints hold exactly
+BIG = [("x", 2**62), ("x", 2**62 + 1), ("x", 2**62), ("y", -(2**62)), ("y", -(2**62) - 7)]
+
+
+class Score(typing.NamedTuple):
+    team: str
+    points: int
+    t: float
+
+
+def scores(ns, p, label="Scores"):
+    return p | label >> ns.beam.Create([ns.beam.Row(team=team, points=points, t=t) for team, points, t in SCORES])
+
+
+def stamped(ns, pcoll, label):
+    if ns.beam is sparkbeam:
+        return pcoll | label >> AssignTimestamps("t")
+    return pcoll | label >> ns.beam.Map(lambda r: ns.TimestampedValue(r, r.t))
+
+
+def all_aggregates(ns, grouping):
+    return (
+        grouping.aggregate_field("points", sum, "total")
+        .aggregate_field("points", ns.combiners.CountCombineFn(), "n")
+        .aggregate_field("points", ns.combiners.MeanCombineFn(), "mean")
+        .aggregate_field("t", min, "first")
+        .aggregate_field("points", max, "best")
+    )
+
+
+def tag(ns, pcoll, name):
+    return pcoll | f"Tag{name}" >> ns.beam.Map(lambda result, name=name: (name, result))
+
+
+def shapes(ns, p):
+    """Every supported shape once, each its own segment, flattened into one output."""
+    window, TC = ns.window, ns.window.TimestampCombiner
+    out = [
+        tag(ns, scores(ns, p, "Plain") | "AggPlain" >> all_aggregates(ns, ns.beam.GroupBy("team")), "global-default"),
+        tag(
+            ns,
+            stamped(ns, scores(ns, p, "F"), "StampF")
+            | "Fixed" >> ns.beam.WindowInto(window.FixedWindows(60))
+            | "AggF" >> all_aggregates(ns, ns.beam.GroupBy("team")),
+            "fixed-eow",
+        ),
+        tag(
+            ns,
+            stamped(ns, scores(ns, p, "S"), "StampS")
+            | "Sliding" >> ns.beam.WindowInto(window.SlidingWindows(60, 20, offset=5), timestamp_combiner=TC.OUTPUT_AT_EARLIEST)
+            | "AggS" >> ns.beam.GroupBy("team").aggregate_field("points", sum, "total"),
+            "sliding-earliest",
+        ),
+        tag(
+            ns,
+            stamped(ns, scores(ns, p, "L"), "StampL")
+            | "FixedLatest" >> ns.beam.WindowInto(window.FixedWindows(45, offset=10), timestamp_combiner=TC.OUTPUT_AT_LATEST)
+            | "SelectL" >> ns.beam.Select("points", who="team")
+            | "AggL" >> ns.beam.GroupBy("who").aggregate_field("points", min, "low"),
+            "fixed-latest-select",
+        ),
+        tag(
+            ns,
+            stamped(ns, scores(ns, p, "G"), "StampG")
+            | "GlobalEarliest" >> ns.beam.WindowInto(window.GlobalWindows(), timestamp_combiner=TC.OUTPUT_AT_EARLIEST)
+            | "AggG" >> ns.beam.GroupBy().aggregate_field("points", sum, "total"),
+            "global-earliest-no-key",
+        ),
+        tag(
+            ns,
+            p | "Tuples" >> ns.beam.Create([Score(*s) for s in SCORES])
+            | "AggT" >> ns.beam.GroupBy("team", "points").aggregate_field("t", max, "last"),
+            "named-tuples-two-keys",
+        ),
+        tag(
+            ns,
+            p | "Big" >> ns.beam.Create([ns.beam.Row(team=team, points=points) for team, points in BIG])
+            | "AggBig" >> ns.beam.GroupBy("team").aggregate_field("points", sum, "total").aggregate_field("points", ns.combiners.MeanCombineFn(), "mean"),
+            "sums-beyond-64-bits",
+        ),
+    ]
+    return out
+
+
+def reify(element, timestamp=sparkbeam.DoFn.TimestampParam, window=sparkbeam.DoFn.WindowParam, pane=sparkbeam.DoFn.PaneInfoParam):
+    from tests import oracle
+
+    # milliseconds, as the oracle compares timestamps (Beam's runner keeps no finer ones)
+    return (element, timestamp.micros // 1000, oracle._window_key(window), oracle._pane_key(pane))
+
+
+def reified_shapes(ns, p):
+    """The shapes' panes with their window, timestamp and pane in the value, in one output
+    (a Flatten needs one window fn)."""
+    do_fn = ns.beam.DoFn
+    reify_here = lambda e, t=do_fn.TimestampParam, w=do_fn.WindowParam, pane=do_fn.PaneInfoParam: reify(e, t, w, pane)  # noqa: E731
+    return [
+        pcoll | f"Reify{index}" >> ns.beam.Map(reify_here) | f"Global{index}" >> ns.beam.WindowInto(ns.window.GlobalWindows())
+        for index, pcoll in enumerate(shapes(ns, p))
+    ] | ns.beam.Flatten()
+
+
+def run(build, **options):
+    pipeline = sparkbeam.Pipeline(options=PipelineOptions(quiet=True, **options))
+    built = build(_sparkbeam_ns(), pipeline)
+    outputs = [sparkbeam.capture(pcoll) for pcoll in (built if isinstance(built, list) else [built])]
+    result = pipeline.run()
+    panes = collections.Counter(
+        (canonical(e.value), e.timestamp.micros, e.windows, e.pane) for output in outputs for e in result.emissions(output)
+    )
+    return panes, result
+
+
+def test_every_shape_gives_the_general_paths_panes_through_sql_plans(spark):
+    general, general_result = run(shapes, sql_plans=False)
+    through_sql, sql_result = run(shapes)
+    assert through_sql == general
+    assert {value[0] for value, *_ in general} == {
+        "global-default", "fixed-eow", "sliding-earliest", "fixed-latest-select", "global-earliest-no-key", "named-tuples-two-keys",
+        "sums-beyond-64-bits",
+    }
+    # Each aggregation ran as its own SQL plan, and the timeline says so.
+    heads = [stage.head for stage in sql_result.plan.stages if isinstance(stage.head, SchemaAggregateOp)]
+    assert len(heads) == 7
+    notes = sql_result.watermarks().notes
+    assert len(notes) == 7
+    assert all(note.startswith("SQL plan: ") for note in notes.values())
+    assert all(note == "general path: --no_sql_plans" for note in general_result.watermarks().notes.values())
+
+
+def test_same_as_beam(spark):
+    assert_same_as_beam(reified_shapes, overlapping_window_rule=False)
+
+
+class Concat(sparkbeam.CombineFn):
+    def create_accumulator(self):
+        return ""
+
+    def add_input(self, acc, value):
+        return acc + value
+
+    def merge_accumulators(self, accs):
+        return "".join(sorted(accs))
+
+    def extract_output(self, acc):
+        return "".join(sorted(acc))
+
+
+def test_a_custom_combine_fn_runs_on_the_general_path_and_the_timeline_says_why(spark):
+    def build(ns, p):
+        return scores(ns, p) | ns.beam.GroupBy("team").aggregate_field("team", Concat(), "teams")
+
+    panes, result = run(build)
+    assert {value for value, *_ in panes} == {("<row>", (("team", "x"), ("teams", "xxxxx"))), ("<row>", (("team", "y"), ("teams", "yyy"))), ("<row>", (("team", "z"), ("teams", "zz")))}
+    ((stage, note),) = result.watermarks().notes.items()
+    assert stage.endswith("/Combine")
+    assert note.startswith("general path: 'teams' uses Concat")
+    assert "general path" in result.watermarks().format()
