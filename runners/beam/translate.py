@@ -1,13 +1,12 @@
 """Translation: an apache_beam pipeline, after Beam's own expansion, as the engine's lowered ops.
 
 The translator walks Beam's graph (``AppliedPTransform`` nodes) depth first, in the order
-transforms were applied, so producers come before consumers. Two composites are
-translated whole:
-
-- ``CombinePerKey`` with no side arguments becomes one grouping that combines as it
-  groups (combiner lifting), with the user's Beam ``CombineFn``;
-- ``Read`` of a ``BoundedSource`` becomes a source of the source's bundles, split before
-  the run, and a ParDo reading each bundle on the executors (``reads.py``).
+transforms were applied, so producers come before consumers. One composite is translated
+whole: ``CombinePerKey`` with no side arguments becomes one grouping that combines as it
+groups (combiner lifting), with the user's Beam ``CombineFn``. ``Read`` of a
+``BoundedSource`` runs as Beam expands it: Impulse, the source, and Beam's splittable DoFn
+that splits it into bundles and reads each on the executors; ``Read`` of an unbounded
+source is refused.
 
 Every other composite is walked into, and each primitive is translated by the function
 registered for its type: ``Impulse``, ``ParDo`` (a Beam DoFn run by Beam's DoFnRunner,
@@ -39,9 +38,8 @@ from apache_beam.transforms import util as beam_util
 from apache_beam.utils import timestamp as beam_timestamp
 
 from sparkbeam.core import _CallableDoFn
-from sparkbeam.runners.beam.grouping import BeamCombineFn, KeyCodec, grouping_coders
+from sparkbeam.runners.beam.grouping import BeamCombineFn, KeyCodec, KeyCodingOp, grouping_coders
 from sparkbeam.runners.beam.pardo import BeamParDoOp, SideInputName, SideView
-from sparkbeam.runners.beam.reads import ReadBundle, split_source
 from sparkbeam.runners.beam.splittable import splittable_ops
 from sparkbeam.runners.beam.windowing import engine_windowfn, engine_windowing
 from sparkbeam.runners.core.errors import UnsupportedError
@@ -52,7 +50,6 @@ from sparkbeam.runners.core.ops import (
     ImpulseOp,
     LoweredPipeline,
     Op,
-    ParDoOp,
     PCollectionInfo,
     SideInputSlot,
     TestStreamOp,
@@ -306,12 +303,13 @@ def _key_coded_grouping(
     encoded = t.new_pcoll(f"{label}/EncodeKey.out", source_info.windowing, source_info.is_bounded)
     grouped = t.new_pcoll(f"{label}.grouped", output_info.windowing, output_info.is_bounded)
     return [
-        ParDoOp(
+        KeyCodingOp(
             label=f"{label}/EncodeKey",
             location=location,
             inputs=(source_id,),
             outputs=(encoded,),
             dofn=_CallableDoFn(codec.encode, "Map"),
+            bind=codec.encoder,
             args=(),
             kwargs={},
             output_tags=(None,),
@@ -326,7 +324,7 @@ def _key_coded_grouping(
             combine_fn=combine_fn,
             keep_pane_indices=t.reshuffle_depth == 0,
         ),
-        ParDoOp(
+        KeyCodingOp(
             label=f"{label}/DecodeKey",
             location=location,
             inputs=(grouped,),
@@ -391,31 +389,7 @@ def _read(t: _Translation, node: Any) -> list[Op] | None:
     source = node.transform.source
     where = f"'{node.full_label}' (applied at {t.location(node)})"
     if isinstance(source, iobase.BoundedSource):
-        (output,) = _pcolls(node.outputs.values())
-        output_id = t.pcoll_id(output)
-        info = t.infos[output_id]
-        try:
-            bundles = split_source(source)
-        except Exception as error:
-            msg = f"{where}: splitting {source!r} failed: {type(error).__name__}: {error}"
-            raise ValueError(msg) from error
-        bundles_id = t.new_pcoll(f"{node.full_label}.bundles", info.windowing, True)
-        location = t.location(node)
-        return [
-            CreateOp(label=node.full_label, location=location, inputs=(), outputs=(bundles_id,), values=bundles),
-            BeamParDoOp(
-                label=f"{node.full_label}/ReadBundle",
-                location=location,
-                inputs=(bundles_id,),
-                outputs=(output_id,),
-                dofn=ReadBundle(),
-                args=(),
-                kwargs={},
-                output_tags=(None,),
-                input_windowfn=info.windowing.windowfn,
-                beam_windowing=output.windowing,
-            ),
-        ]
+        return None  # Beam's expansion: Impulse, the source, and a splittable DoFn reading it
     if isinstance(source, beam.transforms.PTransform):
         return None  # Read of a transform: its expansion
     msg = (
