@@ -102,15 +102,20 @@ class SplitRestrictions(beam.DoFn):
 class ScatterParts(DoFn):
     """A part -> (spreading key, its pickled value with its timestamp, windows and pane).
 
-    The key is the part's checksum plus its position in the bundle: the same on a task's
-    retry (a random key would not be), and different for equal parts of one bundle."""
+    The key is the bundle's first part's checksum plus the part's position in the bundle:
+    the same on a task's retry (a random key would not be), consecutive within a bundle so
+    that the parts of one element (often all there is: one file pattern, one source) go
+    round the partitions, and from another base in each bundle."""
 
     def setup(self) -> None:
         self.position = itertools.count()
+        self.base: int | None = None
 
     def process(self, element: Any, wv: Any = DoFn.WindowedValueParam) -> Iterator[tuple[int, WindowedValue]]:
         payload = pickler.dumps(element)
-        key = (zlib.crc32(payload) + next(self.position)) & 0xFFFFFFFF
+        if self.base is None:
+            self.base = zlib.crc32(payload)
+        key = (self.base + next(self.position)) & 0xFFFFFFFF
         yield key, WindowedValue(payload, wv.timestamp_micros, wv.windows, wv.pane_info)
 
 
