@@ -1,12 +1,16 @@
 """Translation: an apache_beam pipeline, after Beam's own expansion, as the engine's lowered ops.
 
 The translator walks Beam's graph (``AppliedPTransform`` nodes) depth first, in the order
-transforms were applied, so producers come before consumers. One composite is translated
-whole: ``CombinePerKey`` with no side arguments becomes one grouping that combines as it
-groups (combiner lifting), with the user's Beam ``CombineFn``. ``Read`` of a
-``BoundedSource`` runs as Beam expands it: Impulse, the source, and Beam's splittable DoFn
-that splits it into bundles and reads each on the executors; ``Read`` of an unbounded
-source is refused.
+transforms were applied, so producers come before consumers. Two composites are
+translated whole:
+
+- ``CombinePerKey`` with no side arguments becomes one grouping that combines as it
+  groups (combiner lifting), with the user's Beam ``CombineFn``;
+- ``Read`` of a ``BoundedSource`` becomes a source of the source's bundles, split before
+  the run, and a ParDo reading each bundle on the executors (``reads.py``), labelled as
+  the splittable ParDo of Beam's expansion. Beam's expansion would run too (as any
+  splittable DoFn), but the split before the run needs no shuffle to spread the bundles
+  and reads a quarter faster (the batch benchmark).
 
 Every other composite is walked into, and each primitive is translated by the function
 registered for its type: ``Impulse``, ``ParDo`` (a Beam DoFn run by Beam's DoFnRunner,
@@ -40,6 +44,7 @@ from apache_beam.utils import timestamp as beam_timestamp
 from sparkbeam.core import _CallableDoFn
 from sparkbeam.runners.beam.grouping import BeamCombineFn, KeyCodec, KeyCodingOp, grouping_coders
 from sparkbeam.runners.beam.pardo import BeamParDoOp, SideInputName, SideView
+from sparkbeam.runners.beam.reads import ReadBundle, split_source
 from sparkbeam.runners.beam.splittable import splittable_ops
 from sparkbeam.runners.beam.windowing import engine_windowfn, engine_windowing
 from sparkbeam.runners.core.errors import UnsupportedError
@@ -389,7 +394,31 @@ def _read(t: _Translation, node: Any) -> list[Op] | None:
     source = node.transform.source
     where = f"'{node.full_label}' (applied at {t.location(node)})"
     if isinstance(source, iobase.BoundedSource):
-        return None  # Beam's expansion: Impulse, the source, and a splittable DoFn reading it
+        (output,) = _pcolls(node.outputs.values())
+        output_id = t.pcoll_id(output)
+        info = t.infos[output_id]
+        try:
+            bundles = split_source(source)
+        except Exception as error:
+            msg = f"{where}: splitting {source!r} failed: {type(error).__name__}: {error}"
+            raise ValueError(msg) from error
+        bundles_id = t.new_pcoll(f"{node.full_label}.bundles", info.windowing, True)
+        location = t.location(node)
+        return [
+            CreateOp(label=node.full_label, location=location, inputs=(), outputs=(bundles_id,), values=bundles),
+            BeamParDoOp(
+                label=_reading_label(node),
+                location=location,
+                inputs=(bundles_id,),
+                outputs=(output_id,),
+                dofn=ReadBundle(),
+                args=(),
+                kwargs={},
+                output_tags=(None,),
+                input_windowfn=info.windowing.windowfn,
+                beam_windowing=output.windowing,
+            ),
+        ]
     if isinstance(source, beam.transforms.PTransform):
         return None  # Read of a transform: its expansion
     msg = (
@@ -397,6 +426,19 @@ def _read(t: _Translation, node: Any) -> list[Op] | None:
         "sparkbeam's Beam runner yet; use TestStream, or sparkbeam's stream reads in a sparkbeam pipeline"
     )
     raise UnsupportedError(msg)
+
+
+def _reading_label(node: Any) -> str:
+    """The label of the splittable ParDo that reads in Beam's expansion of ``Read``
+    (``.../SDFBoundedSourceReader/ParDo(SDFBoundedSourceDoFn)``): the source's metrics go
+    under the step where Beam's runners put them."""
+    for part in node.parts:
+        if isinstance(part.transform, beam_core.ParDo) and DoFnSignature(part.transform.fn).is_splittable_dofn():
+            return str(part.full_label)
+        found = _reading_label(part)
+        if not found.endswith("/ReadBundle"):
+            return found
+    return f"{node.full_label}/ReadBundle"
 
 
 _COMPOSITES: list[tuple[type, Callable[[_Translation, Any], list[Op] | None]]] = [

@@ -171,12 +171,21 @@ def test_a_custom_tracker_with_a_side_input_and_a_timed_checkpoint(spark):
 
 
 @pytest.mark.spark
-def test_read_from_text_of_several_files_through_beams_sdf_expansion(spark, tmp_path):
+@pytest.mark.parametrize("path", ["ReadFromText", "SDFBoundedSourceReader"])
+def test_text_of_several_files_read_whole_or_through_beams_splittable_dofn(spark, tmp_path, path):
+    # ReadFromText is translated whole (split before the run); Beam's own splittable DoFn
+    # for bounded sources runs as any splittable DoFn does.
     for index in range(3):
         (tmp_path / f"part-{index}.txt").write_text("".join(f"{index}:{line}\n" for line in range(40)))
+    pattern = str(tmp_path / "part-*.txt")
 
     def build(ns, p):
-        return p | ns.beam.io.ReadFromText(str(tmp_path / "part-*.txt")) | ns.beam.Map(lambda line: line.split(":")[0]) | ns.beam.combiners.Count.PerElement()
+        if path == "ReadFromText":
+            lines = p | ns.beam.io.ReadFromText(pattern)
+        else:
+            source = ns.beam.io.ReadFromText(pattern)._source
+            lines = p | ns.beam.Impulse() | ns.beam.Map(lambda _: source) | ns.beam.io.iobase.SDFBoundedSourceReader()
+        return lines | ns.beam.Map(lambda line: line.split(":")[0]) | ns.beam.combiners.Count.PerElement()
 
     assert_runners_agree(build, state_partitions=2)
 
