@@ -21,7 +21,7 @@ from sparkbeam.utils.windowed_value import (
     WindowedValue,
 )
 
-__all__ = ["to_beam", "to_beam_pane", "to_engine", "to_engine_pane"]
+__all__ = ["to_beam", "to_beam_pane", "to_beam_windows", "to_engine", "to_engine_pane", "to_engine_windows"]
 
 _beam_windows: dict[tuple, tuple] = {}
 _engine_windows: dict[tuple, tuple] = {}
@@ -60,7 +60,8 @@ def to_engine_pane(pane: Any) -> PaneInfo:
     return found
 
 
-def _beam_windows_of(windows: tuple) -> tuple:
+def to_beam_windows(windows: tuple) -> tuple:
+    """Beam's windows for a tuple of the engine's."""
     found = _beam_windows.get(windows)
     if found is None:
         if len(_beam_windows) >= _CACHE_LIMIT:
@@ -69,7 +70,8 @@ def _beam_windows_of(windows: tuple) -> tuple:
     return found
 
 
-def _engine_windows_of(windows: Any) -> tuple:
+def to_engine_windows(windows: Any) -> tuple:
+    """The engine's windows (a tuple) for Beam's (a tuple or a list)."""
     if len(windows) == 1 and windows[0] is _BEAM_GLOBAL:  # Beam's global window is one object
         return _ENGINE_GLOBAL_ONLY
     key = windows if type(windows) is tuple else tuple(windows)
@@ -83,9 +85,9 @@ def _engine_windows_of(windows: Any) -> tuple:
 
 def to_beam(wv: WindowedValue) -> Any:
     """Beam's WindowedValue for one of the engine's (same value object)."""
-    return _create(wv.value, wv.timestamp_micros, _beam_windows_of(wv.windows), to_beam_pane(wv.pane_info))
+    return _create(wv.value, wv.timestamp_micros, to_beam_windows(wv.windows), to_beam_pane(wv.pane_info))
 
 
 def to_engine(wv: Any) -> WindowedValue:
     """The engine's WindowedValue for one of Beam's (same value object)."""
-    return WindowedValue(wv.value, wv.timestamp_micros, _engine_windows_of(wv.windows), to_engine_pane(wv.pane_info))
+    return WindowedValue(wv.value, wv.timestamp_micros, to_engine_windows(wv.windows), to_engine_pane(wv.pane_info))

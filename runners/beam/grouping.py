@@ -21,7 +21,7 @@ engine's CombineFn interface.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -30,8 +30,12 @@ from apache_beam.typehints import typehints
 
 from sparkbeam.combine import CombineFn
 from sparkbeam.runners.beam.metrics import beam_metrics
+from sparkbeam.runners.core.errors import UserCodeError
+from sparkbeam.runners.core.execution import BodyBuilder, register_kind
+from sparkbeam.runners.core.ops import ParDoOp
+from sparkbeam.utils.windowed_value import WindowedValue
 
-__all__ = ["BeamCombineFn", "KeyCodec", "grouping_coders"]
+__all__ = ["BeamCombineFn", "KeyCodec", "KeyCodingOp", "grouping_coders"]
 
 
 def grouping_coders(pcoll: Any, label: str, deterministic: bool) -> tuple[Any, Any]:
@@ -74,6 +78,32 @@ class KeyCodec:
             value = self.value_coder.encode(value)
         return self.key_coder.encode(key), value
 
+    def encoder(self) -> Callable[[Any], tuple[bytes, Any]]:
+        """``encode`` with the coders' implementations looked up once (per bundle), as
+        Beam's runners call them, not once per element."""
+        label = self.label
+        encode_key = self.key_coder.get_impl().encode
+        if self.value_coder is None:
+
+            def encode_key_only(element: Any) -> tuple[bytes, Any]:
+                try:
+                    key, value = element
+                except (TypeError, ValueError):
+                    raise _not_a_pair(label, element) from None
+                return encode_key(key), value
+
+            return encode_key_only
+        encode_value = self.value_coder.get_impl().encode
+
+        def encode_both(element: Any) -> tuple[bytes, Any]:
+            try:
+                key, value = element
+            except (TypeError, ValueError):
+                raise _not_a_pair(label, element) from None
+            return encode_key(key), encode_value(value)
+
+        return encode_both
+
     def decode_grouped(self, element: tuple[bytes, Iterable[bytes]]) -> tuple[Any, list]:
         key, values = element
         decode = self.value_coder.decode
@@ -82,6 +112,37 @@ class KeyCodec:
     def decode_key(self, element: tuple[bytes, Any]) -> tuple[Any, Any]:
         key, combined = element
         return self.key_coder.decode(key), combined
+
+
+@attrs.frozen
+class KeyCodingOp(ParDoOp):
+    """``EncodeKey`` or ``DecodeKey`` around a grouping: a ``Map`` of one of ``KeyCodec``'s
+    methods. It is a ParDo to the planner, but joins a fused body as a plain function call
+    on each element (``_join_key_coding``): the codec is not user code with DoFn features
+    to honour, and this runs once per element on both sides of every grouping."""
+
+    #: makes the function to run, once per bundle (``KeyCodec.encoder``); None: the Map's own
+    bind: Callable[[], Callable[[Any], Any]] | None = attrs.field(default=None, eq=False)
+
+
+def _join_key_coding(op: KeyCodingOp, body: BodyBuilder) -> None:
+    code = op.bind() if op.bind is not None else op.dofn.fn
+    label, location = op.label, op.location
+    (source,) = op.inputs
+    (target,) = op.outputs
+    send = body.sender(target)
+
+    def receive(wv: WindowedValue) -> None:
+        try:
+            coded = code(wv.value)
+        except Exception as error:
+            raise UserCodeError(label, location, error, wv.value) from error
+        send(WindowedValue(coded, wv.timestamp_micros, wv.windows, wv.pane_info))
+
+    body.receive(source, receive)
+
+
+register_kind(KeyCodingOp, like=ParDoOp, join_body=_join_key_coding)
 
 
 class BeamCombineFn(CombineFn):

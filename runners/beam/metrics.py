@@ -19,7 +19,7 @@ from apache_beam.metrics.metric import MetricResults
 from apache_beam.runners.worker import statesampler
 
 from sparkbeam.metrics.cells import DistributionResult, GaugeResult
-from sparkbeam.metrics.execution import MetricsEnvironment
+from sparkbeam.metrics.execution import _CURRENT, MetricsEnvironment
 from sparkbeam.metrics.metricbase import MetricName
 from sparkbeam.runners.core.metrics import RunMetrics
 
@@ -64,19 +64,36 @@ class _EngineTracker:
             raise NotImplementedError(msg)
 
 
+#: the tracker made last: a lifted combine calls Beam's CombineFn once per element, in one
+#: task and step, so one tracker serves every call (made again when either changes)
+_last_tracker = _EngineTracker(None, "")
+
+
 def task_tracker() -> _EngineTracker:
     """A tracker for the running task's container and step (made in the task's thread)."""
-    return _EngineTracker(MetricsEnvironment.current_container(), MetricsEnvironment.current_step())
+    global _last_tracker
+    tracker = _last_tracker
+    container, step = _CURRENT.container, _CURRENT.step
+    if tracker.container is not container or tracker.step != step:
+        tracker = _last_tracker = _EngineTracker(container, step)
+    return tracker
+
+
+_get_tracker = statesampler.get_current_tracker
+_set_tracker = statesampler.set_current_tracker
 
 
 def beam_metrics(call: Callable[..., Any], *args: Any) -> Any:
     """``call(*args)`` with Beam's metric updates going to sparkbeam's container."""
-    previous = statesampler.get_current_tracker()
-    statesampler.set_current_tracker(task_tracker())
+    tracker = _last_tracker
+    if tracker.container is not _CURRENT.container or tracker.step != _CURRENT.step:
+        tracker = task_tracker()
+    previous = _get_tracker()
+    _set_tracker(tracker)
     try:
         return call(*args)
     finally:
-        statesampler.set_current_tracker(previous)
+        _set_tracker(previous)
 
 
 def _beam_value(kind: str, value: Any) -> Any:

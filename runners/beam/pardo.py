@@ -22,9 +22,17 @@ import attrs
 from apache_beam.runners import common
 from apache_beam.runners.worker import statesampler
 from apache_beam.transforms.sideinputs import SideInputMap
+from apache_beam.utils import windowed_value as beam_wv
 
-from sparkbeam.runners.beam.elements import to_beam, to_engine
+from sparkbeam.runners.beam.elements import (
+    to_beam,
+    to_beam_pane,
+    to_beam_windows,
+    to_engine_pane,
+    to_engine_windows,
+)
 from sparkbeam.runners.beam.metrics import beam_metrics, task_tracker
+from sparkbeam.runners.beam.windowing import for_outputs
 from sparkbeam.runners.core.dofn_invoker import SideInputs
 from sparkbeam.runners.core.errors import UserCodeError
 from sparkbeam.runners.core.execution import pardo_joiner, register_kind
@@ -34,6 +42,9 @@ from sparkbeam.utils.windowed_value import WindowedValue
 __all__ = ["BeamDoFnRunner", "BeamParDoOp", "SideInputName", "SideView"]
 
 Emit = Callable[[WindowedValue], None]
+_create = beam_wv.create
+_get_tracker = statesampler.get_current_tracker
+_set_tracker = statesampler.set_current_tracker
 
 
 @attrs.frozen
@@ -69,10 +80,20 @@ class _EngineReceiver(common.Receiver):
 
     def __init__(self, emit: Emit) -> None:
         self.emit = emit
+        # The outputs of one input share its windows (a tuple): converted once, kept by identity.
+        self._beam_windows: Any = None
+        self._engine_windows: tuple = ()
 
     def receive(self, windowed_value: Any) -> None:
+        windows = windowed_value.windows
+        if windows is self._beam_windows:
+            engine_windows = self._engine_windows
+        else:
+            engine_windows = to_engine_windows(windows)
+            if type(windows) is tuple:  # a list may change in place: never kept
+                self._beam_windows, self._engine_windows = windows, engine_windows
         try:
-            self.emit(to_engine(windowed_value))
+            self.emit(WindowedValue(windowed_value.value, windowed_value.timestamp_micros, engine_windows, to_engine_pane(windowed_value.pane_info)))
         except UserCodeError as error:
             # A failure downstream, already named: Beam's DoFnRunner must pass it on as it is,
             # not rename it after this step.
@@ -124,7 +145,7 @@ class BeamDoFnRunner:
                 op.args,
                 op.kwargs,
                 _side_input_maps(op, side_inputs),
-                op.beam_windowing,
+                for_outputs(op.beam_windowing),
                 tagged_receivers=receivers,
                 step_name=op.label,
             )
@@ -134,20 +155,31 @@ class BeamDoFnRunner:
     def start(self) -> None:
         # Beam's metric updates of this bundle go to the task's container, under this step.
         self.tracker = task_tracker()
+        # Consecutive elements share their windows (a tuple): converted once, kept by identity.
+        self._engine_windows: tuple = ()
+        self._beam_windows: tuple = ()
         self._guard(self.runner.setup)
         self._guard(self.runner.start)
 
+    def to_beam(self, wv: WindowedValue) -> Any:
+        """Beam's WindowedValue for the engine's (same value object)."""
+        windows = wv.windows
+        if windows is not self._engine_windows:
+            self._beam_windows = to_beam_windows(windows)
+            self._engine_windows = windows
+        return _create(wv.value, wv.timestamp_micros, self._beam_windows, to_beam_pane(wv.pane_info))
+
     def process(self, wv: WindowedValue) -> None:
-        previous = statesampler.get_current_tracker()
-        statesampler.set_current_tracker(self.tracker)  # the DoFn's metrics go to the engine's
+        previous = _get_tracker()
+        _set_tracker(self.tracker)  # the DoFn's metrics go to the engine's
         try:
-            self.runner.process(to_beam(wv))
+            self.runner.process(self.to_beam(wv))
         except UserCodeError:
             raise  # from a DoFn downstream in the same stage, already named
         except Exception as error:
             raise UserCodeError(self.label, self.location, error, wv.value) from error
         finally:
-            statesampler.set_current_tracker(previous)
+            _set_tracker(previous)
 
     def finish(self) -> None:
         self._guard(self.runner.finish)

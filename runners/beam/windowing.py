@@ -20,6 +20,7 @@ combiners and allowed lateness map one to one onto ``sparkbeam.trigger`` and
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -51,6 +52,7 @@ __all__ = [
     "engine_trigger",
     "engine_windowfn",
     "engine_windowing",
+    "for_outputs",
     "to_beam_window",
     "to_engine_window",
 ]
@@ -189,6 +191,25 @@ class BeamWindowFn(WindowFn):
 
     def __repr__(self) -> str:
         return f"BeamWindowFn({self.beam!r})"
+
+
+class _AssignsTheGlobalWindow(beam_window.GlobalWindows):
+    """Beam's ``GlobalWindows`` for a DoFn's re-stamped outputs (``TimestampedValue``):
+    the same window, but Beam's one ``GlobalWindow`` object is assigned as it is, where
+    ``GlobalWindow()`` would read the end of the global window from Beam's protos again."""
+
+    def assign(self, assign_context: Any) -> list[Any]:
+        return [_BEAM_GLOBAL]  # a new list: Beam's output handler may extend it in place
+
+
+def for_outputs(windowing: Any) -> Any:
+    """The Beam windowing a DoFnRunner windows re-stamped outputs with: ``windowing``, but
+    for Beam's plain ``GlobalWindows``, which becomes ``_AssignsTheGlobalWindow``."""
+    if windowing is None or type(windowing.windowfn) is not beam_window.GlobalWindows:
+        return windowing
+    fast = copy.copy(windowing)
+    fast.windowfn = _AssignsTheGlobalWindow()
+    return fast
 
 
 def _micros(value: Any) -> int:

@@ -261,8 +261,9 @@ class Primitive(beam.PTransform):
 
 
 class Restricted(beam.DoFn, beam.transforms.core.RestrictionProvider):
-    """A splittable DoFn (its own restriction provider)."""
+    """An unbounded splittable DoFn (its own restriction provider)."""
 
+    @beam.DoFn.unbounded_per_element()
     def process(self, element, tracker=beam.DoFn.RestrictionParam()):  # noqa: B008 (Beam's way of asking for a tracker)
         yield element
 
@@ -280,11 +281,11 @@ class Restricted(beam.DoFn, beam.transforms.core.RestrictionProvider):
     ("build", "label", "what"),
     [
         (lambda p: p | beam.Create([("a", 1)]) | "Count" >> beam.ParDo(Stateful()), "Count", "stateful"),
-        (lambda p: p | beam.Create([1]) | "Split" >> beam.ParDo(Restricted()), "Split", "splittable"),
+        (lambda p: p | beam.Create([1]) | "Split" >> beam.ParDo(Restricted()), "Split", "unbounded splittable DoFn"),
         (lambda p: p | "Ticks" >> beam.io.Read(UnboundedCountingSource(10)), "Ticks", "unbounded source"),
         (lambda p: p | "Mine" >> Primitive(), "Mine", "Primitive has no translation"),
     ],
-    ids=["stateful-dofn", "splittable-dofn", "unbounded-read", "unknown-primitive"],
+    ids=["stateful-dofn", "unbounded-splittable-dofn", "unbounded-read", "unknown-primitive"],
 )
 def test_what_cannot_be_translated_is_refused_naming_the_transform_before_spark_starts(monkeypatch, build, label, what):
     from sparkbeam.runners.spark import session
