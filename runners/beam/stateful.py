@@ -101,6 +101,18 @@ def stateful_par_do(t: Any, node: Any, where: str) -> list[Op]:
         msg = f"{where}: timers in the {userstate.TimeDomain.DEPENDENT_REAL_TIME} domain are not supported by sparkbeam"
         raise UnsupportedError(msg)
     (main,) = [pc for pc in node.inputs if isinstance(pc, beam_pvalue.PCollection)]
+    if main.windowing.windowfn.is_merging():
+        msg = (
+            f"{where}: a stateful DoFn in merging windows ({type(main.windowing.windowfn).__name__}) is not "
+            "supported by sparkbeam: state and timers are per window, and merging them is not defined; "
+            "group first (GroupByKey), or window the input with a non-merging WindowFn"
+        )
+        raise UnsupportedError(msg)
+    state_specs, _ = userstate.get_dofn_specs(transform.fn)
+    for spec in state_specs:
+        if not any(isinstance(spec, spec_type) for spec_type, _ in _CELLS):
+            msg = f"{where}: the state spec {spec!r} ({type(spec).__name__}) is not supported by sparkbeam's Beam runner"
+            raise UnsupportedError(msg)
     base = t.base(node)
     (source_id,) = base["inputs"]
     info = t.infos[source_id]

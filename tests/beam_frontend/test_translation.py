@@ -255,6 +255,13 @@ class Stateful(beam.DoFn):
         yield element
 
 
+class Counting(beam.DoFn):
+    COUNT = userstate.ReadModifyWriteStateSpec("count", beam.coders.VarIntCoder())
+
+    def process(self, element, count=beam.DoFn.StateParam(COUNT)):
+        yield element
+
+
 class Primitive(beam.PTransform):
     """A primitive of a runner of the user's: a PCollection no translation knows how to make."""
 
@@ -286,11 +293,19 @@ class Restricted(beam.DoFn, beam.transforms.core.RestrictionProvider):
             "Count",
             "a stateful DoFn with side inputs",
         ),
+        (
+            lambda p: p
+            | beam.Create([("a", 1)])
+            | beam.WindowInto(beam_window.Sessions(10))
+            | "Sessions" >> beam.ParDo(Counting()),
+            "Sessions",
+            "a stateful DoFn in merging windows",
+        ),
         (lambda p: p | beam.Create([1]) | "Split" >> beam.ParDo(Restricted()), "Split", "splittable"),
         (lambda p: p | "Ticks" >> beam.io.Read(UnboundedCountingSource(10)), "Ticks", "unbounded source"),
         (lambda p: p | "Mine" >> Primitive(), "Mine", "Primitive has no translation"),
     ],
-    ids=["stateful-dofn-with-side-inputs", "splittable-dofn", "unbounded-read", "unknown-primitive"],
+    ids=["stateful-dofn-with-side-inputs", "stateful-dofn-in-sessions", "splittable-dofn", "unbounded-read", "unknown-primitive"],
 )
 def test_what_cannot_be_translated_is_refused_naming_the_transform_before_spark_starts(monkeypatch, build, label, what):
     from sparkbeam.runners.spark import session
