@@ -14,8 +14,6 @@ import pytest
 
 from tests.beam_frontend.pairs import assert_runners_agree, run_on_sparkbeam
 
-pytestmark = pytest.mark.spark
-
 
 def _joining_fn(ns):
     """Bag, read-modify-write and combining state, an event-time timer per key."""
@@ -68,6 +66,7 @@ def _joining_fn(ns):
     return Join()
 
 
+@pytest.mark.spark
 def test_bag_value_and_combining_state_with_an_event_time_timer_in_batch(spark):
     def build(ns, p):
         tv = ns.TimestampedValue
@@ -82,6 +81,7 @@ def test_bag_value_and_combining_state_with_an_event_time_timer_in_batch(spark):
     assert_runners_agree(build)
 
 
+@pytest.mark.spark
 def test_timers_fire_as_a_test_stream_moves_the_watermark_and_outputs_carry_their_time(spark):
     def build(ns, p):
         tv = ns.TimestampedValue
@@ -100,6 +100,7 @@ def test_timers_fire_as_a_test_stream_moves_the_watermark_and_outputs_carry_thei
     assert result.watermarks().for_stage("ParDo(Join)")
 
 
+@pytest.mark.spark
 def test_a_processing_time_timer_fires_from_the_test_streams_clock(spark):
     def build(ns, p):
         from apache_beam.coders import VarIntCoder
@@ -131,6 +132,7 @@ def test_a_processing_time_timer_fires_from_the_test_streams_clock(spark):
     assert_runners_agree(build, streaming=True)
 
 
+@pytest.mark.spark
 def test_a_pending_timer_holds_the_stages_output_watermark(spark):
     def build(ns, p):
         from apache_beam.transforms.userstate import TimeDomain, TimerSpec, on_timer
@@ -167,6 +169,7 @@ def test_a_pending_timer_holds_the_stages_output_watermark(spark):
     assert records[-1].earliest_hold is None
 
 
+@pytest.mark.spark
 def test_nexmark_query3s_join_fn_on_a_cogroup_by_key(spark):
     def build(ns, p):
         from apache_beam.testing.benchmarks.nexmark import nexmark_util
@@ -190,3 +193,98 @@ def test_nexmark_query3s_join_fn_on_a_cogroup_by_key(spark):
         return joined | beam.Map(lambda pair: (pair[0].id, pair[1].name))
 
     assert_runners_agree(build)
+
+
+# -- on the engine alone (no Spark): what the oracle pairs above do not reach -------------
+
+
+def _in_engine(build):
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    import sparkbeam
+    from tests.beam_frontend.engine import emitted_values, run_in_engine
+
+    p = beam.Pipeline(runner=sparkbeam.SparkRunner(), options=PipelineOptions([]))
+    out = build(p)
+    sparkbeam.capture(out)
+    plan, loop = run_in_engine(p)
+    return emitted_values(plan, loop, out)
+
+
+def test_ordered_list_and_set_state_read_back_decoded_in_order():
+    from apache_beam.coders import VarIntCoder
+    from apache_beam.transforms.userstate import (
+        OrderedListStateSpec,
+        SetStateSpec,
+        TimeDomain,
+        TimerSpec,
+        on_timer,
+    )
+    from apache_beam.utils.timestamp import Timestamp
+
+    class Ordered(beam.DoFn):
+        ORDER = OrderedListStateSpec("order", VarIntCoder())
+        DISTINCT = SetStateSpec("distinct", VarIntCoder())
+        END = TimerSpec("end", TimeDomain.WATERMARK)
+
+        def process(self, element, order=beam.DoFn.StateParam(ORDER), distinct=beam.DoFn.StateParam(DISTINCT), end=beam.DoFn.TimerParam(END)):
+            order.add((Timestamp.of(element[1]), element[1]))
+            distinct.add(element[1])
+            end.set(100)
+
+        @on_timer(END)
+        def ended(self, order=beam.DoFn.StateParam(ORDER), distinct=beam.DoFn.StateParam(DISTINCT)):
+            middle = [value for _, value in order.read_range(2, 4)]
+            order.clear_range(0, 3)
+            yield ([value for _, value in order.read()], middle, sorted(distinct.read()))
+
+    values = _in_engine(lambda p: p | beam.Create([("k", 3), ("k", 1), ("k", 5), ("k", 3), ("k", 2)]) | beam.ParDo(Ordered()))
+    assert values == [([3, 3, 5], [2, 3, 3], [1, 2, 3, 5])]
+
+
+def test_dynamic_timers_fire_per_tag_and_a_cleared_one_never():
+    from apache_beam.transforms.userstate import TimeDomain, TimerSpec, on_timer
+
+    class Tagged(beam.DoFn):
+        ALARM = TimerSpec("alarm", TimeDomain.WATERMARK)
+
+        def process(self, element, alarm=beam.DoFn.TimerParam(ALARM)):
+            _, (tag, at) = element
+            alarm.set(at, dynamic_timer_tag=tag)
+            if tag == "early":
+                alarm.set(at + 5, dynamic_timer_tag=tag)  # replaces the setting of this tag only
+            if tag == "dropped":
+                alarm.clear(dynamic_timer_tag=tag)
+
+        @on_timer(ALARM)
+        def rang(self, tag=beam.DoFn.DynamicTimerTagParam, timestamp=beam.DoFn.TimestampParam, key=beam.DoFn.KeyParam):
+            yield (key, tag, int(timestamp))
+
+    values = _in_engine(
+        lambda p: p
+        | beam.Create([("k", ("late", 30)), ("k", ("early", 10)), ("k", ("dropped", 20))])
+        | beam.ParDo(Tagged())
+    )
+    assert sorted(values) == [("k", "early", 15), ("k", "late", 30)]
+
+
+def test_state_holds_the_coders_copy_not_the_object_added():
+    from apache_beam.coders import PickleCoder
+    from apache_beam.transforms.userstate import BagStateSpec, TimeDomain, TimerSpec, on_timer
+
+    class Mutating(beam.DoFn):
+        BAG = BagStateSpec("bag", PickleCoder())
+        END = TimerSpec("end", TimeDomain.WATERMARK)
+
+        def process(self, element, bag=beam.DoFn.StateParam(BAG), end=beam.DoFn.TimerParam(END)):
+            added = [element[1]]
+            bag.add(added)
+            added.append("changed after add")  # not what the bag holds
+            end.set(10)
+
+        @on_timer(END)
+        def ended(self, bag=beam.DoFn.StateParam(BAG)):
+            yield sorted(map(tuple, bag.read()))
+
+    values = _in_engine(lambda p: p | beam.Create([("k", 1), ("k", 2)]) | beam.ParDo(Mutating()))
+    assert values == [[(1,), (2,)]]
