@@ -14,12 +14,12 @@ translated whole:
 
 Every other composite is walked into, and each primitive is translated by the function
 registered for its type: ``Impulse``, ``ParDo`` (a Beam DoFn run by Beam's DoFnRunner,
-``pardo.py``; a splittable one is split, its parts spread and processed, ``splittable.py``),
-``WindowInto`` (Beam's WindowFn as the engine's, ``windowing.py``), ``GroupByKey`` (keys
-encoded with Beam's coders, ``grouping.py``), ``Flatten`` and ``TestStream``. A primitive
-without a translation, or a feature the engine cannot honour yet (state and timers,
-unbounded splittable DoFns, unbounded sources), raises ``NotImplementedError``
-naming the transform, before Spark starts.
+``pardo.py``; a splittable one is split, its parts spread and processed, ``splittable.py``;
+a stateful or timely one heads a keyed stage of its own, ``stateful.py``), ``WindowInto``
+(Beam's WindowFn as the engine's, ``windowing.py``), ``GroupByKey`` (keys encoded with
+Beam's coders, ``grouping.py``), ``Flatten`` and ``TestStream``. A primitive without a
+translation, or a feature the engine cannot honour yet (unbounded splittable DoFns,
+unbounded sources), raises ``NotImplementedError`` naming the transform, before Spark starts.
 
 Each PCollection's windowing comes from Beam (``pcoll.windowing``, which Beam's own
 composites, Reshuffle among them, may set without a WindowInto), translated once.
@@ -46,6 +46,7 @@ from sparkbeam.runners.beam.grouping import BeamCombineFn, KeyCodec, KeyCodingOp
 from sparkbeam.runners.beam.pardo import BeamParDoOp, SideInputName, SideView
 from sparkbeam.runners.beam.reads import ReadBundle, split_source
 from sparkbeam.runners.beam.splittable import splittable_ops
+from sparkbeam.runners.beam.stateful import stateful_par_do
 from sparkbeam.runners.beam.windowing import engine_windowfn, engine_windowing
 from sparkbeam.runners.core.errors import UnsupportedError
 from sparkbeam.runners.core.ops import (
@@ -244,8 +245,7 @@ def _par_do(t: _Translation, node: Any) -> list[Op]:
     signature = DoFnSignature(fn)
     where = f"'{node.full_label}' (applied at {t.location(node)})"
     if signature.is_stateful_dofn():
-        msg = f"{where}: stateful and timely DoFns (DoFn.StateParam, DoFn.TimerParam) are not supported by sparkbeam's Beam runner yet"
-        raise UnsupportedError(msg)
+        return stateful_par_do(t, node, where)  # a keyed stage of its own (stateful.py)
     splittable = signature.is_splittable_dofn()
     if splittable and signature.is_unbounded_per_element() and not _ends_before_the_run(t, fn):
         msg = (

@@ -39,6 +39,7 @@ from sparkbeam.runners.core.records import KeyedState, Summary
 from sparkbeam.runners.core.steps import StageSummary, StepParams
 from sparkbeam.runners.core.user_state import (
     KeyStore,
+    PendingTimer,
     RuntimeTimer,
     WindowCells,
     is_event_time,
@@ -48,7 +49,15 @@ from sparkbeam.userstate import TimerSpec, get_dofn_specs, timer_callback
 from sparkbeam.utils.timestamp import Timestamp
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
 
-__all__ = ["StatefulDoFnRunner", "key_for_state", "stateful_partition"]
+__all__ = [
+    "StatefulDoFnRunner",
+    "checked_timer_hold",
+    "expire_windows",
+    "key_for_state",
+    "register_stateful_runner",
+    "stateful_partition",
+    "take_due_timer",
+]
 
 
 def key_for_state(op: StatefulParDoOp, wv: WindowedValue) -> tuple[Any, WindowedValue]:
@@ -139,21 +148,7 @@ class StatefulDoFnRunner(DoFnRunner):
         self._key, self._window, self._cells, self._setter_micros = key, window, cells, setter_micros
 
     def _hold_for(self, domain: str, fire_micros: int) -> int:
-        event_time = is_event_time(domain)
-        if event_time:
-            gc_time = self.holds.gc_time(self._window)
-            # The window's state goes once the watermark passes its GC time, i.e. reaches
-            # gc_time + 1, which is also when a timer there fires (timers fire first): so a
-            # timer up to that instant (``window.end`` with no lateness) fires, a later one
-            # could never.
-            if fire_micros > gc_time + 1:
-                msg = (
-                    f"an event-time timer set for {Timestamp.from_micros(fire_micros)!r} in window "
-                    f"{self._window!r} would fire after the window expires at {Timestamp.from_micros(gc_time)!r} "
-                    "(its last instant plus the allowed lateness), when its state is gone"
-                )
-                raise ValueError(msg)
-        return timer_hold(event_time, fire_micros, self._setter_micros)
+        return checked_timer_hold(self.holds, self._window, domain, fire_micros, self._setter_micros)
 
     def _stateful_values(self, params: list[tuple[str, int, Any]], kwargs: dict[str, Any], tag: str = "") -> None:
         for name, kind, spec in params:
@@ -192,22 +187,11 @@ class StatefulDoFnRunner(DoFnRunner):
         """Fire the key's due timers one by one, earliest first (event time before processing
         time at equal times), including those the callbacks set; how many fired."""
         fired = 0
-        while True:
-            due = None
-            for window, name, timer in store.pending_timers():
-                reached = input_watermark if is_event_time(timer.domain) else now
-                if timer.fire_micros > reached:
-                    continue
-                order = (timer.fire_micros, not is_event_time(timer.domain))
-                if due is None or order < due[0]:
-                    due = (order, window, name, timer)
-            if due is None:
-                return fired
-            _, window, (timer_name, tag), timer = due
-            cells = store.windows[window]
-            del cells.timers[(timer_name, tag)]
-            self._fire(key, window, cells, timer_name, tag, timer.fire_micros)
+        while (due := take_due_timer(store, input_watermark, now)) is not None:
+            window, (timer_name, tag), timer = due
+            self._fire(key, window, store.windows[window], timer_name, tag, timer.fire_micros)
             fired += 1
+        return fired
 
     def _fire(self, key: Any, window: Any, cells: WindowCells, timer_name: str, tag: str, fire_micros: int) -> None:
         spec, method, params = self.callbacks[timer_name]
@@ -236,10 +220,66 @@ class StatefulDoFnRunner(DoFnRunner):
 
     def collect_garbage(self, store: KeyStore, input_watermark: int) -> None:
         """Delete the state and timers of windows the watermark has expired, and empty windows."""
-        gc_time = self.holds.gc_time
-        for window in [w for w in store.windows if gc_time(w) < input_watermark]:
-            del store.windows[window]
-        store.forget_empty()
+        expire_windows(store, self.holds, input_watermark)
+
+
+def checked_timer_hold(holds: HoldPolicy, window: Any, domain: str, fire_micros: int, setter_micros: int) -> int:
+    """The hold of a timer set in ``window`` (``holds.timer_hold``), or a ValueError for an
+    event-time timer that would fire after the window's state is gone."""
+    event_time = is_event_time(domain)
+    if event_time:
+        gc_time = holds.gc_time(window)
+        # The window's state goes once the watermark passes its GC time, i.e. reaches
+        # gc_time + 1, which is also when a timer there fires (timers fire first): so a
+        # timer up to that instant (``window.end`` with no lateness) fires, a later one
+        # could never.
+        if fire_micros > gc_time + 1:
+            msg = (
+                f"an event-time timer set for {Timestamp.from_micros(fire_micros)!r} in window "
+                f"{window!r} would fire after the window expires at {Timestamp.from_micros(gc_time)!r} "
+                "(its last instant plus the allowed lateness), when its state is gone"
+            )
+            raise ValueError(msg)
+    return timer_hold(event_time, fire_micros, setter_micros)
+
+
+def take_due_timer(store: KeyStore, input_watermark: int, now: int) -> tuple[Any, tuple[str, str], PendingTimer] | None:
+    """The key's earliest due timer (event time before processing time at equal times),
+    removed from the store, or None: an event-time timer is due once the input watermark
+    reaches it, a processing-time timer once the step's clock does."""
+    due = None
+    for window, name, timer in store.pending_timers():
+        reached = input_watermark if is_event_time(timer.domain) else now
+        if timer.fire_micros > reached:
+            continue
+        order = (timer.fire_micros, not is_event_time(timer.domain))
+        if due is None or order < due[0]:
+            due = (order, window, name, timer)
+    if due is None:
+        return None
+    _, window, name, timer = due
+    del store.windows[window].timers[name]
+    return window, name, timer
+
+
+def expire_windows(store: KeyStore, holds: HoldPolicy, input_watermark: int) -> None:
+    """Delete the state and timers of the windows whose GC time the watermark has passed,
+    and the windows left empty."""
+    gc_time = holds.gc_time
+    for window in [w for w in store.windows if gc_time(w) < input_watermark]:
+        del store.windows[window]
+    store.forget_empty()
+
+
+#: A front end's stateful ParDo op type -> what runs its DoFn (a Beam DoFn runs on Beam's
+#: machinery); other stateful ParDos run on ``StatefulDoFnRunner``.
+_RUNNERS: dict[type, Callable[..., Any]] = {}
+
+
+def register_stateful_runner(op_type: type, runner: Callable[..., Any]) -> None:
+    """Run the DoFns of ``op_type`` (a ``StatefulParDoOp`` subclass) with ``runner(op, emitters)``,
+    an object with ``StatefulDoFnRunner``'s bundle methods."""
+    _RUNNERS[op_type] = runner
 
 
 def stateful_partition(
@@ -255,7 +295,7 @@ def stateful_partition(
             new.setdefault(key, []).append(record)
     outputs: list[tuple[int, WindowedValue]] = []
     emitters = {tag: _collector(outputs, pcoll) for tag, pcoll in zip(op.output_tags, op.outputs)}
-    runner = StatefulDoFnRunner(op, emitters)
+    runner = _RUNNERS.get(type(op), StatefulDoFnRunner)(op, emitters)
     stats = GroupingStats()
     summary = StageSummary()
     kept: list[tuple[Any, KeyedState]] = []

@@ -9,6 +9,8 @@ plugin registers it, so that::
         --test-pipeline-options="--runner=sparkbeam.SparkRunner"
 
 runs Beam's tests with every ``TestPipeline()`` on sparkbeam (the README's conformance table).
+For ``transforms/userstate_test.py`` add ``-p tests.beam_frontend.beam_records``, which has
+its tests record their pipelines' outputs through a file (``beam_records.py`` says why).
 Beam's test modules import packages of Beam's own test extra:
 ``pip install mock parameterized pyhamcrest``, in a virtualenv of its own: with them Beam's
 modules export more names, and ``tests/sdk/test_beam_surface.py``'s record of Beam's names

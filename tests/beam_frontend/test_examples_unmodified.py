@@ -44,11 +44,6 @@ GAPS: dict[str, Gap] = {
         r"'BatchElements\(words\)' .* a DoFn with process_batch and no process is not supported",
         "the DataFrame API expands to batched DoFns (process_batch only), which the runner does not translate yet",
     ),
-    "cookbook/ordered_window_elements_batch": Gap(
-        UnsupportedError,
-        r"'default/GenerateContextDoFn' .* stateful and timely DoFns .* are not supported",
-        "stateful and timely DoFns written with apache_beam are not translated yet",
-    ),
 }
 
 BY_ID = {example.id: example for example in ALL}

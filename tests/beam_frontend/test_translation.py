@@ -247,9 +247,18 @@ def test_stages_are_named_by_beams_labels():
 
 
 class Stateful(beam.DoFn):
+    """A stateful DoFn that reads a side input: what the stateful stage cannot give yet."""
+
     COUNT = userstate.ReadModifyWriteStateSpec("count", beam.coders.VarIntCoder())
 
-    def process(self, element, count=beam.DoFn.StateParam(COUNT)):  # noqa: B008 (Beam's way of asking for state)
+    def process(self, element, side, count=beam.DoFn.StateParam(COUNT)):
+        yield element
+
+
+class Counting(beam.DoFn):
+    COUNT = userstate.ReadModifyWriteStateSpec("count", beam.coders.VarIntCoder())
+
+    def process(self, element, count=beam.DoFn.StateParam(COUNT)):
         yield element
 
 
@@ -280,12 +289,24 @@ class Restricted(beam.DoFn, beam.transforms.core.RestrictionProvider):
 @pytest.mark.parametrize(
     ("build", "label", "what"),
     [
-        (lambda p: p | beam.Create([("a", 1)]) | "Count" >> beam.ParDo(Stateful()), "Count", "stateful"),
+        (
+            lambda p: p | beam.Create([("a", 1)]) | "Count" >> beam.ParDo(Stateful(), beam.pvalue.AsList(p | "Side" >> beam.Create([1]))),
+            "Count",
+            "a stateful DoFn with side inputs",
+        ),
+        (
+            lambda p: p
+            | beam.Create([("a", 1)])
+            | beam.WindowInto(beam_window.Sessions(10))
+            | "Sessions" >> beam.ParDo(Counting()),
+            "Sessions",
+            "a stateful DoFn in merging windows",
+        ),
         (lambda p: p | beam.Create([1]) | "Split" >> beam.ParDo(Restricted()), "Split", "unbounded splittable DoFn"),
         (lambda p: p | "Ticks" >> beam.io.Read(UnboundedCountingSource(10)), "Ticks", "unbounded source"),
         (lambda p: p | "Mine" >> Primitive(), "Mine", "Primitive has no translation"),
     ],
-    ids=["stateful-dofn", "unbounded-splittable-dofn", "unbounded-read", "unknown-primitive"],
+    ids=["stateful-dofn-with-side-inputs", "stateful-dofn-in-sessions", "unbounded-splittable-dofn", "unbounded-read", "unknown-primitive"],
 )
 def test_what_cannot_be_translated_is_refused_naming_the_transform_before_spark_starts(monkeypatch, build, label, what):
     from sparkbeam.runners.spark import session
