@@ -67,16 +67,17 @@ def test_the_in_memory_backend_refuses_a_file_write_naming_it(tmp_path):
 
 
 def test_what_each_backend_runs_is_read_off_the_registry():
-    import sparkbeam.runners.beam.pardo  # (the Beam front end's ParDo registers its kind)
+    import sparkbeam.runners.beam.translate  # (the Beam front end's op kinds register themselves)
     import sparkbeam.runners.spark.backend  # noqa: F401  (registers Spark's implementations)
 
-    # Whatever other tests imported before, the front end's kind is registered by now.
-    assert supported_ops("in-memory") == [
-        "BeamParDoOp", "BoundedSourceReadOp", "CreateOp", "FlattenOp", "GroupOp", "ImpulseOp", "ParDoOp", "StatefulParDoOp", "TestStreamOp",
-        "WindowIntoOp",
-    ]
+    # Whatever other tests imported before, the front end's kinds are registered by now.
+    beam_front_end = ["BeamParDoOp", "BeamSplittableParDoOp", "BeamStatefulParDoOp", "KeyCodingOp"]
+    assert supported_ops("in-memory") == sorted([
+        *beam_front_end, "BoundedSourceReadOp", "CreateOp", "FlattenOp", "GroupOp", "ImpulseOp", "ParDoOp", "StatefulParDoOp",
+        "TestStreamOp", "WindowIntoOp",
+    ])
     # SchemaAggregateOp: what the Spark runner's SQL-plan rewrite lowers a schema'd segment to
-    assert supported_ops("Spark") == sorted(["BeamParDoOp", "SchemaAggregateOp", *(cls.__name__ for cls in LOWERED_OPS)])
+    assert supported_ops("Spark") == sorted([*beam_front_end, "SchemaAggregateOp", *(cls.__name__ for cls in LOWERED_OPS)])
 
 
 def test_plan_roles_come_from_the_kinds():
