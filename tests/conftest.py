@@ -33,10 +33,9 @@ _LONG_FILE_MARKERS = ("cluster", "notebook", "own_spark")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Long files first: pytest-xdist hands whole files to its workers in collection order
-    (``--no-loadscope-reorder``; by default it would put files with many tests first), so
-    these run beside the many short ones instead of after them, on one worker alone. A
-    file's tests keep their order."""
+    """Long files first: pytest-xdist hands whole files to its workers in collection order,
+    so these run beside the many short ones instead of after them, on one worker alone.
+    A file's tests keep their order."""
     long_files = {
         item.path for item in items if any(item.get_closest_marker(name) for name in _LONG_FILE_MARKERS)
     }
