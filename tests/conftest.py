@@ -28,20 +28,6 @@ def pytest_configure(config):
         raise pytest.UsageError(problem)
 
 
-# Files whose tests start Spark in processes of their own take a minute or more each.
-_LONG_FILE_MARKERS = ("cluster", "notebook", "own_spark")
-
-
-def pytest_collection_modifyitems(config, items):
-    """Long files first: pytest-xdist hands whole files to its workers in collection order,
-    so these run beside the many short ones instead of after them, on one worker alone.
-    A file's tests keep their order."""
-    long_files = {
-        item.path for item in items if any(item.get_closest_marker(name) for name in _LONG_FILE_MARKERS)
-    }
-    items.sort(key=lambda item: item.path not in long_files)
-
-
 @pytest.fixture(scope="session")
 def spark():
     from pyspark.sql import SparkSession

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-pytestmark = [pytest.mark.spark, pytest.mark.own_spark, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
 JOB = os.path.join(os.path.dirname(__file__), "failing_job.py")
 MAX_LINES = 30

@@ -32,7 +32,7 @@ import pytest
 
 from sparkbeam.runners.spark.checkpoints import CheckpointStore
 
-pytestmark = [pytest.mark.spark, pytest.mark.own_spark, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
 JOB = os.path.join(os.path.dirname(__file__), "stream_job.py")
 FILES = 6
