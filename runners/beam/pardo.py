@@ -114,6 +114,17 @@ class _Receivers(dict):
         return receiver
 
 
+def engine_receivers(emitters: dict[str | None, Emit]) -> _Receivers:
+    """Beam's output receivers for a DoFnRunner: each tag's outputs to its emitter as the
+    engine's elements; the main output dropped when nothing reads it."""
+    receivers = _Receivers()
+    for tag, emit in emitters.items():
+        receivers[tag] = _EngineReceiver(emit)
+    if None not in receivers:
+        receivers[None] = _Dropping()
+    return receivers
+
+
 def _side_input_maps(op: BeamParDoOp, side_inputs: SideInputs | None) -> list[SideInputMap]:
     maps = []
     for slot, view in zip(op.side_inputs, op.side_views):
@@ -132,11 +143,7 @@ class BeamDoFnRunner:
     def __init__(self, op: BeamParDoOp, emitters: dict[str | None, Emit], side_inputs: SideInputs | None) -> None:
         self.label = op.label
         self.location = op.location
-        receivers = _Receivers()
-        for tag, emit in emitters.items():
-            receivers[tag] = _EngineReceiver(emit)
-        if None not in receivers:
-            receivers[None] = _Dropping()
+        receivers = engine_receivers(emitters)
         try:
             # With the step name, Beam adds "[while running 'label']" to a DoFn's exception,
             # as Beam's runners do (tests match on it); our note then says where it was applied.

@@ -45,9 +45,10 @@ from apache_beam.utils import windowed_value as beam_wv
 from apache_beam.utils.timestamp import Timestamp as BeamTimestamp
 
 from sparkbeam.core import _CallableDoFn
-from sparkbeam.runners.beam.elements import to_beam_pane, to_engine
+from sparkbeam.runners.beam.elements import to_beam_pane
 from sparkbeam.runners.beam.grouping import KeyCodec, grouping_coders
 from sparkbeam.runners.beam.metrics import beam_metrics, task_tracker
+from sparkbeam.runners.beam.pardo import engine_receivers
 from sparkbeam.runners.beam.windowing import to_beam_window
 from sparkbeam.runners.core import execution
 from sparkbeam.runners.core.drops import DropReason, GroupingStats
@@ -318,31 +319,6 @@ class _StateContext(userstate.UserStateContext):
 # -------------------------------------------------------------------------------- the runner
 
 
-class _EngineReceiver(common.Receiver):
-    def __init__(self, emit: Emit) -> None:
-        self.emit = emit
-
-    def receive(self, windowed_value: Any) -> None:
-        try:
-            self.emit(to_engine(windowed_value))
-        except UserCodeError as error:
-            error._tagged_with_step = True  # named downstream: Beam must not rename it
-            raise
-
-
-class _Dropping(common.Receiver):
-    def receive(self, windowed_value: Any) -> None:
-        return None
-
-
-class _Receivers(dict):
-    """Tag -> receiver; an undeclared tag's outputs are dropped, as in Beam's runners."""
-
-    def __missing__(self, tag: Any) -> common.Receiver:
-        receiver = self[tag] = _Dropping()
-        return receiver
-
-
 _UNKNOWN_PANE = beam_wv.PANE_INFO_UNKNOWN
 
 
@@ -364,11 +340,7 @@ class BeamStatefulDoFnRunner:
         self.window: Any = None
         self.cells = WindowCells()
         self.setter_micros = 0
-        receivers = _Receivers()
-        for tag, emit in emitters.items():
-            receivers[tag] = _EngineReceiver(emit)
-        if None not in receivers:
-            receivers[None] = _Dropping()
+        receivers = engine_receivers(emitters)
         try:
             self.runner = common.DoFnRunner(
                 op.dofn,

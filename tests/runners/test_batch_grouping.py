@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import pytest
 
-from sparkbeam.combine import CombineFn
 from sparkbeam.metrics.execution import _CURRENT
 from sparkbeam.runners.core.errors import UserCodeError
 from sparkbeam.runners.core.holds import HoldPolicy
@@ -20,22 +19,9 @@ from sparkbeam.runners.spark import batch_grouping
 from sparkbeam.utils.windowed_value import WindowedValue
 from sparkbeam.window import FixedWindows, GlobalWindow, IntervalWindow, TimestampCombiner
 from sparkbeam.windowing import Windowing
+from tests.core.test_grouping import SumFn
 
 S = 1_000_000
-
-
-class _Sum(CombineFn):
-    def create_accumulator(self):
-        return 0
-
-    def add_input(self, accumulator, element):
-        return accumulator + element
-
-    def merge_accumulators(self, accumulators):
-        return sum(accumulators)
-
-    def extract_output(self, accumulator):
-        return accumulator
 
 
 class _Counter:
@@ -81,7 +67,7 @@ def _precombined(op, elements, combiner=TimestampCombiner.OUTPUT_AT_EOW):
 
 def test_the_map_side_yields_one_partial_per_key_and_window_under_compact_keys():
     elements = _elements()
-    partials, counter, _, _ = _precombined(_op(_Sum()), elements)
+    partials, counter, _, _ = _precombined(_op(SumFn()), elements)
     # END_OF_WINDOW holds need no timestamps: the pane takes the window's end (below).
     assert sorted(partials) == [
         (("a", (0, 10 * S)), [4, None]),
@@ -97,16 +83,16 @@ def test_the_map_side_yields_one_partial_per_key_and_window_under_compact_keys()
 
 
 def test_holds_follow_the_timestamp_combiner_per_element():
-    partials, _, _, _ = _precombined(_op(_Sum(), TimestampCombiner.OUTPUT_AT_EARLIEST), _elements())
+    partials, _, _, _ = _precombined(_op(SumFn(), TimestampCombiner.OUTPUT_AT_EARLIEST), _elements())
     assert dict(partials)[("a", (0, 10 * S))] == [4, 1 * S]
-    partials, _, _, _ = _precombined(_op(_Sum(), TimestampCombiner.OUTPUT_AT_LATEST), _elements())
+    partials, _, _, _ = _precombined(_op(SumFn(), TimestampCombiner.OUTPUT_AT_LATEST), _elements())
     assert dict(partials)[("a", (10 * S, 20 * S))] == [9, 15 * S]
 
 
 def test_a_window_that_is_not_a_plain_interval_window_stays_an_object_in_the_key():
     window = _CountingWindow(0, 10)
     elements = [WindowedValue(("a", n), n * S, (window,)) for n in range(4)]
-    partials, _, _, _ = _precombined(_op(_Sum()), elements)
+    partials, _, _, _ = _precombined(_op(SumFn()), elements)
     assert partials == [(("a", window), [6, None])]
     assert group_key("a", GlobalWindow()) == ("a", GlobalWindow())
     assert window_of_group_key(("a", window), {}) is window
@@ -122,7 +108,7 @@ def test_compact_keys_give_back_each_window_once_per_partition():
 
 def test_a_full_table_flushes_early_and_the_merge_absorbs_it(monkeypatch):
     monkeypatch.setattr(batch_grouping, "MAX_TABLE_ENTRIES", 2)
-    op = _op(_Sum())
+    op = _op(SumFn())
     partials, _, holder, holds = _precombined(op, _elements())
     # Three (key, window) groups through a table flushed at two: ("a", [0, 10)) and
     # ("a", [10, 20)) each cross the shuffle twice.
@@ -147,7 +133,7 @@ def test_a_group_by_key_table_counts_its_buffered_values(monkeypatch):
 def test_the_precombine_step_is_set_once_and_restored():
     seen = []
 
-    class _Recording(_Sum):
+    class _Recording(SumFn):
         def add_input(self, accumulator, element):
             seen.append(_CURRENT.step)
             return accumulator + element
@@ -160,11 +146,11 @@ def test_the_precombine_step_is_set_once_and_restored():
 
 def test_an_element_that_is_not_a_pair_is_refused_naming_the_transform():
     with pytest.raises(UserCodeError, match=r"'Sum'.*groups \(key, value\) pairs"):
-        _precombined(_op(_Sum()), [WindowedValue("oops", 0, (IntervalWindow(0, 10),))])
+        _precombined(_op(SumFn()), [WindowedValue("oops", 0, (IntervalWindow(0, 10),))])
 
 
 def test_add_input_returning_none_is_refused_naming_the_transform():
-    class _Forgetful(_Sum):
+    class _Forgetful(SumFn):
         def add_input(self, accumulator, element):
             return None
 
@@ -189,7 +175,7 @@ def _count_copies(monkeypatch) -> list:
 
 def test_the_map_side_never_copies_an_element(monkeypatch):
     made = _count_copies(monkeypatch)
-    _precombined(_op(_Sum()), _elements())
+    _precombined(_op(SumFn()), _elements())
     assert made == []
 
 
@@ -198,7 +184,7 @@ def test_the_copy_counter_sees_a_copy(monkeypatch):
     from sparkbeam.runners.core.grouping_step import key_element
 
     made = _count_copies(monkeypatch)
-    key_element(_op(_Sum()), _elements()[0])
+    key_element(_op(SumFn()), _elements()[0])
     assert len(made) == 1
 
 
