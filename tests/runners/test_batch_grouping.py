@@ -19,7 +19,7 @@ from sparkbeam.runners.spark import batch_grouping
 from sparkbeam.utils.windowed_value import WindowedValue
 from sparkbeam.window import FixedWindows, GlobalWindow, IntervalWindow, TimestampCombiner
 from sparkbeam.windowing import Windowing
-from tests.core.test_grouping import SumFn
+from tests.core.grouping_harness import SumFn
 
 S = 1_000_000
 
