@@ -150,6 +150,34 @@ def _memory_kb(pid: int) -> int:
         return 0
 
 
+class TreeCpu:
+    """CPU seconds of a process and its descendants from now on, from /proc: each process's
+    user + system time as last sampled, so that a process tree killed between samples still
+    counts what it used up to the last sample (one alive for less than a sample is missed)."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.baseline = self._ticks()
+        self.last: dict[int, int] = {}
+
+    def _ticks(self) -> dict[int, int]:
+        ticks = {}
+        for pid in _descendants(self.root):
+            try:
+                fields = _stat_fields(pid)
+                ticks[pid] = int(fields[11]) + int(fields[12])
+            except (OSError, IndexError, ValueError):
+                continue
+        return ticks
+
+    def sample(self) -> None:
+        self.last.update(self._ticks())
+
+    @property
+    def seconds(self) -> float:
+        return sum(ticks - self.baseline.get(pid, 0) for pid, ticks in self.last.items()) / os.sysconf("SC_CLK_TCK")
+
+
 def process_tree(root: int) -> list[int]:
     """``root`` and every process descended from it (from /proc)."""
     return _descendants(root)

@@ -50,7 +50,7 @@ timeline record for every step, and every Sum pane in the capture's log.
     python benchmarks/stream_soak.py memory --memory-minutes 3 --sample-seconds 20 --retention-steps 30
 
 Exit status 0 when every check held, 1 otherwise. Each run is a subprocess of this file
-(``stream_soak.py job ...``, ``stream_soak.py rate-job ...``, ``stream_soak.py memory-job ...``).
+(``stream_soak_jobs.py kill|rate|memory ...``).
 """
 
 from __future__ import annotations
@@ -70,167 +70,13 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from typing import Any
 
-SCHEMA = "user STRING, team STRING, score INT, ts DOUBLE"
-TEAMS = [f"team{i}" for i in range(5)]
+import measuring
+from stream_soak_jobs import TEAMS
+
 EVENT_START = 1_767_225_600  # 2026-01-01T00:00Z, in seconds
-JOB_CONF = ["spark.ui.enabled=false", "spark.sql.shuffle.partitions=2", "spark.ui.showConsoleProgress=false"]
-
-
-# -- the jobs, run as subprocesses of this file -------------------------------------------
-
-
-def format_total(team_total: Any, window: Any = None) -> str:
-    team, total = team_total
-    return f"{team},{int(window.start)},{total}"
-
-
-def kill_job(input_dir: str, output_dir: str, checkpoint_dir: str, timeline_log: str) -> None:
-    import sparkbeam as beam
-    from sparkbeam.io.watermarks import BoundedOutOfOrdernessWatermarkEstimator
-    from sparkbeam.transforms import window
-
-    def with_window(team_total: Any, w: Any = beam.DoFn.WindowParam) -> str:
-        return format_total(team_total, w)
-
-    options = beam.PipelineOptions(
-        spark_master="local[2]", spark_conf=JOB_CONF, available_now=True, checkpoint_dir=checkpoint_dir,
-        checkpoint_interval=3, step_interval=0.2, timeline_log=timeline_log, state_partitions=2,
-    )
-    with beam.Pipeline(options=options) as p:
-        good, bad = p | "ReadScores" >> beam.io.ReadFromJsonStream(
-            input_dir, schema=SCHEMA, timestamp="ts",
-            watermark=BoundedOutOfOrdernessWatermarkEstimator(max_delay=20), max_files_per_trigger=1,
-        ).with_exception_handling()
-        (
-            good
-            | "TeamScore" >> beam.Map(lambda row: (row.team, row.score))
-            | "Minutes" >> beam.WindowInto(window.FixedWindows(60))
-            | "Sum" >> beam.CombinePerKey(sum)
-            | "Format" >> beam.Map(with_window)
-            | "WriteTotals" >> beam.io.WriteToText(f"{output_dir}/totals", file_name_suffix=".txt")
-        )
-        bad | "Raw" >> beam.Map(lambda record: record.record) | "WriteBad" >> beam.io.WriteToText(f"{output_dir}/bad")
-
-
-def rate_job(output_dir: str, checkpoint_dir: str, timeline_log: str, rows: str, steps: str, step_interval: str) -> None:
-    import sparkbeam as beam
-    from sparkbeam.transforms import window
-
-    def with_window(key_value: Any, w: Any = beam.DoFn.WindowParam) -> str:
-        return format_total(key_value, w)
-
-    options = beam.PipelineOptions(
-        spark_master="local[2]", spark_conf=JOB_CONF, checkpoint_dir=checkpoint_dir, checkpoint_interval=10,
-        step_interval=float(step_interval), max_steps=int(steps), timeline_log=timeline_log, state_partitions=2,
-    )
-    with beam.Pipeline(options=options) as p:
-        keyed = (
-            p
-            | "Rate" >> beam.io.ReadFromRate(rows_per_second=int(rows), num_partitions=2)
-            | "Key" >> beam.Map(lambda value: (value % 100, value))
-            | "Windows" >> beam.WindowInto(window.FixedWindows(10))
-        )
-        keyed | "Sum" >> beam.CombinePerKey(sum) | "FormatSum" >> beam.Map(with_window) | "WriteSums" >> beam.io.WriteToText(f"{output_dir}/sums")
-        (
-            keyed
-            | "Count" >> beam.combiners.Count.PerKey()
-            | "FormatCount" >> beam.Map(with_window)
-            | "WriteCounts" >> beam.io.WriteToText(f"{output_dir}/counts")
-        )
-
-
-def memory_job(output_dir: str, checkpoint_dir: str, timeline_log: str, capture_log: str, samples_log: str,
-               rows: str, step_interval: str, retention: str, sample_seconds: str) -> None:
-    """Runs until it is interrupted (SIGINT), however many steps that is."""
-    import sparkbeam as beam
-    from sparkbeam.transforms import window
-
-    def with_window(key_value: Any, w: Any = beam.DoFn.WindowParam) -> str:
-        return format_total(key_value, w)
-
-    sampler = MemorySampler(samples_log, float(sample_seconds))
-    sampler.start()
-    options = beam.PipelineOptions(
-        spark_master="local[2]", spark_conf=JOB_CONF, checkpoint_dir=checkpoint_dir, checkpoint_interval=10,
-        step_interval=float(step_interval), timeline_log=timeline_log,
-        timeline_retention_steps=int(retention), state_partitions=2,
-    )
-    try:
-        with beam.Pipeline(options=options) as p:
-            sums = (
-                p
-                | "Rate" >> beam.io.ReadFromRate(rows_per_second=int(rows), num_partitions=2)
-                | "Spread" >> beam.Reshuffle()  # a random key per row: state for none of them may stay
-                | "Key" >> beam.Map(lambda value: (value % 100, value))
-                | "Windows" >> beam.WindowInto(window.FixedWindows(10))
-                | "Sum" >> beam.CombinePerKey(sum)
-            )
-            beam.capture(sums, log=capture_log)  # kept for the last steps only; every pane in the log
-            sums | "Format" >> beam.Map(with_window) | "WriteSums" >> beam.io.WriteToText(f"{output_dir}/sums")
-    finally:
-        sampler.finish()
-
-
-class MemorySampler(threading.Thread):
-    """In the job's own process: every ``interval`` seconds, once Spark is up, one JSON line of
-    the driver's RSS and Python objects, the JVM's RSS, live heap and storage memory, and
-    the Python workers' count and PSS (see ``measuring``)."""
-
-    def __init__(self, path: str, interval: float) -> None:
-        super().__init__(daemon=True)
-        self.path = path
-        self.interval = interval
-        self.stopped = threading.Event()
-
-    def run(self) -> None:
-        from pyspark import SparkContext
-
-        while SparkContext._active_spark_context is None:
-            if self.stopped.wait(0.5):
-                return
-        while True:
-            self.sample(SparkContext._active_spark_context)
-            if self.stopped.wait(self.interval):
-                return
-
-    def finish(self) -> None:
-        self.stopped.set()
-        self.join()
-
-    def sample(self, spark_context: Any) -> None:
-        import gc
-
-        measuring = _measuring()
-        gc.collect()  # count what is alive, not cycles awaiting collection
-        tree = measuring.process_tree(os.getpid())
-        commands = {pid: measuring.command_line(pid) for pid in tree}
-        java = [pid for pid, command in commands.items() if os.path.basename(command.split(" ")[0]) == "java"]
-        workers = [pid for pid, command in commands.items() if "pyspark.daemon" in command or "pyspark.worker" in command]
-        row: dict[str, Any] = {
-            "wall": time.time(),
-            "driver_rss_mb": measuring.rss_mb(os.getpid()),
-            "python_objects": len(gc.get_objects()),
-            "jvm_rss_mb": sum(measuring.rss_mb(pid) or 0.0 for pid in java),
-            "workers": len(workers),
-            "workers_pss_mb": measuring.pss_mb(workers),
-        }
-        try:
-            row.update(measuring.spark_jvm_memory(spark_context))
-        except Exception:  # the context is stopping: the /proc figures still count
-            row.update(jvm_heap_mb=None, storage_mb=None)
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(row) + "\n")
-
-
-def _measuring() -> Any:
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import measuring
-
-    return measuring
 
 
 # -- what runs leave behind ---------------------------------------------------------------
@@ -311,50 +157,12 @@ def timeline_problems(records: list[dict]) -> list[str]:
     return problems[:10]
 
 
-class TreeCpu:
-    """CPU seconds of a process and its descendants from now on, sampled from /proc: each
-    process's user + system time as last seen (one alive for less than a sample is missed)."""
-
-    def __init__(self, root: int) -> None:
-        self.root = root
-        self.baseline = self._ticks()
-        self.last: dict[int, int] = {}
-
-    def _ticks(self) -> dict[int, int]:
-        parent_ticks: dict[int, tuple[int, int]] = {}
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    with open(f"/proc/{entry}/stat", encoding="utf-8") as handle:
-                        fields = handle.read().rsplit(")", 1)[1].split()
-                    parent_ticks[int(entry)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
-                except (OSError, IndexError, ValueError):
-                    continue
-        children: dict[int, list[int]] = collections.defaultdict(list)
-        for pid, (parent, _) in parent_ticks.items():
-            children[parent].append(pid)
-        tree, pending = {}, [self.root]
-        while pending:
-            pid = pending.pop()
-            if pid in parent_ticks:
-                tree[pid] = parent_ticks[pid][1]
-            pending.extend(children.get(pid, ()))
-        return tree
-
-    def sample(self) -> None:
-        self.last.update(self._ticks())
-
-    @property
-    def seconds(self) -> float:
-        return sum(ticks - self.baseline.get(pid, 0) for pid, ticks in self.last.items()) / os.sysconf("SC_CLK_TCK")
-
-
 def start_job(arguments: list[str], stderr_path: str) -> subprocess.Popen:
     with open(stderr_path, "a", encoding="utf-8") as stderr:
         stderr.write(f"\n== {datetime.datetime.now().isoformat()} {' '.join(arguments)}\n")
         stderr.flush()
         return subprocess.Popen(
-            [sys.executable, os.path.abspath(__file__), *arguments],
+            [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "stream_soak_jobs.py"), *arguments],
             env={**os.environ, "PYSPARK_PYTHON": sys.executable},
             stdout=subprocess.DEVNULL, stderr=stderr,
             start_new_session=True,  # os.killpg then takes Spark's JVM and workers down with the driver
@@ -404,7 +212,7 @@ def run_attempt(paths: dict[str, str], kill: tuple[int, float, bool] | None, tim
     reached = max((r["step"] for r in before), default=-1)
     follow = TimelineTail(paths["log"])
     started = time.monotonic()
-    process = start_job(["job", paths["in"], paths["out"], paths["ck"], paths["log"]], paths["stderr"])
+    process = start_job(["kill", paths["in"], paths["out"], paths["ck"], paths["log"]], paths["stderr"])
     attempt: dict[str, Any] = {"first_step": None, "first_new_step": None, "killed": False, "in_replay": False, "error": None}
     data_steps, kill_time = 0, (started + kill[1] if kill is not None and kill[0] == 0 else None)
     while process.poll() is None:
@@ -529,7 +337,7 @@ def run_until_max_steps(arguments: list[str], stderr_path: str, planned_seconds:
     1.5 times the plan + 240 s, SIGKILL a minute later. (ok, seconds, CPU seconds, stopped by)."""
     started = time.monotonic()
     process = start_job(arguments, stderr_path)
-    cpu = TreeCpu(process.pid)
+    cpu = measuring.TreeCpu(process.pid)
     deadline, stopped_by = started + planned_seconds * 1.5 + 240, "max_steps"
     while process.poll() is None:
         cpu.sample()
@@ -553,7 +361,7 @@ def run_for(arguments: list[str], stderr_path: str, seconds: float) -> tuple[boo
     (ok, seconds, CPU seconds, how it stopped): ok when it ran the whole time."""
     started = time.monotonic()
     process = start_job(arguments, stderr_path)
-    cpu = TreeCpu(process.pid)
+    cpu = measuring.TreeCpu(process.pid)
     stopped_by, kill_at = "itself, before the time was up", 0.0
     while process.poll() is None:
         cpu.sample()
@@ -575,7 +383,7 @@ def rate_part(args: argparse.Namespace, workdir: str) -> tuple[bool, dict[str, f
     steps = int(args.rate_seconds / args.step_interval)
     print(f"\n== rate: {args.rate:,} rows/s for {args.rate_seconds} s ({steps} steps of {args.step_interval} s), checkpoint every 10 steps", flush=True)
     paths = round_paths(f"{workdir}/rate", "")
-    arguments = ["rate-job", paths["out"], paths["ck"], paths["log"], str(args.rate), str(steps), str(args.step_interval)]
+    arguments = ["rate", paths["out"], paths["ck"], paths["log"], str(args.rate), str(steps), str(args.step_interval)]
     ok, seconds, cpu_seconds, stopped_by = run_until_max_steps(arguments, paths["stderr"], args.rate_seconds)
     records = read_timeline(paths["log"])
     by_step: dict[int, dict[str, dict]] = collections.defaultdict(dict)
@@ -646,7 +454,7 @@ def rate_part(args: argparse.Namespace, workdir: str) -> tuple[bool, dict[str, f
 
 
 def peer_part(args: argparse.Namespace, workdir: str, figures: dict[str, float]) -> bool:
-    start_spark = _measuring().start_spark
+    start_spark = measuring.start_spark
     print(f"\n== peer: Structured Streaming on the rate source, {args.rate:,} rows/s for {args.peer_seconds} s", flush=True)
     spark = start_spark("local[2]", [], "stream-soak-peer", {"spark.sql.shuffle.partitions": "2", "spark.sql.streaming.numRecentProgressUpdates": "100000"})
     from pyspark.sql import functions as F
@@ -659,7 +467,7 @@ def peer_part(args: argparse.Namespace, workdir: str, figures: dict[str, float])
         .writeStream.outputMode("append").format("noop").trigger(processingTime="1 second")
         .option("checkpointLocation", f"{workdir}/peer-checkpoint").start()
     )
-    cpu = TreeCpu(os.getpid())
+    cpu = measuring.TreeCpu(os.getpid())
     deadline = time.monotonic() + args.peer_seconds
     while time.monotonic() < deadline and query.isActive:
         cpu.sample()
@@ -718,7 +526,7 @@ def memory_part(args: argparse.Namespace, workdir: str) -> bool:
     )
     paths = round_paths(f"{workdir}/memory", "")
     samples_path, capture_path = f"{workdir}/memory/samples.jsonl", f"{workdir}/memory/sums.jsonl"
-    arguments = ["memory-job", paths["out"], paths["ck"], paths["log"], capture_path, samples_path, str(args.memory_rate),
+    arguments = ["memory", paths["out"], paths["ck"], paths["log"], capture_path, samples_path, str(args.memory_rate),
                  str(args.step_interval), str(args.retention_steps), str(args.sample_seconds)]
     ok, elapsed, cpu_seconds, stopped_by = run_for(arguments, paths["stderr"], seconds)
     records = read_timeline(paths["log"])
@@ -784,7 +592,7 @@ def _figure(value: float | None, field: str) -> str:
 
 def _slope(points: list[tuple[dict, int]], field: str, t0: float) -> float:
     usable = [(sample["wall"], sample[field]) for sample, _ in points if sample.get(field) is not None]
-    slope = _measuring().median_slope([(wall - t0) / 60 for wall, _ in usable], [value for _, value in usable])
+    slope = measuring.median_slope([(wall - t0) / 60 for wall, _ in usable], [value for _, value in usable])
     return slope / 1000 if field == "python_objects" else slope
 
 
@@ -821,15 +629,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["job"]:
-        kill_job(*argv[1:5])
-        return 0
-    if argv[:1] == ["rate-job"]:
-        rate_job(*argv[1:7])
-        return 0
-    if argv[:1] == ["memory-job"]:
-        memory_job(*argv[1:10])
-        return 0
     args = parse_args(argv)
     workdir = args.workdir or tempfile.mkdtemp(prefix="sparkbeam-soak-")
     os.makedirs(workdir, exist_ok=True)
