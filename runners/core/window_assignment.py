@@ -128,9 +128,11 @@ def window_assigner(
     if cached is not None:
 
         def reassign_cached(wv: WindowedValue) -> None:
+            before = wv[2]
+            if not before:
+                return  # in no window (a gap between sliding windows): nothing to assign
             micros = wv[1]
             windows = cached(micros)
-            before = wv[2]
             if windows is before and wv[3] is unknown:
                 copy = wv  # the cached assignment returned the very tuple it has: no change
             else:
