@@ -26,7 +26,11 @@ from sparkbeam.dofn import (
 from sparkbeam.pvalue import TaggedOutput
 from sparkbeam.runners.core.errors import UserCodeError
 from sparkbeam.runners.core.ops import ParDoOp, SideInputSlot
-from sparkbeam.runners.core.window_assignment import cached_assignment, restamp_assigner
+from sparkbeam.runners.core.window_assignment import (
+    cached_assignment,
+    fixed_window_parts,
+    restamp_assigner,
+)
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue, new_windowed_value
 from sparkbeam.window import FixedWindows, GlobalWindow, GlobalWindows, TimestampedValue, WindowFn
@@ -357,6 +361,9 @@ class DoFnRunner:
         # The input's window fn windows a re-stamped output once per input window; global
         # and fixed windows give one window whatever the timestamp, so one copy per input window.
         one_window = type(self.op.input_windowfn) in (GlobalWindows, FixedWindows)
+        # Into fixed windows: the cached windows looked up here, with no call per element.
+        fixed = fixed_window_parts(assign)
+        size, offset, cached_windows = fixed if fixed is not None else (0, 0, None)
 
         def process_map_restamped_into(wv: WindowedValue) -> None:
             value = wv[0]
@@ -371,7 +378,10 @@ class DoFnRunner:
                 return
             micros = result.timestamp_micros
             if one_window and low <= micros < high:
-                out = new((result.value, micros, assign(micros), unknown))
+                windows = cached_windows(micros - (micros - offset) % size) if cached_windows is not None else None
+                if windows is None:
+                    windows = assign(micros)
+                out = new((result.value, micros, windows, unknown))
                 copies = len(wv[2])
                 if copies == 1:
                     send(out)

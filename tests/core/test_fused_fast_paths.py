@@ -252,7 +252,7 @@ def test_the_one_call_restamping_map_gives_what_the_two_steps_give(copies):
     assert fused == [WindowedValue("a", 75 * S, (IntervalWindow(60, 120),), PANE_INFO_UNKNOWN)] * copies
 
 
-def test_a_body_whose_only_user_code_is_one_dofn_names_its_step_per_element_and_restores_it():
+def test_a_body_whose_only_user_code_is_one_dofn_names_its_step_itself_and_restores_it():
     from sparkbeam.metrics.execution import _CURRENT
 
     seen_steps: list = []
@@ -324,3 +324,25 @@ def test_readers_of_one_pcollection_receive_in_body_order_though_the_body_joins_
     (source,) = stage.head.outputs  # type: ignore[union-attr]
     outputs = [wv.value for _, wv in FusedBody(stage).run([(source, _global(1))])]
     assert outputs == [1, ("a", 1), ("b", 1)]
+
+
+def test_a_restamping_map_into_fixed_windows_looks_cached_windows_up_without_calling_the_assignment(monkeypatch):
+    assign = cached_assignment(FixedWindows(7))  # a size no other test uses: its cache starts empty
+    parts = window_assignment.fixed_window_parts(assign)
+    assert parts is not None
+    calls: list = []
+
+    def counting(micros):
+        calls.append(micros)
+        return assign(micros)
+
+    monkeypatch.setitem(window_assignment._FIXED_PARTS, counting, parts)
+    out: list = []
+    runner = DoFnRunner(_pardo(core.Map(lambda x: TimestampedValue(x, 8)).fn), {None: out.append}, None)
+    runner.window_restamped_into(counting, out.append)
+    assert runner.process.__name__ == "process_map_restamped_into"
+    runner.process(_global("a"))
+    runner.process(_global("b"))
+    assert calls == [8 * S]  # the first builds the window; the second finds it in the cache
+    assert [wv.windows for wv in out] == [(IntervalWindow(7, 14),)] * 2
+    assert out[0].windows is out[1].windows
