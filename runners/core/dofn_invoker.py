@@ -26,10 +26,14 @@ from sparkbeam.dofn import (
 from sparkbeam.pvalue import TaggedOutput
 from sparkbeam.runners.core.errors import UserCodeError
 from sparkbeam.runners.core.ops import ParDoOp, SideInputSlot
-from sparkbeam.runners.core.window_assignment import cached_assignment, restamp_assigner
+from sparkbeam.runners.core.window_assignment import (
+    cached_assignment,
+    fixed_window_parts,
+    restamp_assigner,
+)
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue, new_windowed_value
-from sparkbeam.window import GlobalWindow, GlobalWindows, TimestampedValue, WindowFn
+from sparkbeam.window import FixedWindows, GlobalWindow, GlobalWindows, TimestampedValue, WindowFn
 
 __all__ = ["DoFnRunner", "ElementRunner", "SideInputs", "side_window_for"]
 
@@ -341,6 +345,53 @@ class DoFnRunner:
         window fn is built in too: a user's may fail or read the value."""
         if self._cached_restamp is not None:
             self._into = (assign, send)
+            if self.plain and self.shape == "Map" and not self.op.kwargs:
+                self.process = self._map_restamped_into(assign, send)
+
+    def _map_restamped_into(self, assign: Callable[[int], tuple], send: Emit) -> Callable[[WindowedValue], None]:
+        """``process`` for a plain Map whose re-stamped outputs go straight to the WindowInto
+        (``window_restamped_into``): ``_plain_process``, ``_output`` and ``_restamped_into``
+        in one call per element, which is what the idiom ``Map(... TimestampedValue ...) |
+        WindowInto(...)`` costs. Any other output takes ``_output``."""
+        fn, label, location, args = self.fn, self.label, self.location, self.op.args
+        output = self._output
+        restamped_into = self._restamped_into
+        stamped, unknown, new = TimestampedValue, PANE_INFO_UNKNOWN, new_windowed_value
+        low, high = _MIN_MICROS, _MAX_MICROS
+        # The input's window fn windows a re-stamped output once per input window; global
+        # and fixed windows give one window whatever the timestamp, so one copy per input window.
+        one_window = type(self.op.input_windowfn) in (GlobalWindows, FixedWindows)
+        # Into fixed windows: the cached windows looked up here, with no call per element.
+        fixed = fixed_window_parts(assign)
+        size, offset, cached_windows = fixed if fixed is not None else (0, 0, None)
+
+        def process_map_restamped_into(wv: WindowedValue) -> None:
+            value = wv[0]
+            try:
+                result = fn(value, *args)
+            except UserCodeError:
+                raise
+            except Exception as error:
+                raise UserCodeError(label, location, error, value) from error
+            if type(result) is not stamped:
+                output(result, wv)
+                return
+            micros = result.timestamp_micros
+            if one_window and low <= micros < high:
+                windows = cached_windows(micros - (micros - offset) % size) if cached_windows is not None else None
+                if windows is None:
+                    windows = assign(micros)
+                out = new((result.value, micros, windows, unknown))
+                copies = len(wv[2])
+                if copies == 1:
+                    send(out)
+                else:
+                    for _ in range(copies):
+                        send(out)
+            else:
+                restamped_into(result, wv)
+
+        return process_map_restamped_into
 
     def _restamped_into(self, item: TimestampedValue, wv: WindowedValue) -> None:
         """``_restamped`` then the WindowInto (``window_restamped_into``): the WindowInto's

@@ -98,6 +98,9 @@ class BodyBuilder(Protocol):
     """What a fused body offers an element-wise op joining it (``fused.FusedBody``)."""
 
     side_inputs: SideInputs | None
+    #: the body's only user code, whose metrics step the body names around each element
+    #: it pushes (so its runner need not); None when each runner names its own
+    scoped_op: Any
 
     def receive(self, pcoll: int, receiver: Receiver) -> None:
         """Call ``receiver`` with every element of ``pcoll`` inside the body."""
@@ -314,11 +317,12 @@ def pardo_joiner(make_runner: Callable[[Any, dict[Any, Receiver], SideInputs | N
         element_runner = make_runner(op, emitters, body.side_inputs)
         if isinstance(element_runner, DoFnRunner):
             _restamp_into_window_into(op, body, element_runner)
-        # Run in its step, so that the DoFn's metric updates land under its label.
+        # Run in its step, so that the DoFn's metric updates land under its label: named by
+        # the body around each element when this is its only user code, else per call.
         runner = StepScopedRunner(op.label, element_runner)
         body.add_runner(runner)
         (source,) = op.inputs
-        body.receive(source, runner.process)
+        body.receive(source, element_runner.process if body.scoped_op is op else runner.process)
 
     return join
 

@@ -4,21 +4,45 @@
 ``(pcoll_id, WindowedValue)`` for the PCollections entering the body; its output is the
 same for the PCollections that leave the stage. Within the stage nothing is materialised.
 Each op joins the body as its kind says (``execution.OpKind.join_body``).
+
+Per element the body costs as few Python calls as it can (#11 item 2):
+
+- ops join in reverse body order, so that when an op asks for the sender of its output
+  every reader of that output has joined: a PCollection read by one receiver gets that
+  receiver itself as its sender, with no loop over a list in between;
+- a body whose only user code is one ParDo (``scoped_op``; the rest built-in WindowIntos
+  and Flattens, which run none) names that ParDo's metrics step itself around what it
+  pushes (a chunk of elements in ``run_bare``, each element in ``run``) instead of
+  through a wrapper call per element (``StepScopedRunner``). Everything the elements
+  reach in the body then runs in that step, which is where it ran before too; what feeds
+  the body and what reads its output run outside it;
+- a bare body hands its outputs on a chunk at a time (``run_bare``).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
+from itertools import chain, islice
 
+from sparkbeam.metrics.execution import _CURRENT
 from sparkbeam.runners.core.dofn_invoker import ElementRunner, SideInputs
 from sparkbeam.runners.core.errors import UnsupportedError
 from sparkbeam.runners.core.execution import kind_of
+from sparkbeam.runners.core.ops import FlattenOp, ParDoOp, WindowIntoOp
 from sparkbeam.runners.core.plan import Stage
+from sparkbeam.runners.core.window_assignment import cached_assignment
 from sparkbeam.utils.windowed_value import WindowedValue
 
 __all__ = ["FusedBody"]
 
 Tagged = tuple[int, WindowedValue]
+
+#: how many input elements a bare body runs before handing their outputs on (``run_bare``)
+CHUNK = 256
+
+#: runs an iterator to its end at C speed, keeping nothing (``deque(..., maxlen=0)``)
+_push_all: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend
 
 
 class FusedBody:
@@ -31,10 +55,17 @@ class FusedBody:
         self.side_inputs = side_inputs
         self._out: list = []
         self._receivers: dict[int, list[Callable[[WindowedValue], None]]] = {}
+        #: PCollections whose one receiver was handed out as their sender (``sender``)
+        self._sent_directly: set[int] = set()
         self._runners: list[ElementRunner] = []
+        #: per PCollection, how many of its receivers are exits (set once they are in)
+        self._joined_from: dict[int, int] | None = None
         #: elements that entered and left the body (the stage's counters)
         self.elements_in = 0
         self.elements_out = 0
+        #: the body's only user code, a ParDo whose step the body names around each
+        #: element it pushes (see the module docs); None: each runner names its own
+        self.scoped_op: ParDoOp | None = _only_user_code(stage.body)
         # How many readers each PCollection has in the body (an exit counts as one).
         self._reader_counts: dict[int, int] = {pcoll: 1 for pcoll in stage.outputs}
         self._readers: dict[int, object] = {}
@@ -50,23 +81,37 @@ class FusedBody:
         else:
             for pcoll in stage.outputs:
                 self.receive(pcoll, self._exit(pcoll))
-        for op in stage.body:
+        # Each PCollection's receivers in body order, after its exit: ops joining in reverse
+        # order put theirs in front of those of the ops after them.
+        self._joined_from = {pcoll: len(receivers) for pcoll, receivers in self._receivers.items()}
+        for op in reversed(stage.body):
             kind = kind_of(op)
             if kind.join_body is None:
                 msg = f"'{op.label}' (applied at {op.location}): {type(op).__name__} is a {kind.role.value} op, not one a fused body runs"
                 raise UnsupportedError(msg)
             kind.join_body(op, self)
+        self._runners.reverse()  # joined in reverse: the lifecycle goes in body order
+        self._step = self.scoped_op.label if self.scoped_op is not None else None
 
     # -- what an op joining the body uses (execution.BodyBuilder) -------------------------
     def receive(self, pcoll: int, receiver: Callable[[WindowedValue], None]) -> None:
         """Call ``receiver`` with every element of ``pcoll`` inside the body."""
-        self._receivers.setdefault(pcoll, []).append(receiver)
+        if pcoll in self._sent_directly:
+            msg = f"'{self.stage.name}': a receiver of PCollection {pcoll} joined after its sender was handed out"
+            raise RuntimeError(msg)
+        receivers = self._receivers.setdefault(pcoll, [])
+        if self._joined_from is None:  # the stage's exits
+            receivers.append(receiver)
+        else:
+            receivers.insert(self._joined_from.get(pcoll, 0), receiver)
 
     def sender(self, pcoll: int) -> Callable[[WindowedValue], None]:
-        """A function that hands an element of ``pcoll`` to whatever reads it."""
-
-        # The list that receive() extends: readers that join the body later are seen.
+        """A function that hands an element of ``pcoll`` to whatever reads it: its one
+        reader itself, when it has one."""
         receivers = self._receivers.setdefault(pcoll, [])
+        if len(receivers) == 1:
+            self._sent_directly.add(pcoll)
+            return receivers[0]
 
         def send(wv: WindowedValue) -> None:
             for receive in receivers:
@@ -99,13 +144,25 @@ class FusedBody:
         out = self._out
         for runner in self._runners:
             runner.start()
+        current, step = _CURRENT, self._step
         try:
             receivers = self._receivers
             seen = 0
             for pcoll, wv in elements:
                 seen += 1
-                for receive in receivers.get(pcoll, ()):
-                    receive(wv)
+                if step is not None:
+                    # Only around the push: what feeds the body and what reads its output
+                    # run in steps of their own.
+                    outer = current.step
+                    current.step = step
+                    try:
+                        for receive in receivers.get(pcoll, ()):
+                            receive(wv)
+                    finally:
+                        current.step = outer
+                else:
+                    for receive in receivers.get(pcoll, ()):
+                        receive(wv)
                 if out:
                     self.elements_out += len(out)
                     yield from out
@@ -118,33 +175,45 @@ class FusedBody:
 
     def run_bare(self, pcoll: int, elements: Iterable[WindowedValue]) -> Iterator[WindowedValue]:
         """``run`` for a bare body (see ``__init__``) whose elements all enter as ``pcoll``:
-        elements in and out without their PCollection ids."""
+        elements in and out without their PCollection ids.
+
+        The outputs are handed on in order a chunk at a time (up to ``CHUNK`` inputs'
+        worth), so that the reader pulls them at C speed instead of resuming a generator
+        per element."""
+        return chain.from_iterable(self._bare_chunks(pcoll, elements))
+
+    def _bare_chunks(self, pcoll: int, elements: Iterable[WindowedValue]) -> Iterator[list[WindowedValue]]:
         out = self._out
         for runner in self._runners:
             runner.start()
+        current, step = _CURRENT, self._step
         try:
             receivers = self._receivers.get(pcoll, [])
+            (receive,) = receivers if len(receivers) == 1 else (self.sender(pcoll),)
             seen = 0
-            if len(receivers) == 1:
-                (receive,) = receivers
-                for wv in elements:
-                    seen += 1
-                    receive(wv)
-                    if out:
-                        self.elements_out += len(out)
-                        yield from out
-                        out.clear()
-            else:
-                for wv in elements:
-                    seen += 1
-                    for receive in receivers:
-                        receive(wv)
-                    if out:
-                        self.elements_out += len(out)
-                        yield from out
-                        out.clear()
+            iterator = iter(elements)
+            while True:
+                # Pulled before the body's step is named: what feeds the body runs in its own.
+                chunk = list(islice(iterator, CHUNK))
+                seen += len(chunk)
+                if step is not None:
+                    outer = current.step
+                    current.step = step
+                    try:
+                        _push_all(map(receive, chunk))
+                    finally:
+                        current.step = outer
+                else:
+                    _push_all(map(receive, chunk))
+                if out:
+                    self.elements_out += len(out)
+                    # chain reads the whole list before it resumes us to clear it
+                    yield out
+                    out.clear()
+                if len(chunk) < CHUNK:
+                    break
             self.elements_in += seen
-            yield from self._finish()
+            yield list(self._finish())
         finally:
             for runner in self._runners:
                 runner.teardown()
@@ -156,3 +225,20 @@ class FusedBody:
         self.elements_out += len(out)
         yield from out
         out.clear()
+
+
+def _only_user_code(body: Iterable[object]) -> ParDoOp | None:
+    """The ParDo that is the body's only user code (the other ops are WindowIntos of a
+    built-in window fn and Flattens), or None. Exactly ParDoOp: a front end's ParDo runs
+    on machinery of its own."""
+    pardos = []
+    for op in body:
+        kind = type(op)
+        if kind is ParDoOp:
+            pardos.append(op)
+        elif kind is WindowIntoOp:
+            if cached_assignment(op.windowfn) is None:  # type: ignore[attr-defined]
+                return None
+        elif kind is not FlattenOp:
+            return None
+    return pardos[0] if len(pardos) == 1 else None

@@ -24,7 +24,7 @@ from sparkbeam.window import (
     WindowFn,
 )
 
-__all__ = ["GLOBAL_WINDOWS", "cached_assignment", "restamp_assigner", "window_assigner"]
+__all__ = ["GLOBAL_WINDOWS", "cached_assignment", "fixed_window_parts", "restamp_assigner", "window_assigner"]
 
 
 #: The one tuple of the global window that assignment hands out, so that an element whose
@@ -36,6 +36,8 @@ GLOBAL_WINDOWS = (GlobalWindow(),)
 # Cleared when it grows past this many entries, so a long stream does not keep every window.
 MAX_CACHED_WINDOWS = 100_000
 _ASSIGNMENTS: dict[WindowFn, Callable[[int], tuple]] = {}
+#: a FixedWindows assignment's (size, offset, its cache's ``get``), by the assignment
+_FIXED_PARTS: dict[Callable[[int], tuple], tuple[int, int, Callable[[int], tuple | None]]] = {}
 
 
 def cached_assignment(windowfn: WindowFn) -> Callable[[int], tuple] | None:
@@ -69,6 +71,7 @@ def _assignment(windowfn: WindowFn) -> Callable[[int], tuple]:
                 )
             return windows
 
+        _FIXED_PARTS[fixed] = (size, offset, fixed_cache.get)
         return fixed
     assert isinstance(windowfn, SlidingWindows)  # cached_assignment admits these three
     size, period, offset = windowfn.size.micros, windowfn.period.micros, windowfn.offset.micros
@@ -91,6 +94,14 @@ def _assignment(windowfn: WindowFn) -> Callable[[int], tuple]:
         return windows
 
     return sliding
+
+
+def fixed_window_parts(assign: Callable[[int], tuple]) -> tuple[int, int, Callable[[int], tuple | None]] | None:
+    """For a ``FixedWindows`` assignment (``cached_assignment``): its size and offset in
+    microseconds and its cache's ``get``, by window start, so that a caller running once
+    per element looks the windows up inline, ``get(micros - (micros - offset) % size)``,
+    calling ``assign`` only when that is None. None for any other assignment."""
+    return _FIXED_PARTS.get(assign)
 
 
 def restamp_assigner(windowfn: WindowFn) -> Callable[[Any, int], tuple]:
@@ -128,9 +139,11 @@ def window_assigner(
     if cached is not None:
 
         def reassign_cached(wv: WindowedValue) -> None:
+            before = wv[2]
+            if not before:
+                return  # in no window (a gap between sliding windows): nothing to assign
             micros = wv[1]
             windows = cached(micros)
-            before = wv[2]
             if windows is before and wv[3] is unknown:
                 copy = wv  # the cached assignment returned the very tuple it has: no change
             else:

@@ -205,3 +205,144 @@ def test_restamping_straight_into_window_into_gives_what_the_two_steps_give():
     assert [wv for _, wv in fused] == windowed
     assert len(windowed) == 8
     assert {(wv.windows, wv.timestamp_micros) for wv in windowed} == {((IntervalWindow(0, 60),), 12 * S)}
+
+
+def _stamp_in_minutes(*, also_capture_the_stamped: bool, input_windows=None):
+    """``Create | [WindowInto(input_windows)] | Map(re-stamp to 75 s) | WindowInto(FixedWindows(60))``."""
+    pipeline = beam.Pipeline()
+    pcoll = pipeline | beam.Create([0])
+    if input_windows is not None:
+        pcoll = pcoll | "Input" >> beam.WindowInto(input_windows)
+    stamped = pcoll | "Stamp" >> beam.Map(lambda x: window.TimestampedValue(x, 75))
+    beam.capture(stamped | "Minutes" >> beam.WindowInto(FixedWindows(60)))
+    if also_capture_the_stamped:
+        beam.capture(stamped)
+    (stage,) = plan_stages(lower(pipeline)).stages
+    (source,) = stage.head.outputs  # type: ignore[union-attr]
+    return stage, source
+
+
+def test_a_restamping_map_into_window_into_is_one_call_per_element_that_sends_straight_to_the_output():
+    stage, source = _stamp_in_minutes(also_capture_the_stamped=False)
+    body = FusedBody(stage, bare=True)
+    stamp = next(op for op in stage.body if op.label == "Stamp")
+    assert body.scoped_op is stamp
+    (receive,) = body._receivers[source]
+    assert receive.__name__ == "process_map_restamped_into"  # no StepScopedRunner around it
+    (runner,) = body._runners
+    assert runner.runner._into[1] == body._out.append  # the WindowInto's sender is the exit itself
+
+
+@pytest.mark.parametrize("copies", [0, 1, 2])
+def test_the_one_call_restamping_map_gives_what_the_two_steps_give(copies):
+    # Input windows are fixed (one window per re-stamped output): the fused call sends one
+    # copy per input window, none for an element in no window.
+    windows = (IntervalWindow(0, 10), IntervalWindow(10, 20))[:copies]
+    element = WindowedValue("a", 7 * S, windows, PANE_INFO_UNKNOWN)
+    fused_stage, _ = _stamp_in_minutes(also_capture_the_stamped=False, input_windows=FixedWindows(10))
+    plain_stage, _ = _stamp_in_minutes(also_capture_the_stamped=True, input_windows=FixedWindows(10))
+    # Handed straight to the Map, in the windows the test gives it.
+    (windowed,) = next(op for op in fused_stage.body if op.label == "Stamp").inputs
+    fused_body = FusedBody(fused_stage)
+    assert fused_body._receivers[windowed][0].__name__ == "process_map_restamped_into"
+    fused = [wv for _, wv in fused_body.run([(windowed, element)])]
+    minutes = next(op for op in plain_stage.body if op.label == "Minutes").outputs[0]
+    plain = [wv for pcoll, wv in FusedBody(plain_stage).run([(windowed, element)]) if pcoll == minutes]
+    assert fused == plain
+    assert fused == [WindowedValue("a", 75 * S, (IntervalWindow(60, 120),), PANE_INFO_UNKNOWN)] * copies
+
+
+def test_a_body_whose_only_user_code_is_one_dofn_names_its_step_itself_and_restores_it():
+    from sparkbeam.metrics.execution import _CURRENT
+
+    seen_steps: list = []
+
+    def record(x):
+        seen_steps.append(_CURRENT.step)
+        return x + 1
+
+    body, source = _body(beam.Map(record), beam.WindowInto(FixedWindows(60)))
+    assert body.scoped_op is not None
+    (receive,) = body._receivers[source]
+    assert receive is body._runners[0].runner.process  # the DoFn runner's own, no StepScopedRunner around it
+    _CURRENT.step = "outer"
+    try:
+        outputs = body.run_bare(source, [_global(1), _global(2)])
+        assert _CURRENT.step == "outer"
+        assert [wv.value for wv in outputs] == [2, 3]
+        assert _CURRENT.step == "outer"
+    finally:
+        _CURRENT.step = None
+    assert seen_steps == [body.scoped_op.label] * 2
+
+
+def test_a_body_with_two_dofns_leaves_each_to_name_its_own_step():
+    from sparkbeam.metrics.execution import _CURRENT
+
+    steps: list = []
+
+    def first(x):
+        steps.append(_CURRENT.step)
+        return x
+
+    def second(x):
+        steps.append(_CURRENT.step)
+        return x
+
+    body, source = _body(beam.Map(first), beam.Map(second))
+    assert body.scoped_op is None
+    list(body.run_bare(source, [_global(1)]))
+    assert steps == [op.label for op in body.stage.body]
+
+
+def test_a_bare_body_hands_its_outputs_on_a_chunk_at_a_time_in_order():
+    from sparkbeam.runners.core.fused import CHUNK
+
+    pulled = 0
+
+    def inputs():
+        nonlocal pulled
+        for value in range(CHUNK + 10):
+            pulled += 1
+            yield _global(value)
+
+    body, source = _body(beam.Map(lambda x: x * 2))
+    outputs = body.run_bare(source, inputs())
+    first = next(outputs)
+    assert (first.value, pulled) == (0, CHUNK)  # one resumption of the body per chunk of inputs
+    assert [wv.value for wv in outputs] == [2 * value for value in range(1, CHUNK + 10)]
+    assert (body.elements_in, body.elements_out) == (CHUNK + 10, CHUNK + 10)
+
+
+def test_readers_of_one_pcollection_receive_in_body_order_though_the_body_joins_in_reverse():
+    pipeline = beam.Pipeline()
+    numbers = pipeline | beam.Create([0])
+    beam.capture(numbers | "A" >> beam.Map(lambda x: ("a", x)))
+    beam.capture(numbers | "B" >> beam.Map(lambda x: ("b", x)))
+    beam.capture(numbers)
+    (stage,) = plan_stages(lower(pipeline)).stages
+    (source,) = stage.head.outputs  # type: ignore[union-attr]
+    outputs = [wv.value for _, wv in FusedBody(stage).run([(source, _global(1))])]
+    assert outputs == [1, ("a", 1), ("b", 1)]
+
+
+def test_a_restamping_map_into_fixed_windows_looks_cached_windows_up_without_calling_the_assignment(monkeypatch):
+    assign = cached_assignment(FixedWindows(7))  # a size no other test uses: its cache starts empty
+    parts = window_assignment.fixed_window_parts(assign)
+    assert parts is not None
+    calls: list = []
+
+    def counting(micros):
+        calls.append(micros)
+        return assign(micros)
+
+    monkeypatch.setitem(window_assignment._FIXED_PARTS, counting, parts)
+    out: list = []
+    runner = DoFnRunner(_pardo(core.Map(lambda x: TimestampedValue(x, 8)).fn), {None: out.append}, None)
+    runner.window_restamped_into(counting, out.append)
+    assert runner.process.__name__ == "process_map_restamped_into"
+    runner.process(_global("a"))
+    runner.process(_global("b"))
+    assert calls == [8 * S]  # the first builds the window; the second finds it in the cache
+    assert [wv.windows for wv in out] == [(IntervalWindow(7, 14),)] * 2
+    assert out[0].windows is out[1].windows
