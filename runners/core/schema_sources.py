@@ -41,8 +41,9 @@ __all__ = ["CsvTable", "NotASegment", "csv_table", "is_schema_read"]
 
 _PLAIN_KINDS = ("int", "float", "bool", "str")
 _SCAN_CHUNK = 1 << 24
-# a line of spaces or control characters only (Spark's CSV reader skips such lines)
-_BLANK_LOOKING = re.compile(rb"(?:^|\n)[\x01-\x09\x0b-\x20]+(?=\n|$)")
+# a line of spaces or control characters only (Spark's CSV reader skips such lines); the
+# text searched starts with a newline (a literal first character makes the search fast)
+_BLANK_LOOKING = re.compile(rb"\n[\x01-\x09\x0b-\x20]+(?=\n|\Z)")
 
 
 class NotASegment(Exception):
@@ -182,12 +183,12 @@ def _scan(label: str, path: str, quotechar: str) -> str | None:
             text = tail + chunk
             cut = text.rfind(b"\n")
             whole, tail = (text[: cut + 1], text[cut + 1 :]) if cut >= 0 else (b"", text)
-            if _BLANK_LOOKING.search(whole):
+            if _BLANK_LOOKING.search(b"\n" + whole):
                 msg = f"'{label}': {path} has a line of spaces only (Spark skips it, Python's csv reads a field)"
                 raise NotASegment(msg)
             if first_line is None:
                 first_line = next((line for line in whole.split(b"\n") if line), None)
-    if tail and _BLANK_LOOKING.search(tail):
+    if tail and _BLANK_LOOKING.search(b"\n" + tail):
         msg = f"'{label}': {path} has a line of spaces only (Spark skips it, Python's csv reads a field)"
         raise NotASegment(msg)
     if first_line is None:

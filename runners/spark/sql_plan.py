@@ -114,7 +114,7 @@ def aggregate_dataframe(frame: Any, op: SchemaAggregateOp, *, exact_sums: bool =
     if op.timestamp_column is None:
         micros = F.lit(MIN_TIMESTAMP.micros).cast("long")
     elif op.table is not None:
-        micros = F.col(names[op.timestamp_column])  # read as µs (sql_sources)
+        micros = F.col(sql_sources.MICROS)
     elif op.kind_of_column(op.timestamp_column) == "int":
         micros = F.col(names[op.timestamp_column]).cast("long") * F.lit(TIMESTAMP_UNITS[op.timestamp_unit])
     else:

@@ -24,15 +24,16 @@ counts it), and unused columns only need to fit their kind.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from sparkbeam.runners.core.schema_segments import SchemaAggregateOp
 from sparkbeam.schemas import TIMESTAMP_UNITS
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
 
-__all__ = ["BAD_RECORD", "DISAGREES", "LINE", "MISSING", "MISSING_IN_MIN_MAX", "PROBLEM", "csv_frame", "describe_problem"]
+__all__ = ["BAD_RECORD", "DISAGREES", "LINE", "MICROS", "MISSING", "MISSING_IN_MIN_MAX", "PROBLEM", "csv_frame", "describe_problem"]
 
-PROBLEM, LINE = "__problem", "__line"
+PROBLEM, LINE, MICROS, _FIELDS = "__problem", "__line", "__micros", "__fields"
 MISSING_IN_MIN_MAX, MISSING, DISAGREES, BAD_RECORD = 1, 2, 3, 4
 
 # csvio._INT and _FLOAT in Java's dialect: ASCII digits only (Python's \d also takes other
@@ -44,7 +45,8 @@ _OTHER_DIGITS = "[^\\x00-\\x7f]"  # with a digit somewhere: maybe digits Python 
 
 def csv_frame(spark: Any, op: SchemaAggregateOp, names: dict[str, str]) -> Any:
     """The plan's columns (``names``: source column -> Spark name) read from the op's CSV
-    files, with the line (``LINE``) and its problem code (``PROBLEM``, 0 for none)."""
+    files, with the line (``LINE``), its problem code (``PROBLEM``, 0 for none) and its
+    timestamp in µs (``MICROS``) when the segment stamps elements from a column."""
     from pyspark.sql import functions as F
 
     table = op.table
@@ -57,29 +59,24 @@ def csv_frame(spark: Any, op: SchemaAggregateOp, names: dict[str, str]) -> Any:
         list(table.files), schema=f"{LINE} string", sep="\u0000", quote="", header=table.header,
         mode="PERMISSIVE", multiLine=False, encoding="UTF-8",
     )
-    fields = F.split(F.col(LINE), "\\Q" + table.separator + "\\E", -1)
-    problems = [F.when(F.size(fields) != F.lit(table.width), F.lit(BAD_RECORD))]
+    # Split once (Spark keeps a projection of its own rather than split again per column).
+    lines = lines.select(F.col(LINE), F.split(F.col(LINE), "\\Q" + table.separator + "\\E", -1).alias(_FIELDS))
+    fields = F.col(_FIELDS)
+    problems = [F.when(F.size(fields) != F.lit(table.width), F.lit(BAD_RECORD)).otherwise(F.lit(0))]
     columns = [F.col(LINE)]
     uses = _uses(op)
     for column, kind in op.columns:
         raw = F.try_element_at(fields, F.lit(table.position(column) + 1))
-        missing = raw.isin(*table.na_values)
-        value, misfit, disagrees = _convert(raw, kind, table)
-        problems.append(F.when(~missing & misfit, F.lit(BAD_RECORD)))
-        if column not in names:
-            continue
-        problems.append(F.when(~missing & disagrees, F.lit(DISAGREES)))
-        use = uses.get(column, set())
-        if use & {"sum", "mean", "timestamp"}:
-            problems.append(F.when(missing, F.lit(MISSING)))
-        elif use & {"min", "max"}:
-            problems.append(F.when(missing, F.lit(MISSING_IN_MIN_MAX)))
+        used = column in names
+        value, problem = _convert(raw, kind, table, used, _missing_code(uses.get(column, set())))
         if column == op.timestamp_column:
-            value, out_of_range = _timestamp_micros(value, kind, op.timestamp_unit)
-            problems.append(F.when(~missing & out_of_range, F.lit(DISAGREES)))
-        columns.append(F.when(~missing, value).alias(names[column]))
-    problem = F.greatest(F.lit(0), *[F.coalesce(p, F.lit(0)) for p in problems])
-    return lines.select(*columns, problem.alias(PROBLEM))
+            micros, out_of_range = _timestamp_micros(value, kind, op.timestamp_unit)
+            problem = F.when(out_of_range, F.lit(DISAGREES)).otherwise(problem)
+            columns.append(micros.alias(MICROS))
+        problems.append(problem)
+        if used:
+            columns.append(value.alias(names[column]))
+    return lines.select(*columns, F.greatest(*problems).alias(PROBLEM))
 
 
 def _uses(op: SchemaAggregateOp) -> dict[str, set[str]]:
@@ -91,26 +88,46 @@ def _uses(op: SchemaAggregateOp) -> dict[str, set[str]]:
     return uses
 
 
-def _convert(raw: Any, kind: str, table: Any) -> tuple[Any, Any, Any]:
-    """``(value, misfit, disagrees)`` for a field of ``kind``, as ``csvio`` converts it."""
+def _missing_code(uses: set[str]) -> int:
+    """What a missing value (None on the general path) means where the column is used."""
+    if uses & {"sum", "mean", "timestamp"}:
+        return MISSING
+    if uses & {"min", "max"}:
+        return MISSING_IN_MIN_MAX
+    return 0  # a key, a count or an unused column takes None
+
+
+def _convert(raw: Any, kind: str, table: Any, used: bool, missing_code: int) -> tuple[Any, Any]:
+    """``(value, problem code)`` of a field of ``kind``, as ``csvio`` converts it. The
+    usual field is settled by one test; only the rest is classified further."""
     from pyspark.sql import functions as F
 
+    ok = F.lit(0)
+    missing = raw.isin(*table.na_values)
     if kind == "str":
-        return raw, F.lit(False), F.lit(False)
+        return F.when(~missing, raw), F.when(missing, F.lit(missing_code)).otherwise(ok)
     if kind == "bool":
-        value = F.when(raw.isin(*table.true_values), F.lit(True)).when(raw.isin(*table.false_values), F.lit(False))
-        return value, value.isNull(), F.lit(False)
-    # Python reads other scripts' digits, and an int column takes a float (csvio converts
-    # it to a float): neither fits a bigint column.
+        truth = F.when(raw.isin(*table.true_values), F.lit(True)).when(raw.isin(*table.false_values), F.lit(False))
+        fits = truth.isNotNull() & ~missing if set(table.na_values) & {*table.true_values, *table.false_values} else truth.isNotNull()
+        return F.when(fits, truth), F.when(fits, ok).when(missing, F.lit(missing_code)).otherwise(F.lit(BAD_RECORD))
+    pattern = _JAVA_INT if kind == "int" else _JAVA_FLOAT
+    fits = raw.rlike(pattern)
+    python_pattern = re.compile(pattern.replace("(?i)", ""), re.IGNORECASE)
+    if any(python_pattern.search(na) for na in table.na_values):  # e.g. na_values=['-1']
+        fits = fits & ~missing
+    value = F.when(fits, raw.try_cast("bigint" if kind == "int" else "double"))
+    # Python reads other scripts' digits, and an int column takes a float (csvio converts it
+    # to a float); neither fits the column Spark reads, and 64 bits hold fewer ints.
     other_digits = raw.rlike(_OTHER_DIGITS) & raw.rlike("\\p{Nd}")
-    if kind == "int":
-        value = raw.try_cast("bigint")
-        fits = raw.rlike(_JAVA_INT)
-        as_float = ~fits & raw.rlike(_JAVA_FLOAT)
-        return value, ~fits & ~as_float & ~other_digits, as_float | other_digits | (fits & value.isNull())
-    value = raw.try_cast("double")
-    fits = raw.rlike(_JAVA_FLOAT)
-    return value, ~fits & ~other_digits, (~fits & other_digits) | (fits & value.isNull())
+    readable_otherwise = other_digits | raw.rlike(_JAVA_FLOAT) if kind == "int" else other_digits
+    fitting = F.when(value.isNull(), F.lit(DISAGREES)).otherwise(ok) if used else ok
+    problem = (
+        F.when(fits, fitting)
+        .when(missing, F.lit(missing_code))
+        .when(readable_otherwise, F.lit(DISAGREES if used else 0))
+        .otherwise(F.lit(BAD_RECORD))
+    )
+    return value, problem
 
 
 def _timestamp_micros(value: Any, kind: str, unit: str) -> tuple[Any, Any]:
@@ -125,7 +142,8 @@ def _timestamp_micros(value: Any, kind: str, unit: str) -> tuple[Any, Any]:
         micros = value * F.lit(per_unit).cast("long")
     else:
         micros = F.bround(value * F.lit(float(per_unit))).cast("long")
-    return F.when(in_range, micros), ~in_range
+    # (a missing value is no timestamp either: its problem is already MISSING)
+    return F.when(in_range, micros), value.isNotNull() & ~in_range
 
 
 def describe_problem(op: SchemaAggregateOp, code: int, line: str, path: str) -> tuple[type[Exception], str]:
