@@ -275,8 +275,8 @@ def _segment(
                 msg = f"'{step.full_label}': the timestamps in {timestamp_column!r} are {kinds[timestamp_column]}, not {timestamp_unit}"
                 raise _NotASegment(msg)
             if table is None:
-                column = data[[n for n, _ in columns].index(timestamp_column)]
-                _check_timestamps(step, timestamp_column, column, timestamp_unit)
+                stamps = data[[n for n, _ in columns].index(timestamp_column)]
+                _check_timestamps(step, timestamp_column, stamps, timestamp_unit)
     if timestamp_column is None and not isinstance(windowing.windowfn, GlobalWindows):
         msg = "elements at the minimum timestamp in non-global windows (no AssignTimestamps)"
         raise _NotASegment(msg)

@@ -259,7 +259,7 @@ def test_a_csv_record_the_general_path_rejects_fails_the_sql_plan_too(spark, tmp
         return stamped(ns, p | ns.beam.io.ReadFromCsv(str(path)), "Stamp") | ns.beam.GroupBy("team").aggregate_field("points", sum, "total")
 
     for sql_plans in (False, True):
-        with pytest.raises(Exception) as caught:  # noqa: PT011 (the type is checked below, by name)
+        with pytest.raises(Exception) as caught:  # the type is checked below, by name
             run(build, sql_plans=sql_plans)
         assert type(caught.value).__name__ == error, (sql_plans, caught.value)
         assert match in str(caught.value)
