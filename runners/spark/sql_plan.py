@@ -120,15 +120,16 @@ def aggregate_dataframe(frame: Any, op: SchemaAggregateOp, *, exact_sums: bool =
     else:
         # Timestamp.of rounds seconds * 1e6 half to even, as bround does.
         micros = F.bround(F.col(names[op.timestamp_column]) * F.lit(1_000_000.0)).cast("long")
-    frame = frame.withColumn(_TIMESTAMP, micros)
     windowfn = op.windowing.windowfn
     window_columns = []
     if isinstance(windowfn, FixedWindows):
         size, offset = windowfn.size.micros, windowfn.offset.micros
-        ts = F.col(_TIMESTAMP)
-        frame = frame.withColumn(_START, ts - F.pmod(ts - F.lit(offset), F.lit(size)))
+        # One projection (each DataFrame step is analysed at once, in the JVM).
+        frame = frame.withColumns({_TIMESTAMP: micros, _START: micros - F.pmod(micros - F.lit(offset), F.lit(size))})
         window_columns = [_START]
-    elif isinstance(windowfn, SlidingWindows):
+    else:
+        frame = frame.withColumn(_TIMESTAMP, micros)
+    if isinstance(windowfn, SlidingWindows):
         size, period, offset = windowfn.size.micros, windowfn.period.micros, windowfn.offset.micros
         ts = F.col(_TIMESTAMP)
         last_start = ts - F.pmod(ts - F.lit(offset), F.lit(period))

@@ -33,7 +33,7 @@ from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
 
 __all__ = ["BAD_RECORD", "DISAGREES", "LINE", "MICROS", "MISSING", "MISSING_IN_MIN_MAX", "PROBLEM", "csv_frame", "describe_problem"]
 
-PROBLEM, LINE, MICROS, _FIELDS = "__problem", "__line", "__micros", "__fields"
+PROBLEM, LINE, MICROS, _FIELDS, _SIZE = "__problem", "__line", "__micros", "__fields", "__size"
 MISSING_IN_MIN_MAX, MISSING, DISAGREES, BAD_RECORD = 1, 2, 3, 4
 
 # csvio._INT and _FLOAT in Java's dialect: ASCII digits only (Python's \d also takes other
@@ -46,9 +46,10 @@ _OTHER_DIGITS = "[^\\x00-\\x7f]"  # with a digit somewhere: maybe digits Python 
 def csv_frame(spark: Any, op: SchemaAggregateOp, names: dict[str, str]) -> Any:
     """The plan's columns (``names``: source column -> Spark name) read from the op's CSV
     files, with the line (``LINE``), its problem code (``PROBLEM``, 0 for none) and its
-    timestamp in µs (``MICROS``) when the segment stamps elements from a column."""
-    from pyspark.sql import functions as F
+    timestamp in µs (``MICROS``) when the segment stamps elements from a column.
 
+    The expressions are SQL text: one call into the JVM per column, where building them
+    with ``pyspark.sql.functions`` takes hundreds (a noticeable part of a small job)."""
     table = op.table
     if table is None:  # not reached: only file segments come here
         msg = f"'{op.label}' reads no files"
@@ -59,24 +60,39 @@ def csv_frame(spark: Any, op: SchemaAggregateOp, names: dict[str, str]) -> Any:
         list(table.files), schema=f"{LINE} string", sep="\u0000", quote="", header=table.header,
         mode="PERMISSIVE", multiLine=False, encoding="UTF-8",
     )
-    # Split once (Spark keeps a projection of its own rather than split again per column).
-    lines = lines.select(F.col(LINE), F.split(F.col(LINE), "\\Q" + table.separator + "\\E", -1).alias(_FIELDS))
-    fields = F.col(_FIELDS)
-    problems = [F.when(F.size(fields) != F.lit(table.width), F.lit(BAD_RECORD)).otherwise(F.lit(0))]
-    columns = [F.col(LINE)]
+    separator = _sql_string("\\Q" + table.separator + "\\E")
+    # Split once; each field then once more in a projection of its own (Spark keeps a
+    # projection whose expressions are read more than once, rather than repeat them).
+    lines = lines.selectExpr(LINE, f"split({LINE}, {separator}, -1) AS {_FIELDS}")
+    raws = [f"try_element_at({_FIELDS}, {table.position(column) + 1}) AS {_raw(index)}" for index, (column, _) in enumerate(op.columns)]
+    lines = lines.selectExpr(LINE, f"size({_FIELDS}) AS {_SIZE}", *raws)
+    problems = [f"CASE WHEN {_SIZE} != {table.width} THEN {BAD_RECORD} ELSE 0 END"]
+    columns = [LINE]
     uses = _uses(op)
-    for column, kind in op.columns:
-        raw = F.try_element_at(fields, F.lit(table.position(column) + 1))
+    for index, (column, kind) in enumerate(op.columns):
         used = column in names
-        value, problem = _convert(raw, kind, table, used, _missing_code(uses.get(column, set())))
+        value, problem = _convert(_raw(index), kind, table, used, _missing_code(uses.get(column, set())))
         if column == op.timestamp_column:
             micros, out_of_range = _timestamp_micros(value, kind, op.timestamp_unit)
-            problem = F.when(out_of_range, F.lit(DISAGREES)).otherwise(problem)
-            columns.append(micros.alias(MICROS))
+            problem = f"CASE WHEN {out_of_range} THEN {DISAGREES} ELSE {problem} END"
+            columns.append(f"{micros} AS {MICROS}")
         problems.append(problem)
         if used:
-            columns.append(value.alias(names[column]))
-    return lines.select(*columns, F.greatest(*problems).alias(PROBLEM))
+            columns.append(f"{value} AS {names[column]}")
+    return lines.selectExpr(*columns, f"greatest({', '.join(problems)}) AS {PROBLEM}")
+
+
+def _raw(index: int) -> str:
+    return f"__raw{index}"
+
+
+def _sql_string(text: str) -> str:
+    """A Spark SQL string literal of ``text`` (backslashes and quotes escaped)."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _sql_in(raw: str, values: tuple[str, ...]) -> str:
+    return f"({raw} IN ({', '.join(map(_sql_string, values))}))" if values else "false"
 
 
 def _uses(op: SchemaAggregateOp) -> dict[str, set[str]]:
@@ -97,53 +113,51 @@ def _missing_code(uses: set[str]) -> int:
     return 0  # a key, a count or an unused column takes None
 
 
-def _convert(raw: Any, kind: str, table: Any, used: bool, missing_code: int) -> tuple[Any, Any]:
-    """``(value, problem code)`` of a field of ``kind``, as ``csvio`` converts it. The
-    usual field is settled by one test; only the rest is classified further."""
-    from pyspark.sql import functions as F
-
-    ok = F.lit(0)
-    missing = raw.isin(*table.na_values)
+def _convert(raw: str, kind: str, table: Any, used: bool, missing_code: int) -> tuple[str, str]:
+    """``(value, problem code)`` of a field of ``kind`` (SQL text), as ``csvio`` converts it.
+    The usual field is settled by one test; only the rest is classified further."""
+    missing = _sql_in(raw, table.na_values)
     if kind == "str":
-        return F.when(~missing, raw), F.when(missing, F.lit(missing_code)).otherwise(ok)
+        return f"CASE WHEN NOT {missing} THEN {raw} END", f"CASE WHEN {missing} THEN {missing_code} ELSE 0 END"
     if kind == "bool":
-        truth = F.when(raw.isin(*table.true_values), F.lit(True)).when(raw.isin(*table.false_values), F.lit(False))
-        fits = truth.isNotNull() & ~missing if set(table.na_values) & {*table.true_values, *table.false_values} else truth.isNotNull()
-        return F.when(fits, truth), F.when(fits, ok).when(missing, F.lit(missing_code)).otherwise(F.lit(BAD_RECORD))
+        truth = f"CASE WHEN {_sql_in(raw, table.true_values)} THEN true WHEN {_sql_in(raw, table.false_values)} THEN false END"
+        fits = f"({truth}) IS NOT NULL"
+        if set(table.na_values) & {*table.true_values, *table.false_values}:
+            fits = f"({fits} AND NOT {missing})"
+        return (
+            f"CASE WHEN {fits} THEN {truth} END",
+            f"CASE WHEN {fits} THEN 0 WHEN {missing} THEN {missing_code} ELSE {BAD_RECORD} END",
+        )
     pattern = _JAVA_INT if kind == "int" else _JAVA_FLOAT
-    fits = raw.rlike(pattern)
+    fits = f"({raw} RLIKE {_sql_string(pattern)})"
     python_pattern = re.compile(pattern.replace("(?i)", ""), re.IGNORECASE)
     if any(python_pattern.search(na) for na in table.na_values):  # e.g. na_values=['-1']
-        fits = fits & ~missing
-    value = F.when(fits, raw.try_cast("bigint" if kind == "int" else "double"))
+        fits = f"({fits} AND NOT {missing})"
+    value = f"CASE WHEN {fits} THEN try_cast({raw} AS {'bigint' if kind == 'int' else 'double'}) END"
     # Python reads other scripts' digits, and an int column takes a float (csvio converts it
     # to a float); neither fits the column Spark reads, and 64 bits hold fewer ints.
-    other_digits = raw.rlike(_OTHER_DIGITS) & raw.rlike("\\p{Nd}")
-    readable_otherwise = other_digits | raw.rlike(_JAVA_FLOAT) if kind == "int" else other_digits
-    fitting = F.when(value.isNull(), F.lit(DISAGREES)).otherwise(ok) if used else ok
+    other_digits = f"({raw} RLIKE {_sql_string(_OTHER_DIGITS)} AND {raw} RLIKE {_sql_string(chr(92) + 'p{Nd}')})"
+    readable_otherwise = f"({other_digits} OR {raw} RLIKE {_sql_string(_JAVA_FLOAT)})" if kind == "int" else other_digits
+    fitting = f"CASE WHEN ({value}) IS NULL THEN {DISAGREES} ELSE 0 END" if used else "0"
     problem = (
-        F.when(fits, fitting)
-        .when(missing, F.lit(missing_code))
-        .when(readable_otherwise, F.lit(DISAGREES if used else 0))
-        .otherwise(F.lit(BAD_RECORD))
+        f"CASE WHEN {fits} THEN {fitting} WHEN {missing} THEN {missing_code} "
+        f"WHEN {readable_otherwise} THEN {DISAGREES if used else 0} ELSE {BAD_RECORD} END"
     )
     return value, problem
 
 
-def _timestamp_micros(value: Any, kind: str, unit: str) -> tuple[Any, Any]:
+def _timestamp_micros(value: str, kind: str, unit: str) -> tuple[str, str]:
     """The timestamp in µs (rounded half to even, as ``Timestamp.of``) and whether it is
-    out of Beam's range (where the general path's stamp fails)."""
-    from pyspark.sql import functions as F
-
+    out of Beam's range (where the general path's stamp fails), as SQL text."""
     per_unit = TIMESTAMP_UNITS[unit]
     low, high = MIN_TIMESTAMP.micros // per_unit, MAX_TIMESTAMP.micros // per_unit
-    in_range = (value > F.lit(low)) & (value < F.lit(high))
+    in_range = f"(({value}) > {low} AND ({value}) < {high})"
     if kind == "int":
-        micros = value * F.lit(per_unit).cast("long")
+        micros = f"({value}) * {per_unit}L"
     else:
-        micros = F.bround(value * F.lit(float(per_unit))).cast("long")
+        micros = f"CAST(bround(({value}) * {float(per_unit)!r}D) AS bigint)"
     # (a missing value is no timestamp either: its problem is already MISSING)
-    return F.when(in_range, micros), value.isNotNull() & ~in_range
+    return f"CASE WHEN {in_range} THEN {micros} END", f"(({value}) IS NOT NULL AND NOT {in_range})"
 
 
 def describe_problem(op: SchemaAggregateOp, code: int, line: str, path: str) -> tuple[type[Exception], str]:
