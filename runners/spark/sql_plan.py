@@ -213,6 +213,10 @@ def _panes(op: SchemaAggregateOp, overlapping_window_rule: bool, groups: Any) ->
         windows = [(GlobalWindow(),)] * rows
     if single_pane_stamp is not None:
         timestamps = [single_pane_stamp] * rows
+    elif op.windowing.timestamp_combiner == TimestampCombiner.OUTPUT_AT_EOW:
+        # At the end of the window, whatever the elements' times: once per window.
+        stamps = {window: holds.pane_timestamp(last_instant(window), holds.output_time(window, MIN_TIMESTAMP.micros)) for (window,) in set(windows)}
+        timestamps = [stamps[window] for (window,) in windows]
     else:
         times = groups.column(_LATEST if op.windowing.timestamp_combiner in _LATEST_COMBINERS else _EARLIEST).to_pylist()
         timestamps = [
