@@ -2,7 +2,7 @@
 
 A segment is a chain of schema transforms that ends in an aggregation:
 
-    Create(Rows or NamedTuples) | ReadFromCsv
+    Create(Rows or NamedTuples) | ReadFromCsv | ReadFromParquet(as_rows=True)
         -> [AssignTimestamps(field) | WindowInto | Select(fields)]*
         -> GroupBy(fields).aggregate_field(field, count/sum/mean/min/max, name)...
 
@@ -39,7 +39,13 @@ from sparkbeam.pipeline import AppliedTransform, Pipeline
 from sparkbeam.row import Row
 from sparkbeam.runners.core.execution import Role, register_kind
 from sparkbeam.runners.core.ops import Op
-from sparkbeam.runners.core.schema_sources import CsvTable, NotASegment, csv_table, is_schema_read
+from sparkbeam.runners.core.schema_sources import (
+    CsvTable,
+    NotASegment,
+    ParquetTable,
+    is_schema_read,
+    read_table,
+)
 from sparkbeam.runners.core.sources import BoundedSourceState
 from sparkbeam.schemas import TIMESTAMP_UNITS, AssignTimestamps, GroupAndAggregate, Select
 from sparkbeam.transforms._combine_fns import CountCombineFn, MeanCombineFn
@@ -89,7 +95,7 @@ class SchemaAggregateOp(Op):
     data: tuple[tuple, ...] = attrs.field(eq=False, repr=False)
     timestamp_column: str | None
     timestamp_unit: str
-    table: CsvTable | None
+    table: CsvTable | ParquetTable | None
     key_columns: tuple[tuple[str, str], ...]
     aggregates: tuple[AggregateSpec, ...]
     result_names: tuple[str, ...]
@@ -243,7 +249,7 @@ def _segment(
         if step is None:
             outermost = producers.get(id(pc))
             name = outermost[0].full_label if outermost else pc.label
-            msg = f"its input comes from '{name}', not from a Create of Rows, ReadFromCsv, Select, AssignTimestamps or WindowInto"
+            msg = f"its input comes from '{name}', not from a Create of Rows, ReadFromCsv, ReadFromParquet(as_rows=True), Select, AssignTimestamps or WindowInto"
             raise _NotASegment(msg)
         if id(step) in claimed:
             msg = f"'{step.full_label}' already belongs to another SQL plan"
@@ -254,11 +260,11 @@ def _segment(
         (pc,) = step.inputs
     chain.reverse()
     source, *steps = chain
-    table: CsvTable | None = None
+    table: CsvTable | ParquetTable | None = None
     if isinstance(source.transform, Create):
         columns, data = _source_columns(source)
     else:
-        columns, table = csv_table(source)
+        columns, table = read_table(source)
         data = ()
     names = {name: name for name, _ in columns}  # field name -> source column
     kinds = dict(columns)

@@ -35,9 +35,10 @@ import attrs
 from sparkbeam.io.csvio import ReadFromCsv
 from sparkbeam.io.filebased import ReadMatchingFiles
 from sparkbeam.io.filesystem import CompressionTypes, match_files
+from sparkbeam.io.parquetio import ReadFromParquet
 from sparkbeam.pipeline import AppliedTransform
 
-__all__ = ["CsvTable", "NotASegment", "csv_table", "is_schema_read"]
+__all__ = ["CsvTable", "NotASegment", "ParquetTable", "is_schema_read", "read_table"]
 
 _PLAIN_KINDS = ("int", "float", "bool", "str")
 _SCAN_CHUNK = 1 << 24
@@ -74,9 +75,77 @@ class CsvTable:
         return f"CSV read by the plan ({shown})"
 
 
+@attrs.frozen
+class ParquetTable:
+    """Parquet files the backend reads with its own reader: ``files`` (local paths), all of
+    one schema, whose types (ints, floats, strings, bools) both readers read alike."""
+
+    label: str
+    files: tuple[str, ...]
+
+    def describe(self) -> str:
+        shown = self.files[0] if len(self.files) == 1 else f"{len(self.files)} files"
+        return f"Parquet read by the plan ({shown})"
+
+
 def is_schema_read(transform: Any) -> bool:
     """Whether a transform is a schema'd read a segment may start from."""
-    return isinstance(transform, ReadFromCsv)
+    return isinstance(transform, ReadFromCsv) or type(transform) is ReadFromParquet
+
+
+def read_table(node: AppliedTransform) -> tuple[tuple[tuple[str, str], ...], CsvTable | ParquetTable]:
+    """The columns (name, kind) of a schema'd read and how the plan reads its files, or
+    ``NotASegment`` naming what keeps the read on the general path."""
+    if isinstance(node.transform, ReadFromCsv):
+        return csv_table(node)
+    return parquet_table(node)
+
+
+def parquet_table(node: AppliedTransform) -> tuple[tuple[tuple[str, str], ...], ParquetTable]:
+    """``ReadFromParquet(..., as_rows=True)``: the first file's columns, when every file
+    has its schema and each column is of a type both readers read alike (a missing value
+    is None in both, checked by the plan as it reads)."""
+    import pyarrow.parquet as pq
+
+    read: ReadFromParquet = node.transform
+    label = node.full_label
+    reader = _file_reader(node)
+    if not read.as_rows:
+        msg = f"'{label}' emits dicts (as_rows=True emits the rows a schema'd aggregation reads by name)"
+        raise NotASegment(msg)
+    if read._dead_letter_tags is not None:  # ExceptionHandling's own state
+        msg = f"'{label}' routes unreadable files to a second output (with_exception_handling)"
+        raise NotASegment(msg)
+    fields = tuple(reader.row_fields)
+    if read.columns is not None and tuple(read.columns) != fields:
+        msg = f"'{label}' reads the columns {read.columns} (the plan reads whole columns in the files' order)"
+        raise NotASegment(msg)
+    files = tuple(match_files(read.file_pattern or ""))
+    if not files or any("://" in path for path in files):
+        msg = f"'{label}' reads {read.file_pattern!r}, not local files"
+        raise NotASegment(msg)
+    first = pq.read_schema(files[0]).remove_metadata()
+    for path in files[1:]:
+        if pq.read_schema(path).remove_metadata() != first:
+            msg = f"'{label}': {path} has another schema than {files[0]}"
+            raise NotASegment(msg)
+    columns = tuple((field, _parquet_kind(label, field, first.field(field).type)) for field in fields)
+    return columns, ParquetTable(label=label, files=files)
+
+
+def _parquet_kind(label: str, name: str, arrow_type: Any) -> str:
+    import pyarrow as pa
+
+    if pa.types.is_boolean(arrow_type):
+        return "bool"
+    if pa.types.is_integer(arrow_type) and not pa.types.is_uint64(arrow_type):
+        return "int"
+    if pa.types.is_float32(arrow_type) or pa.types.is_float64(arrow_type):
+        return "float"
+    if pa.types.is_string(arrow_type) or pa.types.is_large_string(arrow_type):
+        return "str"
+    msg = f"'{label}': the column {name!r} is {arrow_type} (SQL plans read ints, floats, strings and bools)"
+    raise NotASegment(msg)
 
 
 def csv_table(node: AppliedTransform) -> tuple[tuple[tuple[str, str], ...], CsvTable]:

@@ -20,6 +20,7 @@ from typing import Any
 
 from sparkbeam.runners.core.holds import HoldPolicy, last_instant, single_pane_timestamp
 from sparkbeam.runners.core.schema_segments import SchemaAggregateOp
+from sparkbeam.runners.core.schema_sources import ParquetTable
 from sparkbeam.runners.core.sources import SourceEmission
 from sparkbeam.runners.spark import sql_sources
 from sparkbeam.schemas import TIMESTAMP_UNITS, schema_tuple_type
@@ -86,6 +87,8 @@ def source_frame(backend: Any, op: SchemaAggregateOp) -> Any:
     import pyarrow as pa
 
     names = _column_names(op)
+    if isinstance(op.table, ParquetTable):
+        return sql_sources.parquet_frame(backend.spark, op, names)
     if op.table is not None:
         return sql_sources.csv_frame(backend.spark, op, names)
     table = _arrow_table(op, names)

@@ -31,7 +31,10 @@ from sparkbeam.runners.core.schema_segments import SchemaAggregateOp
 from sparkbeam.schemas import TIMESTAMP_UNITS
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
 
-__all__ = ["BAD_RECORD", "DISAGREES", "LINE", "MICROS", "MISSING", "MISSING_IN_MIN_MAX", "PROBLEM", "csv_frame", "describe_problem"]
+__all__ = [
+    "BAD_RECORD", "DISAGREES", "LINE", "MICROS", "MISSING", "MISSING_IN_MIN_MAX", "PROBLEM", "csv_frame", "describe_problem",
+    "parquet_frame",
+]
 
 PROBLEM, LINE, MICROS, _FIELDS, _SIZE = "__problem", "__line", "__micros", "__fields", "__size"
 MISSING_IN_MIN_MAX, MISSING, DISAGREES, BAD_RECORD = 1, 2, 3, 4
@@ -80,6 +83,33 @@ def csv_frame(spark: Any, op: SchemaAggregateOp, names: dict[str, str]) -> Any:
         if used:
             columns.append(f"{value} AS {names[column]}")
     return lines.selectExpr(*columns, f"greatest({', '.join(problems)}) AS {PROBLEM}")
+
+
+def parquet_frame(spark: Any, op: SchemaAggregateOp, names: dict[str, str]) -> Any:
+    """``csv_frame`` for Parquet files: Spark reads the typed columns as pyarrow does; a
+    missing value (null, None on the general path) is the only problem a value can have."""
+    table = op.table
+    if table is None:  # not reached: only file segments come here
+        msg = f"'{op.label}' reads no files"
+        raise TypeError(msg)
+    frame = spark.read.parquet(*table.files)
+    uses = _uses(op)
+    columns = [f"to_json(struct(*)) AS {LINE}"]
+    problems = ["0"]
+    for column, kind in op.columns:
+        if column not in names:
+            continue
+        quoted = "`" + column.replace("`", "``") + "`"
+        value = f"CAST({quoted} AS double)" if kind == "float" else quoted  # float32 as Python's float
+        missing_code = _missing_code(uses.get(column, set()))
+        problem = f"CASE WHEN {quoted} IS NULL THEN {missing_code} ELSE 0 END"
+        if column == op.timestamp_column:
+            micros, out_of_range = _timestamp_micros(value, kind, op.timestamp_unit)
+            problem = f"CASE WHEN {out_of_range} THEN {DISAGREES} ELSE {problem} END"
+            columns.append(f"{micros} AS {MICROS}")
+        problems.append(problem)
+        columns.append(f"{value} AS {names[column]}")
+    return frame.selectExpr(*columns, f"greatest({', '.join(problems)}) AS {PROBLEM}")
 
 
 def _raw(index: int) -> str:
@@ -176,11 +206,11 @@ def describe_problem(op: SchemaAggregateOp, code: int, line: str, path: str) -> 
         )
     if code == DISAGREES:
         return ValueError, (
-            f"{where} holds a value Spark's reader would not read as ReadFromCsv does (an int beyond 64 "
-            "bits, digits outside ASCII, or a timestamp outside Beam's range); run with --no_sql_plans "
-            "to read it with ReadFromCsv itself"
+            f"{where} holds a value Spark's reader would not read as the read does (in a CSV file an int "
+            "beyond 64 bits, a float in an int column, digits outside ASCII; a timestamp outside Beam's "
+            "range); run with --no_sql_plans to read it with the read itself"
         )
     return TypeError, (
         f"{where} has a missing value in a field the aggregation sums, averages, compares or stamps "
-        "by; ReadFromCsv reads it as None, which the combiner cannot take (as on the general path)"
+        "by; the read gives None there, which the combiner cannot take (as on the general path)"
     )

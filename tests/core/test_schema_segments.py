@@ -263,3 +263,48 @@ def test_a_csv_read_with_its_bad_records_routed_keeps_the_general_path(tmp_path)
 
     _, notes = planned(build)
     assert "with_exception_handling" in only_note(notes)
+
+
+def parquet_file(tmp_path, columns, name="scores.parquet"):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = str(tmp_path / name)
+    pq.write_table(pa.table(columns), path)
+    return path
+
+
+def test_a_parquet_read_as_rows_starts_a_segment_with_the_files_types(tmp_path):
+    import pyarrow as pa
+
+    path = parquet_file(
+        tmp_path,
+        {"team": ["x", "y"], "points": pa.array([3, 1], pa.int32()), "t": pa.array([1.5, 65.0], pa.float32()), "ok": [True, False]},
+    )
+    plan, notes = planned(
+        lambda p: p
+        | beam.io.ReadFromParquet(path, as_rows=True)
+        | AssignTimestamps("t")
+        | beam.GroupBy("team").aggregate_field("points", sum, "total")
+    )
+    op = plan.stages[0].head
+    assert isinstance(op, SchemaAggregateOp)
+    assert op.columns == (("team", "str"), ("points", "int"), ("t", "float"), ("ok", "bool"))
+    assert only_note(notes).endswith(f"Parquet read by the plan ({path})")
+
+
+def test_parquet_reads_the_plan_declines_keep_the_general_path(tmp_path):
+    import pyarrow as pa
+
+    dicts = parquet_file(tmp_path, {"team": ["x"], "points": [3]}, "dicts.parquet")
+    _, notes = planned(lambda p: p | beam.io.ReadFromParquet(dicts) | beam.GroupBy(lambda d: d["team"]).aggregate_field(lambda d: d["points"], sum, "total"))
+    assert "emits dicts" in only_note(notes)
+    nested = parquet_file(tmp_path, {"team": ["x"], "points": pa.array([3], pa.decimal128(5, 0))}, "decimal.parquet")
+    _, notes = planned(lambda p: p | beam.io.ReadFromParquet(nested, as_rows=True) | beam.GroupBy("team").aggregate_field("points", sum, "total"))
+    assert "the column 'points' is decimal128(5, 0)" in only_note(notes)
+    (tmp_path / "two").mkdir()
+    parquet_file(tmp_path / "two", {"team": ["x"], "points": [3]}, "a.parquet")
+    parquet_file(tmp_path / "two", {"points": [3], "team": ["x"]}, "b.parquet")
+    pattern = str(tmp_path / "two" / "*.parquet")
+    _, notes = planned(lambda p: p | beam.io.ReadFromParquet(pattern, as_rows=True) | beam.GroupBy("team").aggregate_field("points", sum, "total"))
+    assert "has another schema than" in only_note(notes)

@@ -193,7 +193,7 @@ CSV_MS = "x,3,1500\ny,1,65000\nNA,2,30000\nx,5,70250\n,4,59999\ny,7,60000\nx,1,1
 def csv_shapes(paths):
     def build(ns, p):
         window = ns.window
-        scores_csv, ms_csv = paths
+        scores_csv, ms_csv, scores_parquet = paths
         plain = (
             stamped(ns, p | "ReadScores" >> ns.beam.io.ReadFromCsv(scores_csv), "StampCsv")
             | "FixedCsv" >> ns.beam.WindowInto(window.FixedWindows(60))
@@ -209,28 +209,48 @@ def csv_shapes(paths):
             | "SlidingMs" >> ns.beam.WindowInto(window.SlidingWindows(60, 20))
             | "AggMs" >> ns.beam.GroupBy("team").aggregate_field("points", sum, "total").aggregate_field("ms", max, "last")
         )
-        return [tag(ns, plain, "csv-fixed"), tag(ns, sliding, "csv-ms-sliding")]
+        parquet = (
+            stamped(ns, p | "ReadParquet" >> ns.beam.io.ReadFromParquet(scores_parquet, as_rows=True), "StampParquet")
+            | "FixedParquet" >> ns.beam.WindowInto(window.FixedWindows(45, offset=10))
+            | "AggParquet" >> all_aggregates(ns, ns.beam.GroupBy("team"))
+        )
+        return [tag(ns, plain, "csv-fixed"), tag(ns, sliding, "csv-ms-sliding"), tag(ns, parquet, "parquet-fixed")]
 
     return build
 
 
-def test_csv_reads_give_the_general_paths_panes_through_sql_plans(spark, tmp_path):
-    paths = (tmp_path / "scores.csv", tmp_path / "ms.csv")
+def write_parquet_scores(path, teams):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    columns = {
+        "team": teams,
+        "points": pa.array([points for _, points, _ in SCORES], pa.int32()),
+        "t": pa.array([t for *_, t in SCORES], pa.float64()),
+    }
+    pq.write_table(pa.table(columns), str(path))
+
+
+def test_file_reads_give_the_general_paths_panes_through_sql_plans(spark, tmp_path):
+    paths = (tmp_path / "scores.csv", tmp_path / "ms.csv", tmp_path / "scores.parquet")
     paths[0].write_text(CSV_SCORES)
     paths[1].write_text(CSV_MS)
+    write_parquet_scores(paths[2], [None if index == 3 else team for index, (team, *_) in enumerate(SCORES)])
     build = csv_shapes(tuple(map(str, paths)))
     general, _ = run(build, sql_plans=False)
     through_sql, result = run(build)
     assert through_sql == general
     assert any(value[1][1][0] == ("team", None) for value, *_ in general if value[0] == "csv-ms-sliding")
+    assert any(value[1][1][0] == ("team", None) for value, *_ in general if value[0] == "parquet-fixed")
     notes = result.watermarks().notes
-    assert len(notes) == 2
-    assert all(note.startswith("SQL plan: ") and "CSV read by the plan" in note for note in notes.values())
+    assert len(notes) == 3
+    assert all(note.startswith("SQL plan: ") and " read by the plan (" in note for note in notes.values())
 
 
-def test_csv_reads_through_sql_plans_same_as_beam(spark, tmp_path):
-    paths = (tmp_path / "scores.csv", tmp_path / "ms.csv")
+def test_file_reads_through_sql_plans_same_as_beam(spark, tmp_path):
+    paths = (tmp_path / "scores.csv", tmp_path / "ms.csv", tmp_path / "scores.parquet")
     paths[0].write_text(CSV_SCORES)
+    write_parquet_scores(paths[2], [team for team, *_ in SCORES])
     paths[1].write_text(CSV_MS.replace("NA,", "z,").replace("\n,", "\nz,"))  # pandas reads NA as NaN
 
     def build(ns, p):
