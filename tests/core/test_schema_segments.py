@@ -308,3 +308,21 @@ def test_parquet_reads_the_plan_declines_keep_the_general_path(tmp_path):
     pattern = str(tmp_path / "two" / "*.parquet")
     _, notes = planned(lambda p: p | beam.io.ReadFromParquet(pattern, as_rows=True) | beam.GroupBy("team").aggregate_field("points", sum, "total"))
     assert "has another schema than" in only_note(notes)
+
+
+def test_assign_timestamps_reads_whole_milliseconds_or_microseconds_with_unit():
+    from sparkbeam.schemas import _Stamp
+
+    row = beam.Row(ms=61_500)
+    assert _Stamp(lambda r: r.ms, "ms")(row).timestamp.micros == 61_500_000
+    assert _Stamp(lambda r: r.ms, "us")(row).timestamp.micros == 61_500
+    with pytest.raises(TypeError, match=r"Stamp: the timestamp 1.5 .* is not a whole number of ms"):
+        _Stamp(lambda r: 1.5, "ms", "Stamp")(row)
+    with pytest.raises(ValueError, match="unit must be one of 's', 'ms', 'us', got 'h'"):
+        AssignTimestamps("ms", unit="h")
+
+
+def test_float_milliseconds_keep_the_general_path():
+    rows = [beam.Row(team="x", ms=1.5)]
+    _, notes = planned(lambda p: p | beam.Create(rows) | AssignTimestamps("ms", unit="ms") | beam.GroupBy("team").aggregate_field("ms", sum, "total"))
+    assert "the timestamps in 'ms' are float, not ms" in only_note(notes)
