@@ -107,7 +107,7 @@ def source_frame(backend: Any, op: SchemaAggregateOp) -> Any:
 
 
 def aggregate_dataframe(frame: Any, op: SchemaAggregateOp, *, exact_sums: bool = False) -> Any:
-    """The DataFrame of (key columns k0.., aggregates a0.., window start, earliest and
+    """The DataFrame of (key columns k0.., aggregates a0.., window start, earliest or
     latest timestamp, rows, and for files the worst problem of a row) per key and window,
     from ``source_frame``. ``exact_sums``: sum ints as decimals (after a 64-bit sum of a
     file's column overflowed)."""
@@ -172,9 +172,14 @@ def aggregate_dataframe(frame: Any, op: SchemaAggregateOp, *, exact_sums: bool =
     extra = [F.count(F.lit(1)).alias(_ROWS)]
     if op.table is not None:
         extra.append(F.max(sql_sources.PROBLEM).alias(sql_sources.PROBLEM))
-    return frame.groupBy(*keys, *window_columns).agg(
-        *aggregates, F.min(_TIMESTAMP).alias(_EARLIEST), F.max(_TIMESTAMP).alias(_LATEST), *extra
-    )
+    # The panes' timestamps need the groups' earliest or latest time, unless they are at the
+    # end of the window (END_OF_WINDOW, and Beam's batch shortcut for default windowing).
+    combiner = op.windowing.timestamp_combiner
+    if combiner in _LATEST_COMBINERS:
+        extra.append(F.max(_TIMESTAMP).alias(_LATEST))
+    elif combiner != TimestampCombiner.OUTPUT_AT_EOW:
+        extra.append(F.min(_TIMESTAMP).alias(_EARLIEST))
+    return frame.groupBy(*keys, *window_columns).agg(*aggregates, *extra)
 
 
 def _sum_may_overflow(op: SchemaAggregateOp, values: tuple, column: str) -> bool:

@@ -43,6 +43,7 @@ MISSING_IN_MIN_MAX, MISSING, DISAGREES, BAD_RECORD = 1, 2, 3, 4
 # scripts' digits, which the plan reports as a disagreement rather than misreading).
 _JAVA_INT = "^[+-]?[0-9]+$"
 _JAVA_FLOAT = "(?i)^[+-]?(?:(?:[0-9]+(?:\\.[0-9]*)?|\\.[0-9]+)(?:e[+-]?[0-9]+)?|inf|infinity)$"
+_REGEX_META = ".$|()[]{}^?*+\\"
 _OTHER_DIGITS = "[^\\x00-\\x7f]"  # with a digit somewhere: maybe digits Python reads
 
 
@@ -63,7 +64,8 @@ def csv_frame(spark: Any, op: SchemaAggregateOp, names: dict[str, str]) -> Any:
         list(table.files), schema=f"{LINE} string", sep="\u0000", quote="", header=table.header,
         mode="PERMISSIVE", multiLine=False, encoding="UTF-8",
     )
-    separator = _sql_string("\\Q" + table.separator + "\\E")
+    # A separator as one plain character (or a backslash-escaped one) takes Java's fast split.
+    separator = _sql_string(table.separator if table.separator.isalnum() or table.separator not in _REGEX_META else "\\" + table.separator)
     # Split once; each field then once more in a projection of its own (Spark keeps a
     # projection whose expressions are read more than once, rather than repeat them).
     lines = lines.selectExpr(LINE, f"split({LINE}, {separator}, -1) AS {_FIELDS}")

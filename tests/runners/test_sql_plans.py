@@ -186,8 +186,8 @@ def test_a_custom_combine_fn_runs_on_the_general_path_and_the_timeline_says_why(
 # -- CSV files read by the plan's own reader -------------------------------------------------
 
 CSV_SCORES = "team,points,t\n" + "".join(f"{team},{points},{t}\n" for team, points, t in SCORES)
-# no header; milliseconds; a team missing ('NA' and ''), which groups as None
-CSV_MS = "x,3,1500\ny,1,65000\nNA,2,30000\nx,5,70250\n,4,59999\ny,7,60000\nx,1,119000\n"
+# no header; '|' between fields; milliseconds; a team missing ('NA' and ''), which groups as None
+CSV_MS = "x|3|1500\ny|1|65000\nNA|2|30000\nx|5|70250\n|4|59999\ny|7|60000\nx|1|119000\n"
 
 
 def csv_shapes(paths):
@@ -199,7 +199,7 @@ def csv_shapes(paths):
             | "FixedCsv" >> ns.beam.WindowInto(window.FixedWindows(60))
             | "AggCsv" >> all_aggregates(ns, ns.beam.GroupBy("team"))
         )
-        read_ms = p | "ReadMs" >> ns.beam.io.ReadFromCsv(ms_csv, header=None, names=["team", "points", "ms"])
+        read_ms = p | "ReadMs" >> ns.beam.io.ReadFromCsv(ms_csv, sep="|", header=None, names=["team", "points", "ms"])
         if ns.beam is sparkbeam:
             in_ms = read_ms | "StampMs" >> AssignTimestamps("ms", unit="ms")
         else:
@@ -251,7 +251,7 @@ def test_file_reads_through_sql_plans_same_as_beam(spark, tmp_path):
     paths = (tmp_path / "scores.csv", tmp_path / "ms.csv", tmp_path / "scores.parquet")
     paths[0].write_text(CSV_SCORES)
     write_parquet_scores(paths[2], [team for team, *_ in SCORES])
-    paths[1].write_text(CSV_MS.replace("NA,", "z,").replace("\n,", "\nz,"))  # pandas reads NA as NaN
+    paths[1].write_text(CSV_MS.replace("NA|", "z|").replace("\n|", "\nz|"))  # pandas reads NA as NaN
 
     def build(ns, p):
         do_fn = ns.beam.DoFn
