@@ -258,7 +258,7 @@ class SparkBackend:
             return group(self, grouping, stage, inputs, params, side, wanted)
         if must_wait(stage, params, stage.id in self.states):
             return self._run_waiting(stage, inputs, params, side, wanted)
-        if not stage.body and len(inputs) == 1:
+        if stage.is_source and not stage.body and len(inputs) == 1:
             # A source whose elements the driver already holds (a SQL plan's panes), read
             # as they are: no job runs an empty body over them.
             ((pcoll, held),) = inputs.items()
