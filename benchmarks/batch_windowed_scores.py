@@ -64,8 +64,8 @@ ALL_PEERS = ("sparkbeam", "sparkbeam-rows", "beam", "beam-on-sparkbeam", "datafr
 @attrs.frozen
 class Workload:
     """What a peer runs on: the events, and the CSV file holding them when the source is a
-    file; ``rows``: the same events as ``Row(key, score, t)`` (t in seconds), for the
-    schema'd peer, made before anything is timed."""
+    file; ``rows``: the same events as ``Row(key, score, t)`` (t in seconds), made before
+    anything is timed, when the schema'd peer starts from memory (else it reads the file)."""
 
     events: list[Event] = attrs.field(repr=lambda events: f"<{len(events)} events>")
     path: str | None
@@ -150,23 +150,31 @@ def prepare_sparkbeam(bench: Bench) -> RunFn:
 
 
 def prepare_sparkbeam_rows(bench: Bench) -> RunFn:
-    """The schema'd pipeline: Rows -> AssignTimestamps -> FixedWindows -> GroupBy.aggregate_field,
-    which sparkbeam runs as one Spark SQL plan (README: "Schema'd aggregations as Spark SQL")."""
+    """The schema'd pipeline: ReadFromCsv (the dataframe peer's file) -> AssignTimestamps ->
+    FixedWindows -> GroupBy.aggregate_field, which sparkbeam runs as one Spark SQL plan
+    (README: "Schema'd aggregations as Spark SQL"); ``--rows-source memory`` starts from a
+    Create of in-memory Rows instead."""
     import sparkbeam as beam
     from sparkbeam import window
     from sparkbeam.schemas import AssignTimestamps
     from sparkbeam.transforms.combiners import CountCombineFn
 
     def run(workload: Workload) -> list[Row]:
-        if workload.rows is None:
-            msg = "the sparkbeam-rows peer needs the events as Rows (Workload.rows)"
-            raise PeerUnavailable(msg)
         options = beam.PipelineOptions(spark_master=bench.master, state_partitions=bench.partitions)
         pipeline = beam.Pipeline(options=options)
+        if workload.rows is not None:
+            stamped = pipeline | "Create" >> beam.Create(workload.rows) | "Stamp" >> AssignTimestamps("t")
+        elif workload.path is not None:
+            stamped = (
+                pipeline
+                | "Read" >> beam.io.ReadFromCsv(workload.path, header=None, names=["key", "score", "event_ms"])
+                | "Stamp" >> AssignTimestamps("event_ms", unit="ms")
+            )
+        else:
+            msg = "the sparkbeam-rows peer needs the events as a CSV file or as Rows (Workload.rows)"
+            raise PeerUnavailable(msg)
         totals = beam.capture(
-            pipeline
-            | "Create" >> beam.Create(workload.rows)
-            | "Stamp" >> AssignTimestamps("t")
+            stamped
             | "Minutes" >> beam.WindowInto(window.FixedWindows(WINDOW_SECONDS))
             | "CountAndSum" >> beam.GroupBy("key").aggregate_field("score", CountCombineFn(), "count").aggregate_field("score", sum, "total")
         )
@@ -286,7 +294,7 @@ PREPARE: dict[str, Callable[[Bench], RunFn]] = {
 
 DESCRIBE = {
     "sparkbeam": "sparkbeam on Spark: Read -> Map(TimestampedValue) -> FixedWindows(60) -> CombinePerKey",
-    "sparkbeam-rows": "sparkbeam on Spark, schema'd: Create(Rows) -> AssignTimestamps -> FixedWindows(60) -> GroupBy.aggregate_field (a Spark SQL plan; always the in-memory Rows)",
+    "sparkbeam-rows": "sparkbeam on Spark, schema'd: ReadFromCsv (or Create(Rows) with --rows-source memory) -> AssignTimestamps -> FixedWindows(60) -> GroupBy.aggregate_field (a Spark SQL plan)",
     "beam": "Apache Beam, FnApiRunner in this process, same pipeline, results written to a file",
     "beam-on-sparkbeam": "the beam peer's apache_beam pipeline unchanged, with --runner=sparkbeam.SparkRunner",
     "dataframe": "PySpark DataFrame: groupBy(key, window(1 minute)).agg(count, sum)",
@@ -454,6 +462,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default="file",
         help="peers read a CSV file (default) or get the in-memory list",
     )
+    parser.add_argument(
+        "--rows-source",
+        choices=("file", "memory"),
+        default="file",
+        help="the sparkbeam-rows peer reads the CSV file with ReadFromCsv (default, with --source file) "
+        "or starts from the events as in-memory Rows",
+    )
     return parse_common(parser, argv, ALL_PEERS)
 
 
@@ -480,6 +495,8 @@ def main(argv: list[str] | None = None) -> int:
             before = time.perf_counter()
             expected = expected_totals(events)
             oracle_seconds = time.perf_counter() - before
+            # The schema'd peer's Rows, made untimed, when it starts from memory.
+            rows_wanted = "sparkbeam-rows" in args.peers and (path is None or args.rows_source == "memory")
             warmup = None
             if args.warmup_events:
                 warmup_events = events[: args.warmup_events]
@@ -487,8 +504,8 @@ def main(argv: list[str] | None = None) -> int:
                 if path is not None:
                     warmup_path = os.path.join(workdir, f"warmup-{len(warmup_events)}.csv")
                     write_events(warmup_events, warmup_path)
-                warmup = Workload(warmup_events, warmup_path, as_rows(warmup_events) if "sparkbeam-rows" in args.peers else None)
-            workload = Workload(events, path, as_rows(events) if "sparkbeam-rows" in args.peers else None)
+                warmup = Workload(warmup_events, warmup_path, as_rows(warmup_events) if rows_wanted else None)
+            workload = Workload(events, path, as_rows(events) if rows_wanted else None)
             size = f"{os.path.getsize(path) / 1e6:.1f} MB file" if path else "in-memory list"
             print(
                 f"== {count:,} events, {KEY_COUNT} keys, {len(expected):,} (key, window) results; "

@@ -40,6 +40,7 @@ from sparkbeam.combine import CombineFn, CombinePerKey
 from sparkbeam.core import GroupByKey, Map
 from sparkbeam.ptransform import PTransform
 from sparkbeam.row import Row
+from sparkbeam.utils.timestamp import Timestamp
 from sparkbeam.window import TimestampedValue
 
 __all__ = [
@@ -194,14 +195,27 @@ class _ToRow:
         return Row(**{name: read(element) for name, read in self.readers})
 
 
+#: AssignTimestamps' units: microseconds per unit
+TIMESTAMP_UNITS = {"s": 1_000_000, "ms": 1_000, "us": 1}
+
+
 @attrs.frozen
 class _Stamp:
-    """The element re-stamped at the value of its timestamp field (seconds, or a Timestamp)."""
+    """The element re-stamped at the value of its timestamp field (seconds, or a Timestamp;
+    a whole number of milliseconds or microseconds with ``unit``)."""
 
     read: Callable[[Any], Any]
+    unit: str = "s"
+    transform: str = "AssignTimestamps"
 
     def __call__(self, element: Any) -> TimestampedValue:
-        return TimestampedValue(element, self.read(element))
+        value = self.read(element)
+        if self.unit == "s":
+            return TimestampedValue(element, value)
+        if type(value) is not int:
+            msg = f"{self.transform}: the timestamp {value!r} of {_short_repr(element)} is not a whole number of {self.unit}"
+            raise TypeError(msg)
+        return TimestampedValue(element, Timestamp.from_micros(value * TIMESTAMP_UNITS[self.unit]))
 
 
 @attrs.frozen
@@ -327,22 +341,28 @@ class AssignTimestamps(PTransform):
     """Each element re-stamped at the value of a field (seconds since the epoch, int or
     float, or a ``Timestamp``), as Beam YAML's ``AssignTimestamps``; windows follow the new
     timestamp. ``AssignTimestamps('event_time')`` reads ``element.event_time``; a callable
-    of the element works too. A runner reads ``timestamp`` to do the same natively.
+    of the element works too. ``unit='ms'`` (or ``'us'``) reads a whole number of
+    milliseconds (microseconds) since the epoch instead, as files and logs often hold them.
+    A runner reads ``timestamp`` and ``unit`` to do the same natively.
 
-    >>> AssignTimestamps("t").timestamp
-    SchemaField(name='t', expr='t')
+    >>> AssignTimestamps("t").timestamp, AssignTimestamps("event_ms", unit="ms").unit
+    (SchemaField(name='t', expr='t'), 'ms')
     """
 
-    def __init__(self, timestamp: FieldExpr) -> None:
+    def __init__(self, timestamp: FieldExpr, *, unit: str = "s") -> None:
         super().__init__()
         self.timestamp = _field(timestamp, "timestamp", "AssignTimestamps", 0)
+        if unit not in TIMESTAMP_UNITS:
+            msg = f"AssignTimestamps: unit must be one of {', '.join(map(repr, TIMESTAMP_UNITS))}, got {unit!r}"
+            raise ValueError(msg)
+        self.unit = unit
 
     def default_label(self) -> str:
         return f"AssignTimestamps({self.timestamp.expr if self.timestamp.is_attribute else 'timestamp'})"
 
     def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
         where = _applied(pcoll, "AssignTimestamps")
-        return pcoll | "Stamp" >> Map(_Stamp(_reader(self.timestamp, where)))
+        return pcoll | "Stamp" >> Map(_Stamp(_reader(self.timestamp, where), self.unit, where))
 
 
 class GroupBy(PTransform):

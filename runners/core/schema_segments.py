@@ -2,7 +2,8 @@
 
 A segment is a chain of schema transforms that ends in an aggregation:
 
-    Create(Rows or NamedTuples) -> [AssignTimestamps(field) | WindowInto | Select(fields)]*
+    Create(Rows or NamedTuples) | ReadFromCsv | ReadFromParquet(as_rows=True)
+        -> [AssignTimestamps(field) | WindowInto | Select(fields)]*
         -> GroupBy(fields).aggregate_field(field, count/sum/mean/min/max, name)...
 
 with the default trigger over global, fixed or sliding windows, every field read by name,
@@ -17,6 +18,8 @@ This module knows no Spark: it decides *what* a segment computes (columns, times
 windows, aggregates); ``runners/spark/sql_plan.py`` says how Spark computes it. A value the
 SQL plan could compute differently from the general path (a None, a mix of int and float,
 an int beyond 64 bits, a float key, a timestamp that is not finite) keeps the general path.
+A read of files (``schema_sources.py``) starts a segment when the backend's reader reads
+them as sparkbeam's read does.
 """
 
 from __future__ import annotations
@@ -36,8 +39,15 @@ from sparkbeam.pipeline import AppliedTransform, Pipeline
 from sparkbeam.row import Row
 from sparkbeam.runners.core.execution import Role, register_kind
 from sparkbeam.runners.core.ops import Op
+from sparkbeam.runners.core.schema_sources import (
+    CsvTable,
+    NotASegment,
+    ParquetTable,
+    is_schema_read,
+    read_table,
+)
 from sparkbeam.runners.core.sources import BoundedSourceState
-from sparkbeam.schemas import AssignTimestamps, GroupAndAggregate, Select
+from sparkbeam.schemas import TIMESTAMP_UNITS, AssignTimestamps, GroupAndAggregate, Select
 from sparkbeam.transforms._combine_fns import CountCombineFn, MeanCombineFn
 from sparkbeam.trigger import DefaultTrigger
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
@@ -74,15 +84,18 @@ class SchemaAggregateOp(Op):
     """A whole schema'd segment, read as a source of the aggregation's results.
 
     ``columns``: each source column's name and kind; ``data``: the values per column (on the
-    driver; never shipped); ``timestamp_column``: the column of timestamps in seconds, or
-    None (every element at the minimum timestamp); ``key_columns``: (output name, source
-    column) per key field; ``aggregates``: over source columns; ``result_names``: the
+    driver; never shipped), or ``table``: the files the plan reads them from;
+    ``timestamp_column``: the column of timestamps in ``timestamp_unit`` (``AssignTimestamps``'
+    units), or None (every element at the minimum timestamp); ``key_columns``: (output name,
+    source column) per key field; ``aggregates``: over source columns; ``result_names``: the
     ``Result`` NamedTuple's fields.
     """
 
     columns: tuple[tuple[str, ColumnKind], ...]
     data: tuple[tuple, ...] = attrs.field(eq=False, repr=False)
     timestamp_column: str | None
+    timestamp_unit: str
+    table: CsvTable | ParquetTable | None
     key_columns: tuple[tuple[str, str], ...]
     aggregates: tuple[AggregateSpec, ...]
     result_names: tuple[str, ...]
@@ -96,7 +109,10 @@ class SchemaAggregateOp(Op):
         keys = ", ".join(source if name == source else f"{name}={source}" for name, source in self.key_columns)
         aggregates = ", ".join(f"{a.output_name}={a.function}({a.column})" for a in self.aggregates)
         stamp = f"timestamps from {self.timestamp_column}" if self.timestamp_column else "timestamps at the minimum"
-        return f"SQL plan: group by [{keys}] per {type(self.windowing.windowfn).__name__}, {aggregates}; {stamp}"
+        if self.timestamp_column and self.timestamp_unit != "s":
+            stamp += f" ({self.timestamp_unit})"
+        source = f"; {self.table.describe()}" if self.table is not None else ""
+        return f"SQL plan: group by [{keys}] per {type(self.windowing.windowfn).__name__}, {aggregates}; {stamp}{source}"
 
 
 @attrs.frozen
@@ -109,9 +125,7 @@ class SegmentPlan:
     notes: dict[str, str] = attrs.field(factory=dict)
 
 
-class _NotASegment(Exception):
-    """Why a chain ending in an aggregation keeps the general path."""
-
+_NotASegment = NotASegment
 
 def aggregate_kind(combine_fn: CombineFn) -> str | None:
     """The SQL aggregate a built-in combiner is, or None for any other CombineFn."""
@@ -235,31 +249,40 @@ def _segment(
         if step is None:
             outermost = producers.get(id(pc))
             name = outermost[0].full_label if outermost else pc.label
-            msg = f"its input comes from '{name}', not from a Create of Rows, Select, AssignTimestamps or WindowInto"
+            msg = f"its input comes from '{name}', not from a Create of Rows, ReadFromCsv, ReadFromParquet(as_rows=True), Select, AssignTimestamps or WindowInto"
             raise _NotASegment(msg)
         if id(step) in claimed:
             msg = f"'{step.full_label}' already belongs to another SQL plan"
             raise _NotASegment(msg)
         chain.append(step)
-        if isinstance(step.transform, Create):
+        if isinstance(step.transform, Create) or is_schema_read(step.transform):
             break
         (pc,) = step.inputs
     chain.reverse()
     source, *steps = chain
-    columns, data = _source_columns(source)
+    table: CsvTable | ParquetTable | None = None
+    if isinstance(source.transform, Create):
+        columns, data = _source_columns(source)
+    else:
+        columns, table = read_table(source)
+        data = ()
     names = {name: name for name, _ in columns}  # field name -> source column
     kinds = dict(columns)
     timestamp_column: str | None = None
+    timestamp_unit = "s"
     for step in steps:
         transform = step.transform
         if isinstance(transform, Select):
             names = {field.name: _column(names, field, step) for field in transform.fields}
         elif isinstance(transform, AssignTimestamps):
             timestamp_column = _column(names, transform.timestamp, step)
-            if kinds[timestamp_column] not in ("int", "float"):
-                msg = f"'{step.full_label}': the timestamps in {timestamp_column!r} are {kinds[timestamp_column]}, not seconds"
+            timestamp_unit = transform.unit
+            if kinds[timestamp_column] not in ("int", "float") or (timestamp_unit != "s" and kinds[timestamp_column] != "int"):
+                msg = f"'{step.full_label}': the timestamps in {timestamp_column!r} are {kinds[timestamp_column]}, not {timestamp_unit}"
                 raise _NotASegment(msg)
-            _check_timestamps(step, timestamp_column, data[[n for n, _ in columns].index(timestamp_column)])
+            if table is None:
+                stamps = data[[n for n, _ in columns].index(timestamp_column)]
+                _check_timestamps(step, timestamp_column, stamps, timestamp_unit)
     if timestamp_column is None and not isinstance(windowing.windowfn, GlobalWindows):
         msg = "elements at the minimum timestamp in non-global windows (no AssignTimestamps)"
         raise _NotASegment(msg)
@@ -291,6 +314,8 @@ def _segment(
         columns=columns,
         data=data,
         timestamp_column=timestamp_column,
+        timestamp_unit=timestamp_unit,
+        table=table,
         key_columns=key_columns,
         aggregates=tuple(aggregates),
         result_names=tuple(aggregation.result_names),
@@ -311,7 +336,7 @@ def _check_windowing(windowing: Windowing) -> None:
 def _recognised_producer(nodes: list[AppliedTransform]) -> AppliedTransform | None:
     """The outermost transform producing a PCollection that a segment may contain."""
     for node in nodes:
-        if isinstance(node.transform, Create | Select | AssignTimestamps | WindowInto):
+        if isinstance(node.transform, Create | Select | AssignTimestamps | WindowInto) or is_schema_read(node.transform):
             return node
     return None
 
@@ -372,8 +397,9 @@ def _kind_of(node: AppliedTransform, name: str, column: tuple) -> ColumnKind:
     raise _NotASegment(msg)
 
 
-def _check_timestamps(node: AppliedTransform, name: str, column: tuple) -> None:
-    low, high = MIN_TIMESTAMP.micros / 1e6, MAX_TIMESTAMP.micros / 1e6
+def _check_timestamps(node: AppliedTransform, name: str, column: tuple, unit: str) -> None:
+    per_unit = 1_000_000 / TIMESTAMP_UNITS[unit]
+    low, high = MIN_TIMESTAMP.micros / per_unit, MAX_TIMESTAMP.micros / per_unit
     # A NaN or an infinity makes the sum not finite; then the bounds.
     if not (math.isfinite(sum(column)) and low < min(column) and max(column) < high):
         bad = next((v for v in column if not (math.isfinite(v) and low < v < high)), None)

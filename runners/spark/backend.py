@@ -258,6 +258,13 @@ class SparkBackend:
             return group(self, grouping, stage, inputs, params, side, wanted)
         if must_wait(stage, params, stage.id in self.states):
             return self._run_waiting(stage, inputs, params, side, wanted)
+        if stage.is_source and not stage.body and len(inputs) == 1:
+            # A source whose elements the driver already holds (a SQL plan's panes), read
+            # as they are: no job runs an empty body over them.
+            ((pcoll, held),) = inputs.items()
+            if held.collected is not None and stage.outputs == (pcoll,):
+                count = len(held.collected)
+                return StageResult({pcoll: held}, StageSummary(elements_in=count, elements_out=count))
         counters = (self.sc.accumulator(0), self.sc.accumulator(0))
         if len(inputs) == 1 and len(stage.outputs) == 1:
             # The common chain: its elements need no PCollection ids in or out.

@@ -1,28 +1,29 @@
 """A schema'd segment (``runners/core/schema_segments.py``) as one Spark DataFrame plan.
 
-The driver's columns go to the JVM as one Arrow table; Spark computes each element's
-timestamp (µs) and windows, groups by the key fields and the window, and aggregates with its
-own functions: no Python runs per element. Each (key, window) group also keeps its earliest
-and latest timestamp, from which the pane's timestamp follows the timestamp combiner as on
-the general path (``runners/core/holds.py``). The results come back through ``mapInArrow``:
-each Arrow batch becomes the batch's panes (``WindowedValue`` of a ``Result``), pickled as
-one value, so the rest of the pipeline reads an RDD of panes as it would read the
-aggregation's.
+The columns come from Spark's own CSV reader (``sql_sources.py``) or, for a ``Create``, from
+the driver as Arrow slices; Spark computes each element's timestamp (µs) and windows,
+groups by the key fields and the window, and aggregates with its own functions: no Python
+runs per element. Each (key, window) group also keeps its earliest and latest timestamp,
+from which the pane's timestamp follows the timestamp combiner as on the general path
+(``runners/core/holds.py``). The groups (tens of thousands where the input had millions)
+come to the driver as one Arrow table, and become the panes there, column by column; the
+panes are the stage's collected output (a capture reads them as they are) and an RDD made
+from them only if a later stage reads it.
 """
 
 from __future__ import annotations
 
 import functools
-import pickle
+import itertools
 from collections.abc import Iterator
 from typing import Any
 
-import attrs
-
 from sparkbeam.runners.core.holds import HoldPolicy, last_instant, single_pane_timestamp
 from sparkbeam.runners.core.schema_segments import SchemaAggregateOp
+from sparkbeam.runners.core.schema_sources import ParquetTable
 from sparkbeam.runners.core.sources import SourceEmission
-from sparkbeam.schemas import schema_tuple_type
+from sparkbeam.runners.spark import sql_sources
+from sparkbeam.schemas import TIMESTAMP_UNITS, schema_tuple_type
 from sparkbeam.utils.timestamp import MIN_TIMESTAMP, Timestamp
 from sparkbeam.utils.windowed_value import PaneInfo, PaneInfoTiming, WindowedValue
 from sparkbeam.window import (
@@ -34,6 +35,8 @@ from sparkbeam.window import (
 )
 
 __all__ = ["aggregate_dataframe", "read_segment"]
+
+_ROWS = "__rows"
 
 _ARROW_TYPES = {"bool": "bool_", "int": "int64", "float": "float64", "str": "string"}
 _TIMESTAMP, _START, _EARLIEST, _LATEST = "__timestamp", "__window_start", "__earliest", "__latest"
@@ -74,15 +77,20 @@ def _slices(shipped: Any, ids: Iterator[Any]) -> Iterator[Any]:
 
 
 def source_frame(backend: Any, op: SchemaAggregateOp) -> Any:
-    """The columns the plan reads as a DataFrame of the backend's partition count.
+    """The columns the plan reads, from the op's files, or from the driver as a DataFrame of
+    the backend's partition count.
 
-    They travel as Arrow IPC slices in one broadcast and become rows in the JVM through
+    The driver's columns travel as Arrow IPC slices in one broadcast and become rows in the JVM through
     ``mapInArrow`` over one id per slice: ``createDataFrame`` of a large Arrow table holds
     it whole in the driver's JVM and makes a partition per 10,000 rows.
     """
     import pyarrow as pa
 
     names = _column_names(op)
+    if isinstance(op.table, ParquetTable):
+        return sql_sources.parquet_frame(backend.spark, op, names)
+    if op.table is not None:
+        return sql_sources.csv_frame(backend.spark, op, names)
     table = _arrow_table(op, names)
     size = max(1, -(-table.num_rows // backend.num_partitions))
     slices = []
@@ -98,28 +106,33 @@ def source_frame(backend: Any, op: SchemaAggregateOp) -> Any:
     return ids.mapInArrow(functools.partial(_slices, shipped), schema)
 
 
-def aggregate_dataframe(frame: Any, op: SchemaAggregateOp) -> Any:
-    """The DataFrame of (key columns k0.., aggregates a0.., window start, earliest and
-    latest timestamp) per key and window, from ``source_frame``."""
+def aggregate_dataframe(frame: Any, op: SchemaAggregateOp, *, exact_sums: bool = False) -> Any:
+    """The DataFrame of (key columns k0.., aggregates a0.., window start, earliest or
+    latest timestamp, rows, and for files the worst problem of a row) per key and window,
+    from ``source_frame``. ``exact_sums``: sum ints as decimals (after a 64-bit sum of a
+    file's column overflowed)."""
     from pyspark.sql import functions as F
 
     names = _column_names(op)
     if op.timestamp_column is None:
         micros = F.lit(MIN_TIMESTAMP.micros).cast("long")
+    elif op.table is not None:
+        micros = F.col(sql_sources.MICROS)
     elif op.kind_of_column(op.timestamp_column) == "int":
-        micros = F.col(names[op.timestamp_column]).cast("long") * F.lit(1_000_000)
+        micros = F.col(names[op.timestamp_column]).cast("long") * F.lit(TIMESTAMP_UNITS[op.timestamp_unit])
     else:
         # Timestamp.of rounds seconds * 1e6 half to even, as bround does.
         micros = F.bround(F.col(names[op.timestamp_column]) * F.lit(1_000_000.0)).cast("long")
-    frame = frame.withColumn(_TIMESTAMP, micros)
     windowfn = op.windowing.windowfn
     window_columns = []
     if isinstance(windowfn, FixedWindows):
         size, offset = windowfn.size.micros, windowfn.offset.micros
-        ts = F.col(_TIMESTAMP)
-        frame = frame.withColumn(_START, ts - F.pmod(ts - F.lit(offset), F.lit(size)))
+        # One projection (each DataFrame step is analysed at once, in the JVM).
+        frame = frame.withColumns({_TIMESTAMP: micros, _START: micros - F.pmod(micros - F.lit(offset), F.lit(size))})
         window_columns = [_START]
-    elif isinstance(windowfn, SlidingWindows):
+    else:
+        frame = frame.withColumn(_TIMESTAMP, micros)
+    if isinstance(windowfn, SlidingWindows):
         size, period, offset = windowfn.size.micros, windowfn.period.micros, windowfn.offset.micros
         ts = F.col(_TIMESTAMP)
         last_start = ts - F.pmod(ts - F.lit(offset), F.lit(period))
@@ -135,24 +148,38 @@ def aggregate_dataframe(frame: Any, op: SchemaAggregateOp) -> Any:
     positions = {name: index for index, (name, _) in enumerate(op.columns)}
     for index, agg in enumerate(op.aggregates):
         column = F.col(names[agg.column])
-        if agg.function in ("sum", "mean") and _sum_may_overflow(op, op.data[positions[agg.column]], agg.column):
+        is_int = op.kind_of_column(agg.column) == "int"
+        if agg.function in ("sum", "mean") and is_int and (
+            exact_sums or (op.table is None and _sum_may_overflow(op, op.data[positions[agg.column]], agg.column))
+        ):
             # Python's ints do not overflow: sum exactly, as decimals (back as ints in _panes).
             column = column.cast("decimal(38,0)")
+        # A file's values are unknown before the run: a 64-bit sum that overflows is null
+        # (try_sum), and the plan runs again with exact sums.
+        total = F.try_sum(column) if op.table is not None else F.sum(column)
         if agg.function == "count":
             expression = F.count(F.lit(1))
         elif agg.function == "sum":
-            expression = F.sum(column)
+            expression = total
         elif agg.function == "mean":
             # MeanCombineFn: the exact sum over the count, as floats.
-            expression = F.sum(column).cast("double") / F.count(F.lit(1)).cast("double")
+            expression = total.cast("double") / F.count(F.lit(1)).cast("double")
         elif agg.function == "min":
             expression = F.min(column)
         else:
             expression = F.max(column)
         aggregates.append(expression.alias(f"a{index}"))
-    return frame.groupBy(*keys, *window_columns).agg(
-        *aggregates, F.min(_TIMESTAMP).alias(_EARLIEST), F.max(_TIMESTAMP).alias(_LATEST)
-    )
+    extra = [F.count(F.lit(1)).alias(_ROWS)]
+    if op.table is not None:
+        extra.append(F.max(sql_sources.PROBLEM).alias(sql_sources.PROBLEM))
+    # The panes' timestamps need the groups' earliest or latest time, unless they are at the
+    # end of the window (END_OF_WINDOW, and Beam's batch shortcut for default windowing).
+    combiner = op.windowing.timestamp_combiner
+    if combiner in _LATEST_COMBINERS:
+        extra.append(F.max(_TIMESTAMP).alias(_LATEST))
+    elif combiner != TimestampCombiner.OUTPUT_AT_EOW:
+        extra.append(F.min(_TIMESTAMP).alias(_EARLIEST))
+    return frame.groupBy(*keys, *window_columns).agg(*aggregates, *extra)
 
 
 def _sum_may_overflow(op: SchemaAggregateOp, values: tuple, column: str) -> bool:
@@ -163,8 +190,9 @@ def _sum_may_overflow(op: SchemaAggregateOp, values: tuple, column: str) -> bool
     return largest * len(values) >= 2**63
 
 
-def _panes(op: SchemaAggregateOp, overlapping_window_rule: bool, batches: Iterator[Any]) -> Iterator[Any]:
-    """``mapInArrow``: each batch of groups as one pickled list of panes."""
+def _panes(op: SchemaAggregateOp, overlapping_window_rule: bool, groups: Any) -> list[WindowedValue]:
+    """The panes of the groups (an Arrow table from ``aggregate_dataframe``), built on the
+    driver a column at a time."""
     import pyarrow as pa
 
     holds = HoldPolicy(op.windowing, overlapping_window_rule=overlapping_window_rule)
@@ -175,46 +203,97 @@ def _panes(op: SchemaAggregateOp, overlapping_window_rule: bool, batches: Iterat
     result_type = schema_tuple_type("Result", op.result_names)
     key_count, aggregate_count = len(op.key_columns), len(op.aggregates)
     windowfn = op.windowing.windowfn
-    size = windowfn.size.micros if isinstance(windowfn, FixedWindows | SlidingWindows) else None
-    by_latest = op.windowing.timestamp_combiner in _LATEST_COMBINERS
-    global_window = GlobalWindow()
-    windows: dict[int, IntervalWindow] = {}  # by start: few windows, many groups each
-    exact_sums = {f"a{index}" for index, agg in enumerate(op.aggregates) if agg.function == "sum"}
-    for batch in batches:
-        columns = batch.to_pydict()
-        for name in exact_sums:
-            if pa.types.is_decimal(batch.schema.field(name).type):
-                columns[name] = [int(total) for total in columns[name]]  # Python's exact int
-        fields = [columns[f"k{i}"] for i in range(key_count)] + [columns[f"a{i}"] for i in range(aggregate_count)]
-        starts = columns.get(_START)
-        times = columns[_LATEST] if by_latest else columns[_EARLIEST]
-        panes = []
-        for row in range(batch.num_rows):
-            if starts is None:
-                window: Any = global_window
-            else:
-                start = starts[row]
-                window = windows.get(start)
-                if window is None:
-                    window = windows[start] = IntervalWindow(Timestamp.from_micros(start), Timestamp.from_micros(start + size))
-            if single_pane_stamp is None:
-                hold = holds.output_time(window, times[row])
-                timestamp = holds.pane_timestamp(last_instant(window), hold)
-            else:
-                timestamp = single_pane_stamp
-            value = result_type(*[field[row] for field in fields])
-            panes.append(WindowedValue(value, timestamp, (window,), pane))
-        yield pa.RecordBatch.from_pydict({"panes": [pickle.dumps(panes, protocol=pickle.HIGHEST_PROTOCOL)]})
+    rows = groups.num_rows
+    fields = []
+    for name in [f"k{i}" for i in range(key_count)] + [f"a{i}" for i in range(aggregate_count)]:
+        values = groups.column(name).to_pylist()
+        if pa.types.is_decimal(groups.schema.field(name).type):
+            values = [None if total is None else int(total) for total in values]  # Python's exact int
+        fields.append(values)
+    results = list(map(result_type, *fields)) if fields else [result_type() for _ in range(rows)]
+    if isinstance(windowfn, FixedWindows | SlidingWindows):
+        size = windowfn.size.micros
+        by_start: dict[int, tuple[IntervalWindow]] = {}  # few windows, many groups each
+        for start in set(groups.column(_START).to_pylist()):
+            by_start[start] = (IntervalWindow(Timestamp.from_micros(start), Timestamp.from_micros(start + size)),)
+        windows = list(map(by_start.__getitem__, groups.column(_START).to_pylist()))
+    else:
+        windows = [(GlobalWindow(),)] * rows
+    if single_pane_stamp is not None:
+        timestamps = [single_pane_stamp] * rows
+    elif op.windowing.timestamp_combiner == TimestampCombiner.OUTPUT_AT_EOW:
+        # At the end of the window, whatever the elements' times: once per window.
+        stamps = {window: holds.pane_timestamp(last_instant(window), holds.output_time(window, MIN_TIMESTAMP.micros)) for (window,) in set(windows)}
+        timestamps = [stamps[window] for (window,) in windows]
+    else:
+        times = groups.column(_LATEST if op.windowing.timestamp_combiner in _LATEST_COMBINERS else _EARLIEST).to_pylist()
+        timestamps = [
+            holds.pane_timestamp(last_instant(window), holds.output_time(window, time))
+            for (window,), time in zip(windows, times)
+        ]
+    return list(map(WindowedValue, results, timestamps, windows, itertools.repeat(pane, rows)))
 
 
-def _unpickle(row: Any) -> list[WindowedValue]:
-    return pickle.loads(row[0])  # written by _panes in this run
+def _groups(backend: Any, op: SchemaAggregateOp) -> Any:
+    """The aggregation's groups on the driver, as one Arrow table; with the sums of a
+    file's ints exact (again as decimals when a 64-bit sum overflowed)."""
+    groups = aggregate_dataframe(source_frame(backend, op), op).toArrow()
+    if op.table is None:
+        return groups
+    _check_records(backend, op, groups)
+    overflowed = any(
+        groups.column(f"a{index}").null_count
+        for index, agg in enumerate(op.aggregates)
+        if agg.function in ("sum", "mean") and op.kind_of_column(agg.column) == "int"
+    )
+    if overflowed:
+        groups = aggregate_dataframe(source_frame(backend, op), op, exact_sums=True).toArrow()
+    return groups
+
+
+def _check_records(backend: Any, op: SchemaAggregateOp, groups: Any) -> None:
+    """Fail as the general path fails when a record of the files is one it rejects (or one
+    Spark would read differently): the worst problem of any group, shown with a record."""
+    import pyarrow.compute as pc
+
+    problems = groups.column(sql_sources.PROBLEM)
+    worst = pc.max(problems).as_py() or 0
+    if worst == sql_sources.MISSING_IN_MIN_MAX:
+        # min or max of one missing value is None, as Python's min([None]); of more, an error.
+        flagged = pc.equal(problems, worst)
+        if pc.max(pc.filter(groups.column(_ROWS), flagged)).as_py() == 1:
+            return
+    if worst == 0:
+        return
+    from pyspark.sql import functions as F
+
+    frame = source_frame(backend, op)
+    record = frame.where(F.col(sql_sources.PROBLEM) >= F.lit(max(worst, sql_sources.MISSING))).select(
+        sql_sources.LINE, F.input_file_name().alias("file")
+    ).first()
+    if record is None:  # a missing value under min or max in a group of several
+        record = frame.where(F.col(sql_sources.PROBLEM) == F.lit(worst)).select(
+            sql_sources.LINE, F.input_file_name().alias("file")
+        ).first()
+        worst = sql_sources.MISSING
+    error, msg = sql_sources.describe_problem(op, worst, record[0], record[1])
+    raise error(msg)
 
 
 def read_segment(backend: Any, op: SchemaAggregateOp, emission: SourceEmission) -> Any:
-    """The segment's panes as an RDD of WindowedValue (a ``Dataset`` of the backend)."""
+    """The segment's panes: collected on the driver, and an RDD of them for a later stage
+    (made from them only when a later stage runs)."""
     from sparkbeam.runners.spark.backend import Dataset
 
-    frame = aggregate_dataframe(source_frame(backend, op), op)
-    panes = frame.mapInArrow(functools.partial(_panes, attrs.evolve(op, data=()), backend.overlapping_window_rule), "panes binary")
-    return Dataset(panes.rdd.flatMap(_unpickle))
+    panes = _panes(op, backend.overlapping_window_rule, _groups(backend, op))
+    if not panes:
+        return Dataset(backend.sc.emptyRDD(), known_empty=True, collected=[])
+    slices = max(1, min(backend.num_partitions, len(panes)))
+    size = -(-len(panes) // slices)
+    # The panes are pickled with the function when a job first needs them.
+    rdd = backend.sc.parallelize(range(slices), slices).flatMap(functools.partial(_slice, panes, size))
+    return Dataset(rdd, collected=panes)
+
+
+def _slice(panes: list[WindowedValue], size: int, index: int) -> list[WindowedValue]:
+    return panes[index * size : (index + 1) * size]

@@ -175,3 +175,154 @@ def test_the_columns_stay_on_the_driver():
     op = plan.stages[0].head
     assert op.data
     assert kind_of(op).for_executors(op).data == ()
+
+
+# -- CSV reads as segment sources (the bytes are scanned on the driver; no Spark) ------------
+
+
+def csv_file(tmp_path, text, name="scores.csv"):
+    path = tmp_path / name
+    path.write_bytes(text.encode("utf-8") if isinstance(text, str) else text)
+    return str(path)
+
+
+SCORES_CSV = "team,points,t\nx,3,1.5\ny,1,65.0\nx,2,30.0\n"
+
+
+def csv_aggregation(path, **read_options):
+    return lambda p: (
+        p
+        | beam.io.ReadFromCsv(path, **read_options)
+        | AssignTimestamps("t")
+        | beam.WindowInto(window.FixedWindows(60))
+        | beam.GroupBy("team").aggregate_field("points", sum, "total")
+    )
+
+
+def test_a_csv_read_starts_a_segment_with_the_columns_the_read_inferred(tmp_path):
+    path = csv_file(tmp_path, SCORES_CSV)
+    plan, notes = planned(csv_aggregation(path))
+    (stage,) = plan.stages
+    op = stage.head
+    assert isinstance(op, SchemaAggregateOp)
+    assert op.columns == (("team", "str"), ("points", "int"), ("t", "float"))
+    assert op.table.files == (path,) and op.table.header and op.table.width == 3
+    assert op.table.positions == (("team", 0), ("points", 1), ("t", 2))
+    assert only_note(notes).endswith(f"CSV read by the plan ({path})")
+
+
+def test_a_headerless_csv_with_names_and_timestamps_in_milliseconds(tmp_path):
+    path = csv_file(tmp_path, "x,3,1500\ny,1,65000\n")
+    plan, notes = planned(
+        lambda p: p
+        | beam.io.ReadFromCsv(path, header=None, names=["team", "points", "ms"])
+        | AssignTimestamps("ms", unit="ms")
+        | beam.WindowInto(window.FixedWindows(60))
+        | beam.GroupBy("team").aggregate_field("points", CountCombineFn(), "n")
+    )
+    op = plan.stages[0].head
+    assert isinstance(op, SchemaAggregateOp)
+    assert not op.table.header and op.timestamp_unit == "ms"
+    assert "timestamps from ms (ms)" in only_note(notes)
+
+
+@pytest.mark.parametrize(
+    ("content", "options", "reason"),
+    [
+        ('team,points,t\n"x",3,1.5\n', {}, "holds quote characters"),
+        ("team,points,t\r\nx,3,1.5\r\n", {}, "holds carriage returns"),
+        ("team,points,t\nx,3,1.5\n   \ny,1,2.0\n", {}, "a line of spaces only"),
+        (b"\xef\xbb\xbfteam,points,t\nx,3,1.5\n", {}, "starts with a byte-order mark"),
+        (b"team,points,t\nx\xff,3,1.5\n", {"encoding": "latin-1"}, "reads latin-1, not UTF-8"),
+        (SCORES_CSV, {"on_bad_lines": "skip"}, "has on_bad_lines='skip'"),
+        (SCORES_CSV, {"skiprows": 0, "escapechar": "\\"}, "sets an escape character"),
+        ("team,points,t,ok\nx,3,1.5,True\ny,1,2.0,\n", {}, "the column 'ok' had missing values in the sampled records"),
+    ],
+)
+def test_a_csv_read_the_plans_reader_could_read_differently_keeps_the_general_path(tmp_path, content, options, reason):
+    path = csv_file(tmp_path, content)
+    plan, notes = planned(csv_aggregation(path, **options))
+    assert not any(isinstance(stage.head, SchemaAggregateOp) for stage in plan.stages)
+    assert reason in only_note(notes)
+    assert only_note(notes).startswith("general path: ")
+
+
+def test_csv_files_with_different_headers_keep_the_general_path(tmp_path):
+    csv_file(tmp_path, SCORES_CSV, "a.csv")
+    csv_file(tmp_path, "points,team,t\n3,x,1.5\n", "b.csv")
+    _, notes = planned(csv_aggregation(str(tmp_path / "*.csv")))
+    assert "has another header than" in only_note(notes)
+
+
+def test_a_csv_read_with_its_bad_records_routed_keeps_the_general_path(tmp_path):
+    path = csv_file(tmp_path, SCORES_CSV)
+
+    def build(p):
+        rows, _ = p | beam.io.ReadFromCsv(path).with_exception_handling()
+        return rows | AssignTimestamps("t") | beam.GroupBy("team").aggregate_field("points", sum, "total")
+
+    _, notes = planned(build)
+    assert "with_exception_handling" in only_note(notes)
+
+
+def parquet_file(tmp_path, columns, name="scores.parquet"):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = str(tmp_path / name)
+    pq.write_table(pa.table(columns), path)
+    return path
+
+
+def test_a_parquet_read_as_rows_starts_a_segment_with_the_files_types(tmp_path):
+    import pyarrow as pa
+
+    path = parquet_file(
+        tmp_path,
+        {"team": ["x", "y"], "points": pa.array([3, 1], pa.int32()), "t": pa.array([1.5, 65.0], pa.float32()), "ok": [True, False]},
+    )
+    plan, notes = planned(
+        lambda p: p
+        | beam.io.ReadFromParquet(path, as_rows=True)
+        | AssignTimestamps("t")
+        | beam.GroupBy("team").aggregate_field("points", sum, "total")
+    )
+    op = plan.stages[0].head
+    assert isinstance(op, SchemaAggregateOp)
+    assert op.columns == (("team", "str"), ("points", "int"), ("t", "float"), ("ok", "bool"))
+    assert only_note(notes).endswith(f"Parquet read by the plan ({path})")
+
+
+def test_parquet_reads_the_plan_declines_keep_the_general_path(tmp_path):
+    import pyarrow as pa
+
+    dicts = parquet_file(tmp_path, {"team": ["x"], "points": [3]}, "dicts.parquet")
+    _, notes = planned(lambda p: p | beam.io.ReadFromParquet(dicts) | beam.GroupBy(lambda d: d["team"]).aggregate_field(lambda d: d["points"], sum, "total"))
+    assert "emits dicts" in only_note(notes)
+    nested = parquet_file(tmp_path, {"team": ["x"], "points": pa.array([3], pa.decimal128(5, 0))}, "decimal.parquet")
+    _, notes = planned(lambda p: p | beam.io.ReadFromParquet(nested, as_rows=True) | beam.GroupBy("team").aggregate_field("points", sum, "total"))
+    assert "the column 'points' is decimal128(5, 0)" in only_note(notes)
+    (tmp_path / "two").mkdir()
+    parquet_file(tmp_path / "two", {"team": ["x"], "points": [3]}, "a.parquet")
+    parquet_file(tmp_path / "two", {"points": [3], "team": ["x"]}, "b.parquet")
+    pattern = str(tmp_path / "two" / "*.parquet")
+    _, notes = planned(lambda p: p | beam.io.ReadFromParquet(pattern, as_rows=True) | beam.GroupBy("team").aggregate_field("points", sum, "total"))
+    assert "has another schema than" in only_note(notes)
+
+
+def test_assign_timestamps_reads_whole_milliseconds_or_microseconds_with_unit():
+    from sparkbeam.schemas import _Stamp
+
+    row = beam.Row(ms=61_500)
+    assert _Stamp(lambda r: r.ms, "ms")(row).timestamp.micros == 61_500_000
+    assert _Stamp(lambda r: r.ms, "us")(row).timestamp.micros == 61_500
+    with pytest.raises(TypeError, match=r"Stamp: the timestamp 1.5 .* is not a whole number of ms"):
+        _Stamp(lambda r: 1.5, "ms", "Stamp")(row)
+    with pytest.raises(ValueError, match="unit must be one of 's', 'ms', 'us', got 'h'"):
+        AssignTimestamps("ms", unit="h")
+
+
+def test_float_milliseconds_keep_the_general_path():
+    rows = [beam.Row(team="x", ms=1.5)]
+    _, notes = planned(lambda p: p | beam.Create(rows) | AssignTimestamps("ms", unit="ms") | beam.GroupBy("team").aggregate_field("ms", sum, "total"))
+    assert "the timestamps in 'ms' are float, not ms" in only_note(notes)

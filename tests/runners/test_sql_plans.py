@@ -181,3 +181,105 @@ def test_a_custom_combine_fn_runs_on_the_general_path_and_the_timeline_says_why(
     assert stage.endswith("/Combine")
     assert note.startswith("general path: 'teams' uses Concat")
     assert "general path" in result.watermarks().format()
+
+
+# -- CSV files read by the plan's own reader -------------------------------------------------
+
+CSV_SCORES = "team,points,t\n" + "".join(f"{team},{points},{t}\n" for team, points, t in SCORES)
+# no header; '|' between fields; milliseconds; a team missing ('NA' and ''), which groups as None
+CSV_MS = "x|3|1500\ny|1|65000\nNA|2|30000\nx|5|70250\n|4|59999\ny|7|60000\nx|1|119000\n"
+
+
+def csv_shapes(paths):
+    def build(ns, p):
+        window = ns.window
+        scores_csv, ms_csv, scores_parquet = paths
+        plain = (
+            stamped(ns, p | "ReadScores" >> ns.beam.io.ReadFromCsv(scores_csv), "StampCsv")
+            | "FixedCsv" >> ns.beam.WindowInto(window.FixedWindows(60))
+            | "AggCsv" >> all_aggregates(ns, ns.beam.GroupBy("team"))
+        )
+        read_ms = p | "ReadMs" >> ns.beam.io.ReadFromCsv(ms_csv, sep="|", header=None, names=["team", "points", "ms"])
+        if ns.beam is sparkbeam:
+            in_ms = read_ms | "StampMs" >> AssignTimestamps("ms", unit="ms")
+        else:
+            in_ms = read_ms | "StampMs" >> ns.beam.Map(lambda r: ns.TimestampedValue(r, r.ms / 1000))
+        sliding = (
+            in_ms
+            | "SlidingMs" >> ns.beam.WindowInto(window.SlidingWindows(60, 20))
+            | "AggMs" >> ns.beam.GroupBy("team").aggregate_field("points", sum, "total").aggregate_field("ms", max, "last")
+        )
+        parquet = (
+            stamped(ns, p | "ReadParquet" >> ns.beam.io.ReadFromParquet(scores_parquet, as_rows=True), "StampParquet")
+            | "FixedParquet" >> ns.beam.WindowInto(window.FixedWindows(45, offset=10))
+            | "AggParquet" >> all_aggregates(ns, ns.beam.GroupBy("team"))
+        )
+        return [tag(ns, plain, "csv-fixed"), tag(ns, sliding, "csv-ms-sliding"), tag(ns, parquet, "parquet-fixed")]
+
+    return build
+
+
+def write_parquet_scores(path, teams):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    columns = {
+        "team": teams,
+        "points": pa.array([points for _, points, _ in SCORES], pa.int32()),
+        "t": pa.array([t for *_, t in SCORES], pa.float64()),
+    }
+    pq.write_table(pa.table(columns), str(path))
+
+
+def test_file_reads_give_the_general_paths_panes_through_sql_plans(spark, tmp_path):
+    paths = (tmp_path / "scores.csv", tmp_path / "ms.csv", tmp_path / "scores.parquet")
+    paths[0].write_text(CSV_SCORES)
+    paths[1].write_text(CSV_MS)
+    write_parquet_scores(paths[2], [None if index == 3 else team for index, (team, *_) in enumerate(SCORES)])
+    build = csv_shapes(tuple(map(str, paths)))
+    general, _ = run(build, sql_plans=False)
+    through_sql, result = run(build)
+    assert through_sql == general
+    assert any(value[1][1][0] == ("team", None) for value, *_ in general if value[0] == "csv-ms-sliding")
+    assert any(value[1][1][0] == ("team", None) for value, *_ in general if value[0] == "parquet-fixed")
+    notes = result.watermarks().notes
+    assert len(notes) == 3
+    assert all(note.startswith("SQL plan: ") and " read by the plan (" in note for note in notes.values())
+
+
+def test_file_reads_through_sql_plans_same_as_beam(spark, tmp_path):
+    paths = (tmp_path / "scores.csv", tmp_path / "ms.csv", tmp_path / "scores.parquet")
+    paths[0].write_text(CSV_SCORES)
+    write_parquet_scores(paths[2], [team for team, *_ in SCORES])
+    paths[1].write_text(CSV_MS.replace("NA|", "z|").replace("\n|", "\nz|"))  # pandas reads NA as NaN
+
+    def build(ns, p):
+        do_fn = ns.beam.DoFn
+        reify_here = lambda e, t=do_fn.TimestampParam, w=do_fn.WindowParam, pane=do_fn.PaneInfoParam: reify(e, t, w, pane)  # noqa: E731
+        return [
+            pcoll | f"Reify{index}" >> ns.beam.Map(reify_here) | f"Global{index}" >> ns.beam.WindowInto(ns.window.GlobalWindows())
+            for index, pcoll in enumerate(csv_shapes(tuple(map(str, paths)))(ns, p))
+        ] | ns.beam.Flatten()
+
+    assert_same_as_beam(build, overlapping_window_rule=False)
+
+
+@pytest.mark.parametrize(
+    ("content", "error", "match"),
+    [
+        ("team,points,t\nx,3,1.5\ny,1\n", "BadRecordError", "y,1"),
+        ("team,points,t\nx,3,1.5\ny,,2.0\n", "TypeError", ""),
+    ],
+)
+def test_a_csv_record_the_general_path_rejects_fails_the_sql_plan_too(spark, tmp_path, content, error, match):
+    path = tmp_path / "bad.csv"
+    path.write_text(content)
+
+    def build(ns, p):
+        return stamped(ns, p | ns.beam.io.ReadFromCsv(str(path)), "Stamp") | ns.beam.GroupBy("team").aggregate_field("points", sum, "total")
+
+    for sql_plans in (False, True):
+        with pytest.raises(Exception) as caught:  # the type is checked below, by name
+            run(build, sql_plans=sql_plans)
+        assert type(caught.value).__name__ == error, (sql_plans, caught.value)
+        assert match in str(caught.value)
