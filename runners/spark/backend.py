@@ -47,7 +47,7 @@ from sparkbeam.runners.core.ops import (
     TestStreamOp,
 )
 from sparkbeam.runners.core.plan import Stage
-from sparkbeam.runners.core.records import KeyedState, Parked, ReleaseAt, Summary
+from sparkbeam.runners.core.records import Parked, ReleaseAt, Summary
 from sparkbeam.runners.core.schema_segments import SchemaAggregateOp
 from sparkbeam.runners.core.side_input_wait import must_wait
 from sparkbeam.runners.core.sources import SourceEmission
@@ -55,6 +55,7 @@ from sparkbeam.runners.core.steps import StageResult, StageSummary, StepParams
 from sparkbeam.runners.spark import batch_grouping, metrics, sinks, sql_plan, textio, worker
 from sparkbeam.runners.spark.counters import read_and_release
 from sparkbeam.runners.spark.errors import user_errors
+from sparkbeam.runners.spark.state_chunks import is_state, unpack_state
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP
 from sparkbeam.utils.windowed_value import WindowedValue, new_windowed_value
 
@@ -99,7 +100,7 @@ def shippable(stage: Stage) -> Stage:
 
 def _strip_state(records: Any) -> Any:
     for key, record in records:
-        if type(record) is KeyedState:
+        if is_state(record):  # chunks pass as bytes: nothing is unpickled here
             yield key, record
 
 
@@ -149,6 +150,28 @@ def _summaries_and(wanted: frozenset[int], records: Any) -> Any:
         kind = type(record)
         if kind is Summary or (kind is WindowedValue and where in wanted):
             yield where, record
+
+
+def _nothing_due(previous: StageSummary | None, params: StepParams, *, has_state: bool, stateful: bool) -> bool:
+    """Whether a grouping step with no new elements would change nothing: no
+    processing-time timer is due, and the input watermark stands still or, for a
+    grouping (not a stateful DoFn, whose state expiry no timer announces), moves without
+    reaching the earliest event-time timer of its state (the end-of-window, trigger and
+    garbage-collection times the engine reports as ``next_event_timer``), or there is no
+    state at all. Such a step is skipped: no Spark job, the state RDD carried as it is."""
+    if previous is not None and previous.next_processing_timer is not None and previous.next_processing_timer <= params.now:
+        return False
+    if params.new_input_watermark == params.old_input_watermark:
+        return True
+    if stateful:
+        return False
+    if not has_state:
+        return True
+    if previous is None:
+        return False
+    if previous.next_event_timer is None:
+        return previous.state_keys == 0
+    return params.new_input_watermark < previous.next_event_timer
 
 
 def _sort_fetched(fetched: list[Any], wanted: frozenset[int]) -> tuple[StageSummary, dict[int, list[WindowedValue]], dict[int, int]]:
@@ -320,12 +343,7 @@ class SparkBackend:
         if params.batch and not stateful and batch_grouping.applies(grouping):
             return self._run_batch_grouping(stage, grouping, new, side, wanted)
         previous = self.last_summaries.get(stage.id)
-        idle = (
-            new.known_empty
-            and params.new_input_watermark == params.old_input_watermark
-            and (previous is None or previous.next_processing_timer is None or previous.next_processing_timer > params.now)
-        )
-        if idle:
+        if new.known_empty and _nothing_due(previous, params, has_state=stage.id in self.states, stateful=stateful):
             kept = previous or StageSummary()
             summary = kept.for_idle_step()
             return StageResult({pcoll: Dataset(self.sc.emptyRDD(), True) for pcoll in stage.outputs}, summary)
@@ -551,7 +569,9 @@ class SparkBackend:
         """Load keyed state saved by ``save_state`` (re-partitioned with this run's partitioner)."""
         self.last_summaries = dict(snapshot["last_summaries"])
         for stage_id, path in state_paths.items():
-            state = self.sc.pickleFile(path).partitionBy(self.num_partitions, self.partition_fn).persist()
+            # Chunks back to (key, KeyedState), which this run's partitioner places.
+            saved = self.sc.pickleFile(path).mapPartitions(unpack_state)
+            state = saved.partitionBy(self.num_partitions, self.partition_fn).persist()
             self.states[stage_id] = state
             self.state_results[stage_id] = state
 
@@ -597,7 +617,11 @@ def _read_bounded_source(backend: SparkBackend, op: BoundedSourceReadOp, emissio
 
 @SPARK.sources.register(TestStreamOp)
 def _test_stream_step(backend: SparkBackend, op: Op, emission: SourceEmission) -> Dataset:
-    return Dataset(backend.sc.parallelize(list(emission.elements), 1))
+    """The step's elements, shipped as plain tuples (pickled in C, a WindowedValue through
+    Python-level calls per element) and rebuilt on the executor, in one partition: one
+    bundle per TestStream event, as Beam's runners make it."""
+    shipped = backend.sc.parallelize(list(map(tuple, emission.elements)), 1)
+    return Dataset(shipped.mapPartitions(worker.windowed_values))
 
 
 # A schema'd segment: one DataFrame plan, its panes back through Arrow (sql_plan.py).
