@@ -35,6 +35,7 @@ from sparkbeam.metrics.execution import MetricUpdates
 from sparkbeam.runners.core import lifting
 from sparkbeam.runners.core.execution import backend_ops, kind_of
 from sparkbeam.runners.core.grouping import engine_for
+from sparkbeam.runners.core.grouping_step import nothing_due
 from sparkbeam.runners.core.ops import (
     BoundedSourceReadOp,
     CreateOp,
@@ -150,28 +151,6 @@ def _summaries_and(wanted: frozenset[int], records: Any) -> Any:
         kind = type(record)
         if kind is Summary or (kind is WindowedValue and where in wanted):
             yield where, record
-
-
-def _nothing_due(previous: StageSummary | None, params: StepParams, *, has_state: bool, stateful: bool) -> bool:
-    """Whether a grouping step with no new elements would change nothing: no
-    processing-time timer is due, and the input watermark stands still or, for a
-    grouping (not a stateful DoFn, whose state expiry no timer announces), moves without
-    reaching the earliest event-time timer of its state (the end-of-window, trigger and
-    garbage-collection times the engine reports as ``next_event_timer``), or there is no
-    state at all. Such a step is skipped: no Spark job, the state RDD carried as it is."""
-    if previous is not None and previous.next_processing_timer is not None and previous.next_processing_timer <= params.now:
-        return False
-    if params.new_input_watermark == params.old_input_watermark:
-        return True
-    if stateful:
-        return False
-    if not has_state:
-        return True
-    if previous is None:
-        return False
-    if previous.next_event_timer is None:
-        return previous.state_keys == 0
-    return params.new_input_watermark < previous.next_event_timer
 
 
 def _sort_fetched(fetched: list[Any], wanted: frozenset[int]) -> tuple[StageSummary, dict[int, list[WindowedValue]], dict[int, int]]:
@@ -343,7 +322,7 @@ class SparkBackend:
         if params.batch and not stateful and batch_grouping.applies(grouping):
             return self._run_batch_grouping(stage, grouping, new, side, wanted)
         previous = self.last_summaries.get(stage.id)
-        if new.known_empty and _nothing_due(previous, params, has_state=stage.id in self.states, stateful=stateful):
+        if new.known_empty and nothing_due(previous, params, has_state=stage.id in self.states, stateful=stateful):
             kept = previous or StageSummary()
             summary = kept.for_idle_step()
             return StageResult({pcoll: Dataset(self.sc.emptyRDD(), True) for pcoll in stage.outputs}, summary)

@@ -15,11 +15,11 @@ import pickle
 import pytest
 
 import sparkbeam as beam
+from sparkbeam.runners.core.grouping_step import nothing_due
 from sparkbeam.runners.core.records import KeyedState, StateChunk, Summary
 from sparkbeam.runners.core.steps import StageSummary, StepParams
 from sparkbeam.runners.core.window_state import KeyState, WindowState
 from sparkbeam.runners.spark import state_chunks
-from sparkbeam.runners.spark.backend import _nothing_due
 from sparkbeam.testing.test_stream import TestStream
 from sparkbeam.utils.timestamp import Timestamp
 from sparkbeam.window import FixedWindows, IntervalWindow, TimestampedValue
@@ -63,17 +63,17 @@ def _params(old: int, new: int, now: int = 0) -> StepParams:
 
 def test_a_watermark_move_short_of_every_timer_is_a_step_with_nothing_due():
     state = StageSummary(state_keys=1, next_event_timer=60 * S)
-    assert _nothing_due(state, _params(0, 59 * S), has_state=True, stateful=False)
-    assert not _nothing_due(state, _params(0, 60 * S), has_state=True, stateful=False)
+    assert nothing_due(state, _params(0, 59 * S), has_state=True, stateful=False)
+    assert not nothing_due(state, _params(0, 60 * S), has_state=True, stateful=False)
     # A stateful DoFn's state expiry is no timer the summary reports: it always runs.
-    assert not _nothing_due(state, _params(0, 59 * S), has_state=True, stateful=True)
+    assert not nothing_due(state, _params(0, 59 * S), has_state=True, stateful=True)
     # A processing-time timer that is due runs the step, whatever the watermark does.
     due = StageSummary(state_keys=1, next_event_timer=60 * S, next_processing_timer=5)
-    assert not _nothing_due(due, _params(0, 0, now=5), has_state=True, stateful=False)
-    assert _nothing_due(due, _params(0, 0, now=4), has_state=True, stateful=False)
+    assert not nothing_due(due, _params(0, 0, now=5), has_state=True, stateful=False)
+    assert nothing_due(due, _params(0, 0, now=4), has_state=True, stateful=False)
     # No state at all, or state with no key: nothing can fire.
-    assert _nothing_due(None, _params(0, 59 * S), has_state=False, stateful=False)
-    assert _nothing_due(StageSummary(), _params(0, 59 * S), has_state=True, stateful=False)
+    assert nothing_due(None, _params(0, 59 * S), has_state=False, stateful=False)
+    assert nothing_due(StageSummary(), _params(0, 59 * S), has_state=True, stateful=False)
 
 
 @pytest.mark.spark
