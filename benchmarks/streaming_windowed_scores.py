@@ -379,9 +379,11 @@ class SparkbeamPeer(Peer):
     def idle(self, count: int) -> list[IdleFigure]:
         """Steps with no data, one key's state present (an event in a window not yet closed).
 
-        Watermark-only steps move the watermark (within that window, so its state stays and
-        nothing fires): the grouping stage runs its Spark job each step. Clock-only steps
-        (advance_processing_time) move neither watermark nor data: the stage is skipped.
+        Watermark-only steps that fire: one event in each of ``count`` windows, and each
+        step moves the watermark past the next window's end, so that the grouping stage runs
+        its Spark job and fires one pane. Watermark-only steps within one window reach no
+        timer of the state, and clock-only steps (advance_processing_time) move no watermark:
+        in both the stage is skipped (no Spark job).
         """
         sc = self.bench.spark.sparkContext
         stamp = self.timestamp.from_micros
@@ -390,15 +392,26 @@ class SparkbeamPeer(Peer):
         # milliseconds as Beam's TestStream requires, the same for every peer.
         increment_us = idle_increment_ms(count) * 1000
         figures = []
+        window_us = WINDOW_MS * 1000
         for kind, label in (
-            ("watermark", "watermark-only steps (the stage runs)"),
+            ("fires", "watermark-only steps firing a pane (the stage runs)"),
+            ("watermark", "watermark-only steps reaching no timer (skipped)"),
             ("clock", "clock-only steps (the stage is skipped)"),
         ):
 
             def build(idle_steps: int, kind: str = kind) -> Any:
-                stream = self.test_stream().add_elements([seed])
+                if kind == "fires":  # one event in each window that a step will close
+                    seeds = [
+                        self.window.TimestampedValue(("user0000", 1), stamp(EPOCH_MS * 1000 + step * window_us))
+                        for step in range(max(idle_steps, 1))
+                    ]
+                    stream = self.test_stream().add_elements(seeds)
+                else:
+                    stream = self.test_stream().add_elements([seed])
                 for step in range(1, idle_steps + 1):
-                    if kind == "watermark":
+                    if kind == "fires":
+                        stream.advance_watermark_to(stamp(EPOCH_MS * 1000 + step * window_us))
+                    elif kind == "watermark":
                         stream.advance_watermark_to(stamp(EPOCH_MS * 1000 + step * increment_us))
                     else:
                         stream.advance_processing_time(1)

@@ -20,7 +20,7 @@ from sparkbeam.runners.core.records import KeyedState, Pane, Partial, Summary
 from sparkbeam.runners.core.steps import StageSummary, StepParams
 from sparkbeam.utils.windowed_value import WindowedValue
 
-__all__ = ["group_partition", "key_element"]
+__all__ = ["group_partition", "key_element", "nothing_due"]
 
 
 def key_element(op: GroupOp, wv: WindowedValue) -> tuple[Any, WindowedValue]:
@@ -38,6 +38,28 @@ def key_element(op: GroupOp, wv: WindowedValue) -> tuple[Any, WindowedValue]:
     else:
         key, inner = value
     return key, WindowedValue(inner, wv.timestamp_micros, wv.windows, wv.pane_info)
+
+
+def nothing_due(previous: StageSummary | None, params: StepParams, *, has_state: bool, stateful: bool) -> bool:
+    """Whether a grouping step with no new elements would change nothing: no
+    processing-time timer is due, and the input watermark stands still or, for a
+    grouping (not a stateful DoFn, whose state expiry no timer announces), moves without
+    reaching the earliest event-time timer of its state (the end-of-window, trigger and
+    garbage-collection times the engine reports as ``next_event_timer``), or there is no
+    state at all. Such a step is skipped: no Spark job, the state RDD carried as it is."""
+    if previous is not None and previous.next_processing_timer is not None and previous.next_processing_timer <= params.now:
+        return False
+    if params.new_input_watermark == params.old_input_watermark:
+        return True
+    if stateful:
+        return False
+    if not has_state:
+        return True
+    if previous is None:
+        return False
+    if previous.next_event_timer is None:
+        return previous.state_keys == 0
+    return params.new_input_watermark < previous.next_event_timer
 
 
 def _short(value: Any) -> str:

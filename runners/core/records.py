@@ -13,6 +13,8 @@ record                    where                       what it is
                                                       one (key, window)'s accumulator
 ``WindowedValue``         the PCollection id          an element leaving its stage
 ``KeyedState``            the grouping key            a key's state, kept to the next step
+``StateChunk``            ``None``                    many keys' state, pickled together
+                                                      (Spark's result RDDs, ``state_chunks.py``)
 ``Pane``                  ``None``                    a pane fired, before the fused body
 ``Parked``                the partition number        an element waiting for side inputs
 ``Summary``               ``None``                    a partition's report of the step
@@ -51,6 +53,7 @@ __all__ = [
     "Parked",
     "Partial",
     "ReleaseAt",
+    "StateChunk",
     "Summary",
     "WindowedValue",
     "group_key",
@@ -100,6 +103,14 @@ class Partial:
     count: int
     hold: int | None
     unheld: bool
+
+
+@_compact
+class StateChunk:
+    """Several keys' ``(key, state)`` pickled together: state that readers other than the
+    next step's grouping pass over without unpickling it (``runners/spark/state_chunks.py``)."""
+
+    payload: bytes
 
 
 @_compact

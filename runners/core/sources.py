@@ -14,7 +14,7 @@ import attrs
 from sparkbeam.runners.core.ops import Op, TestStreamOp
 from sparkbeam.testing.test_stream import ElementEvent, ProcessingTimeEvent, WatermarkEvent
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
-from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
+from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue, new_windowed_value
 from sparkbeam.window import GlobalWindow
 
 __all__ = ["BoundedSourceState", "SourceEmission", "SourceReport", "SourceState", "TestStreamState"]
@@ -114,9 +114,9 @@ class TestStreamState(SourceState):
             if event.tag != self.tag:
                 return SourceEmission(self.watermark)
             window = (GlobalWindow(),)
+            # Built in C (``new_windowed_value``): a step may carry a million elements.
             elements = tuple(
-                WindowedValue(tv.value, tv.timestamp_micros, window, PANE_INFO_UNKNOWN)
-                for tv in event.timestamped_values
+                [new_windowed_value((tv.value, tv.timestamp_micros, window, PANE_INFO_UNKNOWN)) for tv in event.timestamped_values]
             )
             return SourceEmission(self.watermark, elements=elements)
         if isinstance(event, WatermarkEvent):

@@ -10,7 +10,8 @@ from typing import Any
 
 import attrs
 
-from sparkbeam.window import BoundedWindow
+from sparkbeam.utils.timestamp import Timestamp
+from sparkbeam.window import BoundedWindow, IntervalWindow
 
 from .triggers import TriggerCell
 
@@ -63,9 +64,54 @@ class WindowState(TriggerCell):
 
 @attrs.define(slots=True)
 class KeyState:
-    """All state of one key: its windows. Picklable; the runner stores it between steps."""
+    """All state of one key: its windows. Picklable; the runner stores it between steps.
+
+    It pickles as a list of plain rows, one per window: an ``IntervalWindow`` as its
+    bounds, then the window state's fields. Pickling then makes no Python-level call per
+    window or per window state (a keyed stage pickles and unpickles all of its state every
+    step), and unpickling rebuilds each interval window once per process, not per key.
+    """
 
     windows: dict[BoundedWindow, WindowState] = attrs.Factory(dict)
 
     def __reduce__(self):
-        return (KeyState, (self.windows,))
+        rows = [
+            (
+                window._bounds if type(window) is IntervalWindow else window,
+                state.trigger_state,
+                state.timers,
+                state.contents,
+                state.pending,
+                state.hold,
+                state.gc_hold,
+                state.index,
+                state.nonspeculative_index,
+                state.closed,
+            )
+            for window, state in self.windows.items()
+        ]
+        return (_key_state_from_rows, (rows,))
+
+
+#: interval windows rebuilt from their bounds, shared by every key's state in this process
+#: (a window is immutable); cleared when it grows past ``_WINDOW_CACHE_SIZE``
+_WINDOW_CACHE: dict[tuple[int, int], IntervalWindow] = {}
+_WINDOW_CACHE_SIZE = 65536
+
+
+def _key_state_from_rows(rows: list[tuple]) -> KeyState:
+    """A ``KeyState`` from its pickled rows (``KeyState.__reduce__``)."""
+    cache = _WINDOW_CACHE
+    windows: dict[BoundedWindow, WindowState] = {}
+    for row in rows:
+        where = row[0]
+        if type(where) is tuple:
+            window = cache.get(where)
+            if window is None:
+                if len(cache) >= _WINDOW_CACHE_SIZE:
+                    cache.clear()
+                window = cache[where] = IntervalWindow(Timestamp.from_micros(where[0]), Timestamp.from_micros(where[1]))
+        else:
+            window = where
+        windows[window] = WindowState(*row[1:])
+    return KeyState(windows)

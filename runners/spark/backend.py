@@ -35,6 +35,7 @@ from sparkbeam.metrics.execution import MetricUpdates
 from sparkbeam.runners.core import lifting
 from sparkbeam.runners.core.execution import backend_ops, kind_of
 from sparkbeam.runners.core.grouping import engine_for
+from sparkbeam.runners.core.grouping_step import nothing_due
 from sparkbeam.runners.core.ops import (
     BoundedSourceReadOp,
     CreateOp,
@@ -47,7 +48,7 @@ from sparkbeam.runners.core.ops import (
     TestStreamOp,
 )
 from sparkbeam.runners.core.plan import Stage
-from sparkbeam.runners.core.records import KeyedState, Parked, ReleaseAt, Summary
+from sparkbeam.runners.core.records import Parked, ReleaseAt, Summary
 from sparkbeam.runners.core.schema_segments import SchemaAggregateOp
 from sparkbeam.runners.core.side_input_wait import must_wait
 from sparkbeam.runners.core.sources import SourceEmission
@@ -55,6 +56,7 @@ from sparkbeam.runners.core.steps import StageResult, StageSummary, StepParams
 from sparkbeam.runners.spark import batch_grouping, metrics, sinks, sql_plan, textio, worker
 from sparkbeam.runners.spark.counters import read_and_release
 from sparkbeam.runners.spark.errors import user_errors
+from sparkbeam.runners.spark.state_chunks import is_state, unpack_state
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP
 from sparkbeam.utils.windowed_value import WindowedValue, new_windowed_value
 
@@ -99,7 +101,7 @@ def shippable(stage: Stage) -> Stage:
 
 def _strip_state(records: Any) -> Any:
     for key, record in records:
-        if type(record) is KeyedState:
+        if is_state(record):  # chunks pass as bytes: nothing is unpickled here
             yield key, record
 
 
@@ -327,12 +329,7 @@ class SparkBackend:
         if params.batch and not stateful and batch_grouping.applies(grouping):
             return self._run_batch_grouping(stage, grouping, new, side, wanted)
         previous = self.last_summaries.get(stage.id)
-        idle = (
-            new.known_empty
-            and params.new_input_watermark == params.old_input_watermark
-            and (previous is None or previous.next_processing_timer is None or previous.next_processing_timer > params.now)
-        )
-        if idle:
+        if new.known_empty and nothing_due(previous, params, has_state=stage.id in self.states, stateful=stateful):
             kept = previous or StageSummary()
             summary = kept.for_idle_step()
             return StageResult({pcoll: Dataset(self.sc.emptyRDD(), True) for pcoll in stage.outputs}, summary)
@@ -558,7 +555,9 @@ class SparkBackend:
         """Load keyed state saved by ``save_state`` (re-partitioned with this run's partitioner)."""
         self.last_summaries = dict(snapshot["last_summaries"])
         for stage_id, path in state_paths.items():
-            state = self.sc.pickleFile(path).partitionBy(self.num_partitions, self.partition_fn).persist()
+            # Chunks back to (key, KeyedState), which this run's partitioner places.
+            saved = self.sc.pickleFile(path).mapPartitions(unpack_state)
+            state = saved.partitionBy(self.num_partitions, self.partition_fn).persist()
             self.states[stage_id] = state
             self.state_results[stage_id] = state
 
@@ -604,7 +603,11 @@ def _read_bounded_source(backend: SparkBackend, op: BoundedSourceReadOp, emissio
 
 @SPARK.sources.register(TestStreamOp)
 def _test_stream_step(backend: SparkBackend, op: Op, emission: SourceEmission) -> Dataset:
-    return Dataset(backend.sc.parallelize(list(emission.elements), 1))
+    """The step's elements, shipped as plain tuples (pickled in C, a WindowedValue through
+    Python-level calls per element) and rebuilt on the executor, in one partition: one
+    bundle per TestStream event, as Beam's runners make it."""
+    shipped = backend.sc.parallelize(list(map(tuple, emission.elements)), 1)
+    return Dataset(shipped.mapPartitions(worker.windowed_values))
 
 
 # A schema'd segment: one DataFrame plan, its panes back through Arrow (sql_plan.py).

@@ -33,8 +33,10 @@ from sparkbeam.runners.core.plan import StagePlan
 __all__ = ["CheckpointError", "CheckpointStore", "pipeline_shape"]
 
 IDENTITY = "sparkbeam-checkpoint.json"
-# 2: keyed state as (key, records.KeyedState) pairs (1 had one-letter tags)
-FORMAT = "sparkbeam-checkpoint/2"
+# 3: keyed state as records.StateChunk records (runners/spark/state_chunks.py);
+# 2: as (key, records.KeyedState) pairs, which this version still reads; 1 had one-letter tags
+FORMAT = "sparkbeam-checkpoint/3"
+READABLE = frozenset({"sparkbeam-checkpoint/2", FORMAT})
 
 
 class CheckpointError(ValueError):
@@ -86,7 +88,7 @@ class CheckpointStore:
         identity_path = commits.join(self.root, IDENTITY)
         if commits.exists(identity_path):
             identity = json.loads(commits.read_bytes(identity_path))
-            if identity.get("format") != FORMAT:
+            if identity.get("format") not in READABLE:
                 msg = f"--checkpoint_dir={self.root}: written by an incompatible version ({identity.get('format')!r}, expected {FORMAT!r})"
                 raise CheckpointError(msg)
             if identity.get("shape") != self.shape:

@@ -24,7 +24,8 @@ from sparkbeam.runners.core.records import KeyedState, Pane, Parked, Partial, Su
 from sparkbeam.runners.core.side_input_wait import run_waiting
 from sparkbeam.runners.core.stateful_step import key_for_state, stateful_partition
 from sparkbeam.runners.core.steps import StageSummary, StepParams
-from sparkbeam.utils.windowed_value import WindowedValue
+from sparkbeam.runners.spark.state_chunks import pack_state, unpack_state
+from sparkbeam.utils.windowed_value import WindowedValue, new_windowed_value
 
 __all__ = [
     "grouping_partition",
@@ -36,11 +37,18 @@ __all__ = [
     "stateful_partition_step",
     "tagged",
     "waiting_partition",
+    "windowed_values",
 ]
 
 
 def _side(side_broadcast: Any) -> SideInputs | None:
     return SideInputs(side_broadcast.value) if side_broadcast is not None else None
+
+
+def windowed_values(fields: Iterable[tuple]) -> Iterator[WindowedValue]:
+    """Elements the driver shipped as plain tuples (``(value, timestamp, windows, pane)``),
+    as WindowedValues again, built in C."""
+    return map(new_windowed_value, fields)
 
 
 def tagged(pcoll: int, elements: Iterable[WindowedValue]) -> Iterator[tuple[int, WindowedValue]]:
@@ -119,18 +127,20 @@ def stateful_partition_step(
 ) -> Iterator[tuple[Any, Any]]:
     """One step of a stateful DoFn's stage and its fused body over one partition.
 
-    Yields (key, KeyedState) for the state and timers kept to the next step, (pcoll,
-    element) for the stage's outputs and (None, Summary) for the driver.
+    Yields (None, StateChunk) for the state and timers kept to the next step
+    (``state_chunks.py``; the state comes in as chunks too, or per key after a restore),
+    (pcoll, element) for the stage's outputs and (None, Summary) for the driver.
     """
     op = stage.grouping
     assert isinstance(op, StatefulParDoOp)  # the planner put it at the head
     produced: list[tuple[int, WindowedValue]] = []
     summary = Summary(StageSummary())
+    kept: list[tuple[Any, KeyedState]] = []
     try:
-        for where, record in stateful_partition(op, records, params):
+        for where, record in stateful_partition(op, unpack_state(records), params):
             kind = type(record)
             if kind is KeyedState:
-                yield where, record
+                kept.append((where, record))
             elif kind is Summary:
                 summary = record
             else:
@@ -139,6 +149,7 @@ def stateful_partition_step(
         raise
     except Exception as error:  # a CombineFn of a combining state cell, or a WindowFn
         raise UserCodeError(op.label, op.location, error) from error
+    yield from pack_state(kept)
     body = FusedBody(stage, _side(side_broadcast))
     yield from body.run(produced)
     yield None, summary
@@ -154,19 +165,20 @@ def grouping_partition(
 ) -> Iterator[tuple[Any, KeyedState | WindowedValue | Summary]]:
     """One step of a grouping stage and its fused body over one partition.
 
-    Yields (key, KeyedState) for the state kept to the next step, (pcoll, element) for
-    the stage's outputs and (None, Summary) for the driver.
+    Yields (None, StateChunk) for the state kept to the next step (``state_chunks.py``),
+    (pcoll, element) for the stage's outputs and (None, Summary) for the driver.
     """
     grouping = stage.grouping
     engine = engine_factory()
     (head_output,) = grouping.outputs
     panes: list[WindowedValue] = []
     summary = Summary(StageSummary())
+    kept: list[tuple[Any, KeyedState]] = []
     try:
-        for key, record in group_partition(engine, records, params):
+        for key, record in group_partition(engine, unpack_state(records), params):
             kind = type(record)
             if kind is KeyedState:
-                yield key, record
+                kept.append((key, record))
             elif kind is Pane:
                 panes.append(record.element)
             else:
@@ -175,6 +187,7 @@ def grouping_partition(
         raise
     except Exception as error:  # a CombineFn or WindowFn of the user's, run by the engine
         raise UserCodeError(grouping.label, grouping.location, error) from error
+    yield from pack_state(kept)
     body = FusedBody(stage, _side(side_broadcast))
     yield from body.run((head_output, wv) for wv in panes)  # (pcoll, element) pairs
     yield None, summary

@@ -49,3 +49,19 @@ def test_a_grouping_partition_yields_state_by_key_then_panes_then_its_summary():
     )
     again = list(group_partition(engine, [out[0]], later))
     assert [record.element.value for _, record in again if type(record) is Pane] == [("other", ["w"])]
+
+
+def test_a_key_state_pickles_as_plain_rows_and_shares_its_windows_once_unpickled():
+    from sparkbeam.runners.core.window_state import KeyState, WindowState
+    from sparkbeam.window import GlobalWindow
+
+    window = IntervalWindow(0, 60)
+    first = KeyState({window: WindowState(contents=(2, 5), pending=2, hold=60 * S - 1), GlobalWindow(): WindowState(index=3)})
+    data = pickle.dumps(first)
+    # No window state object and no interval window object in the pickle: rows of plain fields.
+    assert b"WindowState" not in data and b"IntervalWindow" not in data
+    back = pickle.loads(data)
+    assert back == first
+    # Each key's state, unpickled on its own, uses the same window object.
+    other = pickle.loads(pickle.dumps(KeyState({IntervalWindow(0, 60): WindowState(pending=1)})))
+    assert next(iter(other.windows)) is next(iter(back.windows))
