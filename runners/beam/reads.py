@@ -4,17 +4,19 @@ Beam expands ``Read(source)`` into Impulse and a splittable DoFn; sparkbeam read
 Beam's batch runners read bounded sources: the source is split before the run into
 bundles of about ``desired_bundle_size`` bytes, the bundles (pickled with Beam's pickler)
 become the elements of a bounded source stage, Spark spreads them over its partitions, and
-``ReadBundle`` reads each with the source's own range tracker on an executor.
+``read_bundle`` reads each with the source's own range tracker on an executor, run as a
+FlatMap by the engine's DoFnRunner (``plain.py``: a ``TimestampedValue`` the source yields
+keeps its timestamp, as Beam's output handler keeps it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
-import apache_beam as beam
 from apache_beam.internal import pickler
 
-__all__ = ["ReadBundle", "split_source"]
+__all__ = ["read_bundle", "split_source"]
 
 _MIN_BUNDLE_BYTES = 1 << 20
 _DEFAULT_BUNDLE_BYTES = 64 << 20
@@ -35,11 +37,8 @@ def split_source(source: Any) -> tuple[bytes, ...]:
     return tuple(pickler.dumps(bundle) for bundle in source.split(desired))
 
 
-class ReadBundle(beam.DoFn):
-    """Reads one pickled ``SourceBundle``; a ``TimestampedValue`` the source yields keeps
-    its timestamp (Beam's output handling windows it)."""
-
-    def process(self, pickled: bytes) -> Any:
-        bundle = pickler.loads(pickled)
-        tracker = bundle.source.get_range_tracker(bundle.start_position, bundle.stop_position)
-        yield from bundle.source.read(tracker)
+def read_bundle(pickled: bytes) -> Iterator[Any]:
+    """The records of one pickled ``SourceBundle``."""
+    bundle = pickler.loads(pickled)
+    tracker = bundle.source.get_range_tracker(bundle.start_position, bundle.stop_position)
+    return iter(bundle.source.read(tracker))
