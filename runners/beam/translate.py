@@ -10,11 +10,13 @@ translated whole:
   the run, and a ParDo reading each bundle on the executors (``reads.py``), labelled as
   the splittable ParDo of Beam's expansion. Beam's expansion would run too (as any
   splittable DoFn), but the split before the run needs no shuffle to spread the bundles
-  and reads a quarter faster (the batch benchmark).
+  and reads a quarter faster (the batch benchmark). The reading ParDo is run as a FlatMap
+  by the engine's own DoFnRunner (``plain.py``).
 
 Every other composite is walked into, and each primitive is translated by the function
 registered for its type: ``Impulse``, ``ParDo`` (a Beam DoFn run by Beam's DoFnRunner,
-``pardo.py``; a splittable one is split, its parts spread and processed, ``splittable.py``;
+``pardo.py``, but for a plain Map, FlatMap or Filter, which the engine's own DoFnRunner
+runs with its fast paths, ``plain.py``; a splittable one is split, its parts spread and processed, ``splittable.py``;
 a stateful or timely one heads a keyed stage of its own, ``stateful.py``), ``WindowInto``
 (Beam's WindowFn as the engine's, ``windowing.py``), ``GroupByKey`` (keys encoded with
 Beam's coders, ``grouping.py``), ``Flatten`` and ``TestStream``. A primitive without a
