@@ -119,11 +119,12 @@ def plain_par_do(node: Any, signature: Any, base: dict[str, Any], windowing: Win
         return None
     fn, shape = beam_callable_shape(transform.fn)
     tags = tuple(None if tag in (None, "None") else tag for tag, pc in node.outputs.items() if isinstance(pc, beam_pvalue.PCollection))
+    args, kwargs = tuple(transform.args), dict(transform.kwargs)
     return BeamFnParDoOp(
         **base,
-        dofn=BeamCallable(fn, shape, base["label"]),
-        args=tuple(transform.args),
-        kwargs=dict(transform.kwargs),
+        dofn=BeamCallable(fn, shape, base["label"], _arguments(shape, args, kwargs)),
+        args=args,
+        kwargs=kwargs,
         output_tags=tags,
         input_windowfn=windowing.windowfn,
     )
@@ -188,20 +189,52 @@ def augmented(error: BaseException, label: str) -> BaseException:
     return renamed.with_traceback(error.__traceback__)
 
 
-def _single_call(fn: Callable, label: str) -> Callable:
-    """A Map's or Filter's call: one result per element."""
+def _single_call(fn: Callable, label: str, arguments: str) -> Callable:
+    """A Map's or Filter's call: one result per element. ``arguments``: what the engine
+    passes (``_arguments``); the call takes exactly that, as packing costs per element."""
     converters = _CONVERTERS
     unseen = _UNSEEN
+
+    def as_engine(result: Any) -> Any:
+        convert = converters.get(type(result), unseen)
+        if convert is None:  # a value
+            return result
+        return engine_output(result) if convert is unseen else convert(result)
+
+    if arguments == "element":
+
+        def call_element(value: Any) -> Any:
+            try:
+                result = fn(value)
+            except Exception as error:
+                raise augmented(error, label) from error
+            convert = converters.get(type(result), unseen)
+            if convert is None:  # a value
+                return result
+            return engine_output(result) if convert is unseen else convert(result)
+
+        return call_element
+
+    if arguments == "positional":
+
+        def call_positional(value: Any, *args: Any) -> Any:
+            try:
+                result = fn(value, *args)
+            except Exception as error:
+                raise augmented(error, label) from error
+            convert = converters.get(type(result), unseen)
+            if convert is None:  # a value
+                return result
+            return engine_output(result) if convert is unseen else convert(result)
+
+        return call_positional
 
     def call(*args: Any, **kwargs: Any) -> Any:
         try:
             result = fn(*args, **kwargs)
         except Exception as error:
             raise augmented(error, label) from error
-        convert = converters.get(type(result), unseen)
-        if convert is None:  # a value
-            return result
-        return engine_output(result) if convert is unseen else convert(result)
+        return as_engine(result)
 
     # (MapTuple: the engine passes the element's parts, which go on as they are.)
     return call
@@ -234,30 +267,37 @@ def _flat_call(fn: Callable, label: str) -> Callable:
     return call
 
 
+def _arguments(shape: str, args: tuple, kwargs: dict) -> str:
+    """What the engine's DoFnRunner passes a callable of ``shape``: the element alone, the
+    element and positional arguments, or anything (parts of the element, keywords)."""
+    if shape in ("MapTuple", "FlatMapTuple") or kwargs:
+        return "any"
+    return "positional" if args else "element"
+
+
 class BeamCallable(_CallableDoFn):
     """A Beam function as the engine's callable DoFn of one shape (see the module docs).
 
     The call that wraps the user's function is made again where the DoFn is unpickled."""
 
-    def __init__(self, beam_fn: Callable, shape: str, label: str) -> None:
+    def __init__(self, beam_fn: Callable, shape: str, label: str, arguments: str = "any") -> None:
         self.beam_fn = beam_fn
         self.label = label
-        super().__init__(self._call(beam_fn, shape, label), shape)
-
-    @staticmethod
-    def _call(beam_fn: Callable, shape: str, label: str) -> Callable:
+        self.arguments = arguments
         if shape in ("FlatMap", "FlatMapTuple"):
-            return _flat_call(beam_fn, label)
-        return _single_call(beam_fn, label)
+            call = _flat_call(beam_fn, label)
+        else:
+            call = _single_call(beam_fn, label, arguments)
+        super().__init__(call, shape)
 
     def default_label(self) -> str:
         return self.label
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"beam_fn": self.beam_fn, "shape": self.shape, "label": self.label}
+        return {"beam_fn": self.beam_fn, "shape": self.shape, "label": self.label, "arguments": self.arguments}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["beam_fn"], state["shape"], state["label"])  # type: ignore[misc]
+        self.__init__(state["beam_fn"], state["shape"], state["label"], state["arguments"])  # type: ignore[misc]
 
     def __repr__(self) -> str:
         return f"BeamCallable({self.beam_fn!r}, {self.shape!r})"

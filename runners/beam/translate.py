@@ -47,8 +47,8 @@ from apache_beam.utils import timestamp as beam_timestamp
 from sparkbeam.core import _CallableDoFn
 from sparkbeam.runners.beam.grouping import BeamCombineFn, KeyCodec, KeyCodingOp, grouping_coders
 from sparkbeam.runners.beam.pardo import BeamParDoOp, SideInputName, SideView
-from sparkbeam.runners.beam.plain import BeamCallable, BeamFnParDoOp, plain_par_do
-from sparkbeam.runners.beam.reads import read_bundle, split_source
+from sparkbeam.runners.beam.plain import BeamFnParDoOp, plain_par_do
+from sparkbeam.runners.beam.reads import ReadBundles, split_source
 from sparkbeam.runners.beam.splittable import splittable_ops
 from sparkbeam.runners.beam.stateful import stateful_par_do
 from sparkbeam.runners.beam.windowing import engine_windowfn, engine_windowing
@@ -423,7 +423,7 @@ def _read(t: _Translation, node: Any) -> list[Op] | None:
                 location=location,
                 inputs=(bundles_id,),
                 outputs=(output_id,),
-                dofn=BeamCallable(read_bundle, "FlatMap", reading_label),
+                dofn=_CallableDoFn(ReadBundles(reading_label), "FlatMap"),
                 args=(),
                 kwargs={},
                 output_tags=(None,),

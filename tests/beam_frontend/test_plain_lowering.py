@@ -216,3 +216,35 @@ def test_a_lifted_beam_combine_fn_is_called_as_it_is_where_the_tasks_tracking_is
         finally:
             stop()
     assert container.counters == {("Sum", MetricName("combine", "added")): 2}
+
+
+class StampedRange(beam.io.iobase.BoundedSource):
+    """Yields Beam TimestampedValues: the reading op converts them as Beam's handler does."""
+
+    def __init__(self, count):
+        self.count = count
+
+    def estimate_size(self):
+        return self.count
+
+    def split(self, desired_bundle_size, start_position=None, stop_position=None):
+        yield beam.io.iobase.SourceBundle(1, self, 0, self.count)
+
+    def get_range_tracker(self, start_position, stop_position):
+        return beam.io.range_trackers.OffsetRangeTracker(start_position, stop_position)
+
+    def read(self, range_tracker):
+        position = range_tracker.start_position()
+        while range_tracker.try_claim(position):
+            yield beam_window.TimestampedValue(position, position * 10)
+            position += 1
+
+
+def test_a_bounded_sources_bundles_are_read_on_the_engines_runner_keeping_beams_timestamps():
+    p = beam_pipeline()
+    stamped = p | "Read" >> beam.io.Read(StampedRange(3)) | "Time" >> beam.Map(lambda x, t=beam.DoFn.TimestampParam: (x, t.micros))
+    sparkbeam.capture(stamped)
+    plan, loop = run_in_engine(p)
+    (reading,) = [op for op in plan.lowered.ops if "SDFBoundedSourceReader" in op.label]
+    assert type(reading) is BeamFnParDoOp
+    assert sorted(emitted_values(plan, loop, stamped)) == [(0, 0), (1, 10_000_000), (2, 20_000_000)]
