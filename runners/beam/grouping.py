@@ -13,6 +13,12 @@ Where encoding happens, and why:
 - Inside a stage values stay Python objects, and the inputs and accumulators of a lifted
   combine are not encoded: they are added to accumulators before the shuffle in batch,
   and Spark pickles what crosses its shuffles and checkpoints.
+- **A plain ``str`` key is its own encoding** where the key coder is one of Beam's that
+  encodes a ``str`` as its UTF-8 bytes behind a fixed prefix (``StrUtf8Coder``, the
+  ``FastPrimitivesCoder`` family): two such keys encode alike exactly when they are equal,
+  so grouping by the ``str`` is grouping by its bytes, and a ``str`` never equals the
+  ``bytes`` every other key is encoded to. Encoding and decoding the most common key cost
+  more than the rest of a lifted combine's work per element (the batch benchmark).
 
 ``KeyCodec`` holds the coders; its methods are the functions of the small ParDos the
 translator puts around a grouping. ``BeamCombineFn`` gives a Beam ``CombineFn`` the
@@ -29,7 +35,7 @@ from apache_beam import coders
 from apache_beam.typehints import typehints
 
 from sparkbeam.combine import CombineFn
-from sparkbeam.runners.beam.metrics import beam_metrics
+from sparkbeam.runners.beam.metrics import beam_metrics, tracking_in_place
 from sparkbeam.runners.core.errors import UserCodeError
 from sparkbeam.runners.core.execution import BodyBuilder, register_kind
 from sparkbeam.runners.core.ops import ParDoOp
@@ -69,7 +75,13 @@ class KeyCodec:
     key_coder: Any = attrs.field(eq=False)
     value_coder: Any = attrs.field(default=None, eq=False)
 
+    @property
+    def str_keys_pass(self) -> bool:
+        """Whether a plain ``str`` key is its own encoding (see the module docs)."""
+        return type(self.key_coder) in _ENCODES_STR_AS_UTF8
+
     def encode(self, element: Any) -> tuple[bytes, Any]:
+        """Key and value by their coders, whatever the key (a stateful ParDo's keys)."""
         try:
             key, value = element
         except (TypeError, ValueError):
@@ -78,14 +90,19 @@ class KeyCodec:
             value = self.value_coder.encode(value)
         return self.key_coder.encode(key), value
 
-    def encoder(self) -> Callable[[Any], tuple[bytes, Any]]:
-        """``encode`` with the coders' implementations looked up once (per bundle), as
-        Beam's runners call them, not once per element."""
+    def encoder(self) -> Callable[[Any], Any]:
+        """What a grouping's ``EncodeKey`` runs: ``encode`` with the coders' implementations
+        looked up once (per bundle), as Beam's runners call them, not once per element, and
+        a plain ``str`` key that is its own encoding kept (``decode_key`` and
+        ``decode_grouped`` know it); an element left unchanged is returned as it is."""
         label = self.label
         encode_key = self.key_coder.get_impl().encode
+        str_passes = self.str_keys_pass
         if self.value_coder is None:
 
-            def encode_key_only(element: Any) -> tuple[bytes, Any]:
+            def encode_key_only(element: Any) -> Any:
+                if type(element) is tuple and len(element) == 2 and str_passes and type(element[0]) is str:
+                    return element
                 try:
                     key, value = element
                 except (TypeError, ValueError):
@@ -95,23 +112,39 @@ class KeyCodec:
             return encode_key_only
         encode_value = self.value_coder.get_impl().encode
 
-        def encode_both(element: Any) -> tuple[bytes, Any]:
+        def encode_both(element: Any) -> tuple[Any, Any]:
             try:
                 key, value = element
             except (TypeError, ValueError):
                 raise _not_a_pair(label, element) from None
+            if str_passes and type(key) is str:
+                return key, encode_value(value)
             return encode_key(key), encode_value(value)
 
         return encode_both
 
-    def decode_grouped(self, element: tuple[bytes, Iterable[bytes]]) -> tuple[Any, list]:
+    def decode_grouped(self, element: tuple[Any, Iterable[bytes]]) -> tuple[Any, list]:
         key, values = element
         decode = self.value_coder.decode
-        return self.key_coder.decode(key), [decode(value) for value in values]
+        return self._decoded_key(key), [decode(value) for value in values]
 
-    def decode_key(self, element: tuple[bytes, Any]) -> tuple[Any, Any]:
+    def decode_key(self, element: tuple[Any, Any]) -> tuple[Any, Any]:
         key, combined = element
+        if type(key) is str:  # passed as itself (every encoded key is bytes)
+            return element
         return self.key_coder.decode(key), combined
+
+    def _decoded_key(self, key: Any) -> Any:
+        return key if type(key) is str else self.key_coder.decode(key)
+
+
+#: Beam's key coders that encode a plain ``str`` as a fixed prefix and its UTF-8 bytes
+_ENCODES_STR_AS_UTF8 = frozenset({
+    coders.StrUtf8Coder,
+    coders.FastPrimitivesCoder,
+    coders.coders.DeterministicFastPrimitivesCoder,
+    coders.coders.DeterministicFastPrimitivesCoderV2,
+})
 
 
 @attrs.frozen
@@ -133,11 +166,15 @@ def _join_key_coding(op: KeyCodingOp, body: BodyBuilder) -> None:
     send = body.sender(target)
 
     def receive(wv: WindowedValue) -> None:
+        value = wv[0]
         try:
-            coded = code(wv.value)
+            coded = code(value)
         except Exception as error:
-            raise UserCodeError(label, location, error, wv.value) from error
-        send(WindowedValue(coded, wv.timestamp_micros, wv.windows, wv.pane_info))
+            raise UserCodeError(label, location, error, value) from error
+        if coded is value:  # its own encoding: the element as it is
+            send(wv)
+        else:
+            send(WindowedValue(coded, wv[1], wv[2], wv[3]))
 
     body.receive(source, receive)
 
@@ -163,6 +200,10 @@ class BeamCombineFn(CombineFn):
         return beam_metrics(self.fn.create_accumulator)
 
     def add_input(self, mutable_accumulator: Any, element: Any, *args: Any, **kwargs: Any) -> Any:
+        # Once per element: where the task's tracking is in place already (a stage whose
+        # Beam functions the engine runs, plain.py), no tracker to set and reset per call.
+        if tracking_in_place():
+            return self.fn.add_input(mutable_accumulator, element)
         return beam_metrics(self.fn.add_input, mutable_accumulator, element)
 
     def add_inputs(self, mutable_accumulator: Any, elements: Iterable[Any], *args: Any, **kwargs: Any) -> Any:

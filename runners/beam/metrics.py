@@ -23,7 +23,7 @@ from sparkbeam.metrics.execution import _CURRENT, MetricsEnvironment
 from sparkbeam.metrics.metricbase import MetricName
 from sparkbeam.runners.core.metrics import RunMetrics
 
-__all__ = ["BeamMetricResults", "beam_metrics", "task_tracker"]
+__all__ = ["BeamMetricResults", "beam_metrics", "task_tracker", "tracking_for_the_task", "tracking_in_place"]
 
 
 class _EngineTracker:
@@ -81,6 +81,36 @@ def task_tracker() -> _EngineTracker:
 
 _get_tracker = statesampler.get_current_tracker
 _set_tracker = statesampler.set_current_tracker
+
+
+def tracking_in_place() -> bool:
+    """Whether Beam's metric updates in this thread already go to the running task's
+    container (``tracking_for_the_task`` is in force): then Beam code may be called as it is."""
+    tracker = _get_tracker()
+    return type(tracker) is _EngineTracker and tracker.container is _CURRENT.container and tracker.container is not None
+
+
+def _no_change() -> None:
+    return None
+
+
+def tracking_for_the_task() -> Callable[[], None]:
+    """Make Beam's metric updates in this thread go to the running task's container until
+    the function returned is called (once per bundle, where ``beam_metrics`` is once per
+    call). In the task's thread the tracker reads the current step at each update, so one
+    serves every step of the bundle; one already current for the task is kept."""
+    if tracking_in_place():
+        return _no_change
+    previous = _get_tracker()
+    tracker = task_tracker()
+    _set_tracker(tracker)
+
+    def stop() -> None:
+        # Put back what was current, unless something later did so already.
+        if _get_tracker() is tracker:
+            _set_tracker(previous)
+
+    return stop
 
 
 def beam_metrics(call: Callable[..., Any], *args: Any) -> Any:

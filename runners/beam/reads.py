@@ -4,17 +4,21 @@ Beam expands ``Read(source)`` into Impulse and a splittable DoFn; sparkbeam read
 Beam's batch runners read bounded sources: the source is split before the run into
 bundles of about ``desired_bundle_size`` bytes, the bundles (pickled with Beam's pickler)
 become the elements of a bounded source stage, Spark spreads them over its partitions, and
-``ReadBundle`` reads each with the source's own range tracker on an executor.
+``ReadBundles`` reads each with the source's own range tracker on an executor, run as a
+FlatMap by the engine's DoFnRunner (``plain.py``: a ``TimestampedValue`` the source yields
+keeps its timestamp, as Beam's output handler keeps it).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
-import apache_beam as beam
 from apache_beam.internal import pickler
 
-__all__ = ["ReadBundle", "split_source"]
+from sparkbeam.runners.beam.plain import _CONVERTERS, _UNSEEN, augmented, engine_output
+
+__all__ = ["ReadBundles", "split_source"]
 
 _MIN_BUNDLE_BYTES = 1 << 20
 _DEFAULT_BUNDLE_BYTES = 64 << 20
@@ -35,11 +39,22 @@ def split_source(source: Any) -> tuple[bytes, ...]:
     return tuple(pickler.dumps(bundle) for bundle in source.split(desired))
 
 
-class ReadBundle(beam.DoFn):
-    """Reads one pickled ``SourceBundle``; a ``TimestampedValue`` the source yields keeps
-    its timestamp (Beam's output handling windows it)."""
+class ReadBundles:
+    """Reads one pickled ``SourceBundle`` per call, for the engine's DoFnRunner as a FlatMap
+    (``plain.py``): records of Beam's types become the engine's (a ``TimestampedValue``
+    keeps its timestamp, as Beam's output handler keeps it), in this one generator, and a
+    failure is named after the reading step as Beam's DoFnRunner names it."""
 
-    def process(self, pickled: bytes) -> Any:
-        bundle = pickler.loads(pickled)
-        tracker = bundle.source.get_range_tracker(bundle.start_position, bundle.stop_position)
-        yield from bundle.source.read(tracker)
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def __call__(self, pickled: bytes) -> Iterator[Any]:
+        converters, unseen = _CONVERTERS, _UNSEEN
+        try:
+            bundle = pickler.loads(pickled)
+            tracker = bundle.source.get_range_tracker(bundle.start_position, bundle.stop_position)
+            for record in bundle.source.read(tracker):
+                convert = converters.get(type(record), unseen)
+                yield record if convert is None else engine_output(record)
+        except Exception as error:
+            raise augmented(error, self.label) from error

@@ -10,11 +10,13 @@ translated whole:
   the run, and a ParDo reading each bundle on the executors (``reads.py``), labelled as
   the splittable ParDo of Beam's expansion. Beam's expansion would run too (as any
   splittable DoFn), but the split before the run needs no shuffle to spread the bundles
-  and reads a quarter faster (the batch benchmark).
+  and reads a quarter faster (the batch benchmark). The reading ParDo is run as a FlatMap
+  by the engine's own DoFnRunner (``plain.py``).
 
 Every other composite is walked into, and each primitive is translated by the function
 registered for its type: ``Impulse``, ``ParDo`` (a Beam DoFn run by Beam's DoFnRunner,
-``pardo.py``; a splittable one is split, its parts spread and processed, ``splittable.py``;
+``pardo.py``, but for a plain Map, FlatMap or Filter, which the engine's own DoFnRunner
+runs with its fast paths, ``plain.py``; a splittable one is split, its parts spread and processed, ``splittable.py``;
 a stateful or timely one heads a keyed stage of its own, ``stateful.py``), ``WindowInto``
 (Beam's WindowFn as the engine's, ``windowing.py``), ``GroupByKey`` (keys encoded with
 Beam's coders, ``grouping.py``), ``Flatten`` and ``TestStream``. A primitive without a
@@ -34,6 +36,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam import pvalue as beam_pvalue
 from apache_beam.io import iobase
+from apache_beam.options.pipeline_options import TypeOptions
 from apache_beam.runners.common import DoFnSignature
 from apache_beam.testing import test_stream as beam_test_stream
 from apache_beam.transforms import core as beam_core
@@ -44,7 +47,8 @@ from apache_beam.utils import timestamp as beam_timestamp
 from sparkbeam.core import _CallableDoFn
 from sparkbeam.runners.beam.grouping import BeamCombineFn, KeyCodec, KeyCodingOp, grouping_coders
 from sparkbeam.runners.beam.pardo import BeamParDoOp, SideInputName, SideView
-from sparkbeam.runners.beam.reads import ReadBundle, split_source
+from sparkbeam.runners.beam.plain import BeamFnParDoOp, plain_par_do
+from sparkbeam.runners.beam.reads import ReadBundles, split_source
 from sparkbeam.runners.beam.splittable import splittable_ops
 from sparkbeam.runners.beam.stateful import stateful_par_do
 from sparkbeam.runners.beam.windowing import engine_windowfn, engine_windowing
@@ -83,9 +87,11 @@ _REFUSED_HINTS = {
 
 
 class _Translation:
-    def __init__(self, locations: dict[str, str], deterministic_keys: bool) -> None:
+    def __init__(self, locations: dict[str, str], deterministic_keys: bool, type_checked: bool = False) -> None:
         self.locations = locations
         self.deterministic_keys = deterministic_keys
+        #: Beam checks element types at run time (its runtime type check options)
+        self.type_checked = type_checked
         self.ids: dict[int, int] = {}
         self.infos: list[PCollectionInfo] = []
         self.ops: list[Op] = []
@@ -261,8 +267,12 @@ def _par_do(t: _Translation, node: Any) -> list[Op]:
     (main,) = _pcolls(node.inputs)
     label = _pcoll_label(main)
     windowing = t.windowing(main, label)
-    sides = [_side_input(t, view) for view in node.side_inputs]
     base = t.base(node)
+    if not splittable:
+        plain = plain_par_do(node, signature, base, windowing, t.type_checked)
+        if plain is not None:
+            return [plain]  # the engine's own DoFnRunner and its fast paths (plain.py)
+    sides = [_side_input(t, view) for view in node.side_inputs]
     tags = tuple(None if tag in (None, "None") else tag for tag, pc in node.outputs.items() if isinstance(pc, beam_pvalue.PCollection))
     op = BeamParDoOp(
         **base,
@@ -404,19 +414,20 @@ def _read(t: _Translation, node: Any) -> list[Op] | None:
             raise ValueError(msg) from error
         bundles_id = t.new_pcoll(f"{node.full_label}.bundles", info.windowing, True)
         location = t.location(node)
+        reading_label = _reading_label(node)
         return [
             CreateOp(label=node.full_label, location=location, inputs=(), outputs=(bundles_id,), values=bundles),
-            BeamParDoOp(
-                label=_reading_label(node),
+            # Run by the engine's own DoFnRunner as a FlatMap (plain.py), as Beam's Map is.
+            BeamFnParDoOp(
+                label=reading_label,
                 location=location,
                 inputs=(bundles_id,),
                 outputs=(output_id,),
-                dofn=ReadBundle(),
+                dofn=_CallableDoFn(ReadBundles(reading_label), "FlatMap"),
                 args=(),
                 kwargs={},
                 output_tags=(None,),
                 input_windowfn=info.windowing.windowfn,
-                beam_windowing=output.windowing,
             ),
         ]
     if isinstance(source, beam.transforms.PTransform):
@@ -447,6 +458,14 @@ _COMPOSITES: list[tuple[type, Callable[[_Translation, Any], list[Op] | None]]] =
 ]
 
 
+def _type_checked(pipeline: Any) -> bool:
+    options = getattr(pipeline, "_options", None)
+    if options is None:
+        return False
+    types = options.view_as(TypeOptions)
+    return bool(types.runtime_type_check or types.performance_runtime_type_check)
+
+
 def translate(
     pipeline: Any,
     *,
@@ -458,7 +477,7 @@ def translate(
     """The engine's ops for a Beam pipeline, producers first; ``captured`` are Beam
     PCollections whose emissions the run records (``capture_logs``: by ``id`` of the
     PCollection, the file each one's log goes to)."""
-    translation = _Translation(locations or {}, deterministic_keys)
+    translation = _Translation(locations or {}, deterministic_keys, _type_checked(pipeline))
     for node in pipeline.transforms_stack[0].parts:
         translation.visit(node)
     for pcoll in captured:

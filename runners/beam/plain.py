@@ -1,0 +1,340 @@
+"""Beam's Map, FlatMap, Filter, MapTuple and FlatMapTuple run by the engine's own DoFnRunner.
+
+Most ParDos of a Beam pipeline are one of these: a ``CallableWrapperDoFn`` around the
+user's function, with no side inputs and no DoFn parameters. Beam's ``DoFnRunner`` would
+call such a DoFn with a Beam ``WindowedValue`` built for each element and convert every
+output back; the engine's own ``DoFnRunner`` calls the function with the element's value
+and keeps its fast paths (one call per element, the input's timestamp, windows and pane
+kept by identity, a re-stamped output windowed at once by the ``WindowInto`` that alone
+reads it). So such a ParDo is lowered to ``BeamFnParDoOp`` (``plain_par_do``): the
+engine's ParDo with the user's function, unwrapped from Beam's Map/Filter wrappers, and a
+thin wrapper (``_BeamCall``) that keeps what Beam's runner does differently:
+
+- outputs of Beam's types (``TimestampedValue``, ``TaggedOutput``, ``WindowedValue``)
+  become the engine's, which the engine then handles as Beam's output handler does
+  (re-windowed by the input's window fn, once per input window, with an unknown pane);
+- outputs to a tag the transform did not declare are dropped (``BeamFnRunner``), as Beam's
+  runners drop them;
+- an exception from the function gets Beam's "[while running 'label']" suffix, as Beam's
+  ``DoFnRunner`` adds it;
+- Beam's ``Metrics`` in the function reach the task's metrics: the tracker Beam's metrics
+  update is made current for the bundle, not per element.
+
+Anything else (a DoFn class, side inputs, DoFn parameters such as ``DoFn.WindowParam``,
+runtime type checks, inputs whose elements may be in several windows, where Beam multiplies
+a ``WindowedValue`` output's windows) keeps Beam's ``DoFnRunner`` (``pardo.py``).
+``ReadBundle`` (``reads.py``), which reads a bounded source's bundle, is run the same way.
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import apache_beam as beam
+from apache_beam import pvalue as beam_pvalue
+from apache_beam.transforms import core as beam_core
+from apache_beam.transforms import window as beam_window
+from apache_beam.utils import windowed_value as beam_wv
+
+from sparkbeam.core import _CallableDoFn
+from sparkbeam.pvalue import TaggedOutput
+from sparkbeam.runners.beam.elements import to_engine
+from sparkbeam.runners.beam.metrics import tracking_for_the_task
+from sparkbeam.runners.core.dofn_invoker import DoFnRunner, SideInputs
+from sparkbeam.runners.core.execution import pardo_joiner, register_kind
+from sparkbeam.runners.core.ops import ParDoOp
+from sparkbeam.window import FixedWindows, GlobalWindows, Sessions, TimestampedValue
+from sparkbeam.windowing import Windowing
+
+__all__ = ["BeamFnParDoOp", "BeamFnRunner", "beam_callable_shape", "plain_par_do"]
+
+Emit = Callable[[Any], None]
+
+# -- Beam's wrappers, recognised by their code -------------------------------------------
+
+
+def _one(x: Any) -> Any:
+    return x
+
+
+def _two(x: Any, y: Any = None) -> Any:
+    return x
+
+
+def _code_key(code: Any) -> tuple:
+    # By content, not identity: Beam's runner-API round trip (TestPipeline's) pickles the
+    # wrappers by value, which makes new code objects of the same code.
+    return (code.co_filename, code.co_firstlineno, code.co_code)
+
+
+def _wrapper_shapes() -> dict[tuple, str]:
+    probes = {
+        "Map": (beam.Map(_one), beam.Map(_two, None)),
+        "MapTuple": (beam.MapTuple(_one), beam.MapTuple(_two, None)),
+        "FlatMapTuple": (beam.FlatMapTuple(_one), beam.FlatMapTuple(_two, None)),
+        "Filter": (beam.Filter(_one),),
+    }
+    return {_code_key(p.fn.process.__code__): shape for shape, made in probes.items() for p in made}
+
+
+#: Beam's Map/MapTuple/FlatMapTuple/Filter wrapper lambdas (by code) -> the engine's shape
+_WRAPPER_SHAPES = _wrapper_shapes()
+_DOFN_PARAM = type(beam.DoFn.ElementParam)
+
+
+def beam_callable_shape(dofn: Any) -> tuple[Callable, str]:
+    """(the user's function, the engine's shape) of a ``CallableWrapperDoFn``: what Beam's
+    Map, MapTuple, FlatMapTuple and Filter wrap, or the DoFn's ``process`` as a FlatMap."""
+    process = dofn.process
+    code = getattr(process, "__code__", None)
+    if code is None or process.__closure__ is None or "fn" not in code.co_freevars:
+        return process, "FlatMap"
+    shape = _WRAPPER_SHAPES.get(_code_key(code))
+    if shape is None:
+        return process, "FlatMap"
+    return process.__closure__[code.co_freevars.index("fn")].cell_contents, shape
+
+
+def _takes_dofn_params(signature: Any) -> bool:
+    for default in signature.process_method.defaults:
+        if isinstance(default, _DOFN_PARAM) or (isinstance(default, type) and issubclass(default, _DOFN_PARAM)):
+            return True
+    return False
+
+
+#: window fns that put each element in exactly one window, where Beam's handling of a
+#: ``WindowedValue`` output (its windows times the input's) is the engine's (taken as is)
+_ONE_WINDOW_FNS = (GlobalWindows, FixedWindows, Sessions)
+
+
+def plain_par_do(node: Any, signature: Any, base: dict[str, Any], windowing: Windowing, type_checked: bool) -> BeamFnParDoOp | None:
+    """The engine's ParDo for a Beam ParDo of a plain ``CallableWrapperDoFn`` (see the
+    module docs), or None where Beam's DoFnRunner must run it."""
+    transform = node.transform
+    if type(transform.fn) is not beam_core.CallableWrapperDoFn or node.side_inputs or type_checked:
+        return None
+    if _takes_dofn_params(signature) or type(windowing.windowfn) not in _ONE_WINDOW_FNS:
+        return None
+    fn, shape = beam_callable_shape(transform.fn)
+    tags = tuple(None if tag in (None, "None") else tag for tag, pc in node.outputs.items() if isinstance(pc, beam_pvalue.PCollection))
+    args, kwargs = tuple(transform.args), dict(transform.kwargs)
+    return BeamFnParDoOp(
+        **base,
+        dofn=BeamCallable(fn, shape, base["label"], _arguments(shape, args, kwargs)),
+        args=args,
+        kwargs=kwargs,
+        output_tags=tags,
+        input_windowfn=windowing.windowfn,
+    )
+
+
+# -- outputs of Beam's types as the engine's ---------------------------------------------
+
+_new_stamped = TimestampedValue.__new__
+_set_stamped_value = TimestampedValue.__dict__["value"].__set__
+_set_stamped_micros = TimestampedValue.__dict__["timestamp_micros"].__set__
+
+
+def _stamped(item: Any) -> TimestampedValue:
+    stamped = _new_stamped(TimestampedValue)
+    _set_stamped_value(stamped, item.value)
+    _set_stamped_micros(stamped, item.timestamp.micros)
+    return stamped
+
+
+def _tagged(item: Any) -> TaggedOutput:
+    return TaggedOutput(item.tag, engine_output(item.value))
+
+
+_CONVERSIONS: list[tuple[type, Callable[[Any], Any]]] = [
+    (beam_window.TimestampedValue, _stamped),
+    (beam_pvalue.TaggedOutput, _tagged),
+    (beam_wv.WindowedValue, to_engine),
+]
+#: output type -> its conversion (None: a value, passed on as it is); filled as types are seen
+_CONVERTERS: dict[type, Callable[[Any], Any] | None] = {kind: convert for kind, convert in _CONVERSIONS}
+
+
+_UNSEEN: Any = object()
+
+
+def _converter(kind: type) -> Callable[[Any], Any] | None:
+    found = next((convert for base, convert in _CONVERSIONS if issubclass(kind, base)), None)
+    if len(_CONVERTERS) < 10_000:
+        _CONVERTERS[kind] = found
+    return found
+
+
+def engine_output(item: Any) -> Any:
+    """What the engine's DoFnRunner must see for one output of a Beam function."""
+    kind = type(item)
+    convert = _CONVERTERS[kind] if kind in _CONVERTERS else _converter(kind)
+    return item if convert is None else convert(item)
+
+
+def augmented(error: BaseException, label: str) -> BaseException:
+    """``error`` as Beam's DoFnRunner re-raises it: the same type, its message followed by
+    "[while running 'label']" (a RuntimeError saying both where the type cannot be built)."""
+    if getattr(error, "_tagged_with_step", False):
+        return error
+    annotation = f" [while running '{label}']"
+    try:
+        renamed = type(error)(error.args[0] + annotation, *error.args[1:])
+        renamed._tagged_with_step = True  # type: ignore[attr-defined]
+    except Exception:
+        renamed = RuntimeError(traceback.format_exception_only(type(error), error)[-1].strip() + annotation)
+        renamed._tagged_with_step = True  # type: ignore[attr-defined]
+    return renamed.with_traceback(error.__traceback__)
+
+
+def _single_call(fn: Callable, label: str, arguments: str) -> Callable:
+    """A Map's or Filter's call: one result per element. ``arguments``: what the engine
+    passes (``_arguments``); the call takes exactly that, as packing costs per element."""
+    converters = _CONVERTERS
+    unseen = _UNSEEN
+
+    def as_engine(result: Any) -> Any:
+        convert = converters.get(type(result), unseen)
+        if convert is None:  # a value
+            return result
+        return engine_output(result) if convert is unseen else convert(result)
+
+    if arguments == "element":
+
+        def call_element(value: Any) -> Any:
+            try:
+                result = fn(value)
+            except Exception as error:
+                raise augmented(error, label) from error
+            convert = converters.get(type(result), unseen)
+            if convert is None:  # a value
+                return result
+            return engine_output(result) if convert is unseen else convert(result)
+
+        return call_element
+
+    if arguments == "positional":
+
+        def call_positional(value: Any, *args: Any) -> Any:
+            try:
+                result = fn(value, *args)
+            except Exception as error:
+                raise augmented(error, label) from error
+            convert = converters.get(type(result), unseen)
+            if convert is None:  # a value
+                return result
+            return engine_output(result) if convert is unseen else convert(result)
+
+        return call_positional
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            result = fn(*args, **kwargs)
+        except Exception as error:
+            raise augmented(error, label) from error
+        return as_engine(result)
+
+    # (MapTuple: the engine passes the element's parts, which go on as they are.)
+    return call
+
+
+def _flat_call(fn: Callable, label: str) -> Callable:
+    """A FlatMap's call: its results as the engine's outputs, read lazily as Beam reads them."""
+    converters = _CONVERTERS
+    unseen = _UNSEEN
+
+    def results(found: Any) -> Iterator[Any]:
+        try:
+            if found is None:  # Beam's output handler: no outputs
+                return
+            for item in found:
+                convert = converters.get(type(item), unseen)
+                yield item if convert is None else engine_output(item) if convert is unseen else convert(item)
+        except Exception as error:
+            raise augmented(error, label) from error
+
+    def call(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        try:
+            found = fn(*args, **kwargs)
+        except Exception as error:
+            raise augmented(error, label) from error
+        return results(found)
+
+    # (FlatMapTuple: the engine passes the element's parts, which go on as they are.)
+
+    return call
+
+
+def _arguments(shape: str, args: tuple, kwargs: dict) -> str:
+    """What the engine's DoFnRunner passes a callable of ``shape``: the element alone, the
+    element and positional arguments, or anything (parts of the element, keywords)."""
+    if shape in ("MapTuple", "FlatMapTuple") or kwargs:
+        return "any"
+    return "positional" if args else "element"
+
+
+class BeamCallable(_CallableDoFn):
+    """A Beam function as the engine's callable DoFn of one shape (see the module docs).
+
+    The call that wraps the user's function is made again where the DoFn is unpickled."""
+
+    def __init__(self, beam_fn: Callable, shape: str, label: str, arguments: str = "any") -> None:
+        self.beam_fn = beam_fn
+        self.label = label
+        self.arguments = arguments
+        if shape in ("FlatMap", "FlatMapTuple"):
+            call = _flat_call(beam_fn, label)
+        else:
+            call = _single_call(beam_fn, label, arguments)
+        super().__init__(call, shape)
+
+    def default_label(self) -> str:
+        return self.label
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"beam_fn": self.beam_fn, "shape": self.shape, "label": self.label, "arguments": self.arguments}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["beam_fn"], state["shape"], state["label"], state["arguments"])  # type: ignore[misc]
+
+    def __repr__(self) -> str:
+        return f"BeamCallable({self.beam_fn!r}, {self.shape!r})"
+
+
+class BeamFnParDoOp(ParDoOp):
+    """A Beam ParDo whose function the engine's own ``DoFnRunner`` runs (``BeamFnRunner``):
+    a ``ParDoOp`` with no field of its own, a type of its own for its kind."""
+
+
+class BeamFnRunner(DoFnRunner):
+    """The engine's DoFnRunner, with Beam's handling of undeclared output tags (dropped)
+    and Beam's metric updates going to the task's metrics for the whole bundle."""
+
+    def __init__(self, op: ParDoOp, emitters: dict[str | None, Emit], side_inputs: SideInputs | None) -> None:
+        super().__init__(op, emitters, side_inputs)
+        self._stop_tracking: Callable[[], None] | None = None
+
+    def start(self) -> None:
+        self._stop_tracking = tracking_for_the_task()
+        super().start()
+
+    def teardown(self) -> None:
+        try:
+            super().teardown()
+        finally:
+            stop, self._stop_tracking = self._stop_tracking, None
+            if stop is not None:
+                stop()
+
+    def _emitter(self, tag: str | None) -> Emit:
+        return self.emitters.get(tag) or _dropped
+
+
+def _dropped(wv: Any) -> None:
+    return None
+
+
+# A ParDo in every way but for its DoFn's runner (the engine's, with Beam's tag rule).
+register_kind(BeamFnParDoOp, like=ParDoOp, join_body=pardo_joiner(BeamFnRunner))

@@ -1,0 +1,250 @@
+"""Beam's plain Maps, FlatMaps and Filters run on the engine's own DoFnRunner and fast paths
+(runners/beam/plain.py), keys that are their own encoding skip Beam's coder, and Beam's
+semantics stay: checked on the engine alone (no Spark), by which runner and path is taken."""
+
+from __future__ import annotations
+
+import apache_beam as beam
+import pytest
+from apache_beam import pvalue as beam_pvalue
+from apache_beam.metrics import Metrics
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.transforms import window as beam_window
+
+import sparkbeam
+from sparkbeam.metrics.execution import MetricsContainer, MetricsEnvironment
+from sparkbeam.metrics.metricbase import MetricName
+from sparkbeam.runners.beam import grouping as beam_grouping
+from sparkbeam.runners.beam.grouping import BeamCombineFn, KeyCodec
+from sparkbeam.runners.beam.metrics import tracking_for_the_task, tracking_in_place
+from sparkbeam.runners.beam.pardo import BeamParDoOp
+from sparkbeam.runners.beam.plain import BeamFnParDoOp, BeamFnRunner
+from sparkbeam.runners.core.fused import FusedBody
+from tests.beam_frontend.engine import emitted_values, plan_of, run_in_engine
+
+
+def beam_pipeline(*flags: str) -> beam.Pipeline:
+    return beam.Pipeline(runner=sparkbeam.SparkRunner(), options=PipelineOptions(list(flags)))
+
+
+def op_labelled(plan, label):
+    (op,) = [op for op in plan.lowered.ops if op.label == label or op.label.startswith(f"{label}/Map(")]
+    return op
+
+
+def double(x):
+    return x * 2
+
+
+def test_plain_beam_callables_become_the_engines_parDos_with_the_users_function():
+    p = beam_pipeline()
+    pairs = p | beam.Create([("a", 1)]) | "Map" >> beam.Map(lambda kv: kv)
+    _ = pairs | "Double" >> beam.MapTuple(lambda k, v: (k, double(v)))
+    _ = pairs | "Values" >> beam.Map(double, *()) | "Keep" >> beam.Filter(bool)
+    _ = pairs | "Flat" >> beam.FlatMap(lambda kv: kv) | "Plus" >> beam.Map(lambda x, n: x, 3)
+    _ = pairs | "FlatTuple" >> beam.FlatMapTuple(lambda k, v: [k])
+    plan = plan_of(p)
+    shapes = {label: op_labelled(plan, label).dofn.shape for label in ("Map", "Double", "Values", "Keep", "Flat", "Plus", "FlatTuple")}
+    assert shapes == {
+        "Map": "Map", "Double": "MapTuple", "Values": "Map", "Keep": "Filter",
+        "Flat": "FlatMap", "Plus": "Map", "FlatTuple": "FlatMapTuple",
+    }
+    assert all(type(op_labelled(plan, label)) is BeamFnParDoOp for label in shapes)
+    # Beam's Map wrapper (lambda x: [fn(x)]) is unwrapped: the engine calls the user's function.
+    assert op_labelled(plan, "Values").dofn.beam_fn is double
+    assert op_labelled(plan, "Plus").args == (3,)
+
+
+def test_what_needs_beams_dofn_runner_keeps_it():
+    class Keep(beam.DoFn):
+        def process(self, x):
+            yield x
+
+    p = beam_pipeline()
+    xs = p | beam.Create([1, 2])
+    _ = xs | "WithWindow" >> beam.Map(lambda x, w=beam.DoFn.WindowParam: (x, w))
+    _ = xs | "WithSide" >> beam.Map(lambda x, side: x, beam.pvalue.AsList(xs))
+    _ = xs | "DoFnClass" >> beam.ParDo(Keep())
+    _ = xs | "Sliding" >> beam.WindowInto(beam_window.SlidingWindows(10, 5)) | "AfterSliding" >> beam.Map(lambda x: x)
+    plan = plan_of(p)
+    for label in ("WithWindow", "WithSide", "DoFnClass", "AfterSliding"):
+        assert type(op_labelled(plan, label)) is BeamParDoOp, label
+    checked = beam_pipeline("--runtime_type_check")
+    _ = checked | beam.Create([1]) | "Checked" >> beam.Map(lambda x: x)
+    assert type(op_labelled(plan_of(checked), "Checked")) is BeamParDoOp
+
+
+def test_a_restamped_beam_map_is_windowed_by_the_window_into_that_reads_it_at_once():
+    p = beam_pipeline()
+    out = (
+        p
+        | beam.Create([1, 2, 65])
+        | "Stamp" >> beam.Map(lambda x: beam_window.TimestampedValue(x, x))
+        | "Minutes" >> beam.WindowInto(beam_window.FixedWindows(60))
+        | "Start" >> beam.FlatMap(lambda x, w=beam.DoFn.WindowParam: [(x, w.start.micros // 1_000_000)])
+    )
+    sparkbeam.capture(out)
+    plan, loop = run_in_engine(p)
+    assert sorted(emitted_values(plan, loop, out)) == [(1, 0), (2, 0), (65, 60)]
+    (stage,) = [s for s in plan.stages if any(op.label == "Stamp" for op in s.body)]
+    body = FusedBody(stage)
+    (runner,) = [r.runner for r in body._runners if r.step == "Stamp"]
+    assert isinstance(runner, BeamFnRunner)
+    assert runner._into is not None  # the engine's fused Map -> WindowInto path
+
+
+def test_beams_output_types_and_undeclared_tags_keep_beams_meaning():
+    def route(x):
+        if x == 1:
+            return beam_pvalue.TaggedOutput("odd", x)
+        if x == 2:
+            return beam_pvalue.TaggedOutput("nobody", x)  # not declared: dropped, as in Beam
+        return beam_window.TimestampedValue(x, 90)
+
+    p = beam_pipeline()
+    results = p | beam.Create([1, 2, 3]) | "Route" >> beam.Map(route).with_outputs("odd", main="main")
+    odd = results.odd | "OddTime" >> beam.Map(lambda x, t=beam.DoFn.TimestampParam: (x, t.micros))
+    main = results.main | "MainTime" >> beam.Map(lambda x, t=beam.DoFn.TimestampParam: (x, t.micros))
+    flat = p | "Flat" >> beam.Create([0]) | "Many" >> beam.FlatMap(lambda x: [beam_window.TimestampedValue("late", 7), None, "same"])
+    stamped = flat | "FlatTime" >> beam.Map(lambda x, t=beam.DoFn.TimestampParam: (x, t.micros))
+    for pcoll in (odd, main, stamped):
+        sparkbeam.capture(pcoll)
+    plan, loop = run_in_engine(p)
+    assert type(op_labelled(plan, "Route")) is BeamFnParDoOp
+    minimum = beam_window.MIN_TIMESTAMP.micros
+    assert emitted_values(plan, loop, odd) == [(1, minimum)]
+    assert emitted_values(plan, loop, main) == [(3, 90_000_000)]
+    assert sorted(emitted_values(plan, loop, stamped), key=repr) == sorted([("late", 7_000_000), (None, minimum), ("same", minimum)], key=repr)
+
+
+def test_an_exception_in_a_flatmaps_generator_names_its_step_as_beam_does():
+    def explode(x):
+        yield x
+        raise KeyError("gone")
+
+    p = beam_pipeline()
+    p | beam.Create([7]) | "Explode" >> beam.FlatMap(explode)
+    with pytest.raises(KeyError, match=r"gone \[while running 'Explode'\]"):
+        run_in_engine(p)
+
+
+def test_a_beam_metric_in_a_plain_map_goes_to_the_step_of_the_map():
+    def counted(x):
+        Metrics.counter("plain", "seen").inc()
+        return x
+
+    p = beam_pipeline()
+    p | beam.Create([1]) | "Counted" >> beam.Map(counted)
+    op = op_labelled(plan_of(p), "Counted")
+    outputs = []
+    runner = BeamFnRunner(op, {None: outputs.append}, None)
+    container = MetricsContainer()
+    with MetricsEnvironment.container_scope(container), MetricsEnvironment.step_scope("Counted"):
+        runner.start()
+        assert tracking_in_place()  # set once for the bundle, not per element
+        for x in (1, 2, 3):
+            runner.process(sparkbeam_wv(x))
+        runner.finish()
+        runner.teardown()
+        assert not tracking_in_place()  # and put back after it
+    assert [wv.value for wv in outputs] == [1, 2, 3]
+    assert container.counters == {("Counted", MetricName("plain", "seen")): 3}
+
+
+def sparkbeam_wv(value):
+    from sparkbeam.utils.timestamp import MIN_TIMESTAMP
+    from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
+    from sparkbeam.window import GlobalWindow
+
+    return WindowedValue(value, MIN_TIMESTAMP.micros, (GlobalWindow(),), PANE_INFO_UNKNOWN)
+
+
+def test_a_plain_str_key_is_its_own_encoding_and_other_keys_are_encoded():
+    codec = KeyCodec("G", beam.coders.FastPrimitivesCoder().as_deterministic_coder("G"))
+    encode = codec.encoder()
+    element = ("user1", 5)
+    assert encode(element) is element  # no copy, no coder call
+    assert codec.decode_key(element) is element
+    assert encode((b"user1", 5)) == (codec.key_coder.encode(b"user1"), 5)
+    assert encode((1, 5)) == (codec.key_coder.encode(1), 5)
+    assert codec.decode_key(encode((1, 5))) == (1, 5)
+    # A coder of the user's may encode strings its own way: every key is encoded then.
+    assert not KeyCodec("G", beam.coders.PickleCoder()).str_keys_pass
+
+
+def test_str_keys_group_apart_from_bytes_and_other_keys_as_in_beam():
+    p = beam_pipeline()
+    grouped = (
+        p
+        | beam.Create([("1", "str"), (b"1", "bytes"), (1, "int"), ("1", "str again"), (True, "bool")])
+        | beam.GroupByKey()
+        | beam.MapTuple(lambda key, values: (repr(key), sorted(values)))
+    )
+    totals = p | "Pairs" >> beam.Create([("a", 1), ("a", 2), (b"a", 4)]) | beam.CombinePerKey(sum)
+    sparkbeam.capture(grouped)
+    sparkbeam.capture(totals)
+    plan, loop = run_in_engine(p)
+    assert sorted(emitted_values(plan, loop, grouped)) == [("'1'", ["str", "str again"]), ("1", ["int"]), ("True", ["bool"]), ("b'1'", ["bytes"])]
+    assert sorted(emitted_values(plan, loop, totals), key=repr) == [("a", 3), (b"a", 4)]
+
+
+def test_a_lifted_beam_combine_fn_is_called_as_it_is_where_the_tasks_tracking_is_in_place(monkeypatch):
+    class Counting(beam.CombineFn):
+        def create_accumulator(self):
+            return 0
+
+        def add_input(self, total, x):
+            Metrics.counter("combine", "added").inc()
+            return total + x
+
+        def merge_accumulators(self, totals):
+            return sum(totals)
+
+        def extract_output(self, total):
+            return total
+
+    wrapped = []
+    real = beam_grouping.beam_metrics
+    monkeypatch.setattr(beam_grouping, "beam_metrics", lambda call, *args: wrapped.append(call) or real(call, *args))
+    fn = BeamCombineFn(Counting())
+    container = MetricsContainer()
+    with MetricsEnvironment.container_scope(container), MetricsEnvironment.step_scope("Sum"):
+        assert fn.add_input(0, 1) == 1 and len(wrapped) == 1  # no tracking: Beam's tracker set for the call
+        stop = tracking_for_the_task()
+        try:
+            assert fn.add_input(1, 2) == 3 and len(wrapped) == 1  # tracking in place: a plain call
+        finally:
+            stop()
+    assert container.counters == {("Sum", MetricName("combine", "added")): 2}
+
+
+class StampedRange(beam.io.iobase.BoundedSource):
+    """Yields Beam TimestampedValues: the reading op converts them as Beam's handler does."""
+
+    def __init__(self, count):
+        self.count = count
+
+    def estimate_size(self):
+        return self.count
+
+    def split(self, desired_bundle_size, start_position=None, stop_position=None):
+        yield beam.io.iobase.SourceBundle(1, self, 0, self.count)
+
+    def get_range_tracker(self, start_position, stop_position):
+        return beam.io.range_trackers.OffsetRangeTracker(start_position, stop_position)
+
+    def read(self, range_tracker):
+        position = range_tracker.start_position()
+        while range_tracker.try_claim(position):
+            yield beam_window.TimestampedValue(position, position * 10)
+            position += 1
+
+
+def test_a_bounded_sources_bundles_are_read_on_the_engines_runner_keeping_beams_timestamps():
+    p = beam_pipeline()
+    stamped = p | "Read" >> beam.io.Read(StampedRange(3)) | "Time" >> beam.Map(lambda x, t=beam.DoFn.TimestampParam: (x, t.micros))
+    sparkbeam.capture(stamped)
+    plan, loop = run_in_engine(p)
+    (reading,) = [op for op in plan.lowered.ops if "SDFBoundedSourceReader" in op.label]
+    assert type(reading) is BeamFnParDoOp
+    assert sorted(emitted_values(plan, loop, stamped)) == [(0, 0), (1, 10_000_000), (2, 20_000_000)]
