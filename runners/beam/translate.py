@@ -247,7 +247,7 @@ def _par_do(t: _Translation, node: Any) -> list[Op]:
     if signature.is_stateful_dofn():
         return stateful_par_do(t, node, where)  # a keyed stage of its own (stateful.py)
     splittable = signature.is_splittable_dofn()
-    if splittable and signature.is_unbounded_per_element() and not _ends_before_the_run(t, fn):
+    if splittable and signature.is_unbounded_per_element() and not _ends_before_the_run(t, node):
         msg = (
             f"{where}: {type(fn).__name__} is an unbounded splittable DoFn (unbounded_per_element); "
             "sparkbeam's Beam runner runs splittable DoFns with bounded restrictions only (and "
@@ -278,17 +278,59 @@ def _par_do(t: _Translation, node: Any) -> list[Op]:
     return splittable_ops(t, op, windowing) if splittable else [op]
 
 
-def _ends_before_the_run(t: _Translation, fn: Any) -> bool:
+def _ends_before_the_run(t: _Translation, node: Any) -> bool:
     """Whether an unbounded_per_element DoFn's restrictions end: Beam's periodic impulse
-    ends at its elements' stop timestamps (one with no stop is refused on the executor, or
-    here when the PeriodicImpulse that has none is in sight)."""
-    return isinstance(fn, beam_periodic.ImpulseSeqGenDoFn) and not t.endless_periodic_depth
+    ends at its elements' stop timestamps. One with no stop is refused here when the
+    PeriodicImpulse is in sight (as applied, or, after Beam's runner-API round trip, as
+    TestPipeline's, through the Create or the closure that makes its elements), else on the
+    executor, when its element arrives."""
+    if not isinstance(node.transform.fn, beam_periodic.ImpulseSeqGenDoFn):
+        return False
+    return not t.endless_periodic_depth and not _fed_without_a_stop(node)
 
 
 def _is_endless_periodic_impulse(transform: Any) -> bool:
     if not isinstance(transform, beam_periodic.PeriodicImpulse):
         return False
-    return beam_timestamp.Timestamp.of(transform.stop_ts) >= beam_timestamp.MAX_TIMESTAMP
+    return _endless(transform.stop_ts)
+
+
+def _endless(stop: Any) -> bool:
+    try:
+        return beam_timestamp.Timestamp.of(stop) >= beam_timestamp.MAX_TIMESTAMP
+    except (TypeError, ValueError):
+        return False  # not a timestamp: the executor's check decides
+
+
+def _fed_without_a_stop(node: Any) -> bool:
+    """Whether the (start, stop, interval) elements an ImpulseSeqGenDoFn reads come from a
+    Create, or from a Map closing over a PeriodicImpulse (its rebasing modes), with no stop."""
+    (main,) = _pcolls(node.inputs)
+    producer = main.producer
+    ancestor = producer
+    while ancestor is not None and ancestor.transform is not None:
+        if isinstance(ancestor.transform, beam_core.Create):
+            return any(isinstance(value, tuple) and len(value) == 3 and _endless(value[1]) for value in ancestor.transform.values)
+        ancestor = ancestor.parent
+    fn = getattr(producer.transform, "fn", None) if producer is not None else None
+    impulse = _closed_over_periodic_impulse(getattr(fn, "_fn", fn), depth=3)
+    return impulse is not None and _is_endless_periodic_impulse(impulse)
+
+
+def _closed_over_periodic_impulse(function: Any, depth: int) -> Any:
+    """A PeriodicImpulse that ``function``'s closure (or a function it closes over) holds."""
+    for cell in getattr(function, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if isinstance(value, beam_periodic.PeriodicImpulse):
+            return value
+        if depth > 1 and callable(value):
+            found = _closed_over_periodic_impulse(value, depth - 1)
+            if found is not None:
+                return found
+    return None
 
 
 def _only_batches(fn: Any) -> bool:
