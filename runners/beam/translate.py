@@ -15,7 +15,8 @@ translated whole:
 Every other composite is walked into, and each primitive is translated by the function
 registered for its type: ``Impulse``, ``ParDo`` (a Beam DoFn run by Beam's DoFnRunner,
 ``pardo.py``; a splittable one is split, its parts spread and processed, ``splittable.py``;
-a stateful or timely one heads a keyed stage of its own, ``stateful.py``), ``WindowInto``
+a stateful or timely one heads a keyed stage of its own, ``stateful.py``; a batched one,
+``process_batch`` or yielding batches, has its batches made and exploded, ``batched.py``), ``WindowInto``
 (Beam's WindowFn as the engine's, ``windowing.py``), ``GroupByKey`` (keys encoded with
 Beam's coders, ``grouping.py``), ``Flatten`` and ``TestStream``. A primitive without a
 translation, or a feature the engine cannot honour yet (unbounded splittable DoFns,
@@ -42,6 +43,7 @@ from apache_beam.transforms import util as beam_util
 from apache_beam.utils import timestamp as beam_timestamp
 
 from sparkbeam.core import _CallableDoFn
+from sparkbeam.runners.beam.batched import BeamBatchedParDoOp, is_batched, takes_batches
 from sparkbeam.runners.beam.grouping import BeamCombineFn, KeyCodec, KeyCodingOp, grouping_coders
 from sparkbeam.runners.beam.pardo import BeamParDoOp, SideInputName, SideView
 from sparkbeam.runners.beam.reads import ReadBundle, split_source
@@ -244,6 +246,17 @@ def _par_do(t: _Translation, node: Any) -> list[Op]:
     fn = transform.fn
     signature = DoFnSignature(fn)
     where = f"'{node.full_label}' (applied at {t.location(node)})"
+    batched = is_batched(fn)
+    if batched and (signature.is_stateful_dofn() or signature.is_splittable_dofn()):
+        # (Beam refuses process_batch with state or a restriction; this is a process
+        # declared to yield batches.)
+        kind = "stateful" if signature.is_stateful_dofn() else "splittable"
+        msg = (
+            f"{where}: {type(fn).__name__} is a {kind} DoFn that yields batches "
+            "(@yields_batches); sparkbeam's Beam runner runs batched DoFns that are neither "
+            f"stateful nor splittable only: yield elements from the {kind} DoFn"
+        )
+        raise UnsupportedError(msg)
     if signature.is_stateful_dofn():
         return stateful_par_do(t, node, where)  # a keyed stage of its own (stateful.py)
     splittable = signature.is_splittable_dofn()
@@ -255,16 +268,19 @@ def _par_do(t: _Translation, node: Any) -> list[Op]:
             "stream reads in a sparkbeam pipeline"
         )
         raise UnsupportedError(msg)
-    if _only_batches(fn):
-        msg = f"{where}: a DoFn with process_batch and no process is not supported by sparkbeam's Beam runner yet"
-        raise UnsupportedError(msg)
     (main,) = _pcolls(node.inputs)
+    if batched and not _has_batch_converters(fn):
+        try:  # lost in Beam's runner-API round trip: inferred again, as Beam's ParDo does
+            transform.infer_batch_converters(main.element_type)
+        except TypeError as error:
+            msg = f"{where}: {error}"
+            raise TypeError(msg) from error
     label = _pcoll_label(main)
     windowing = t.windowing(main, label)
     sides = [_side_input(t, view) for view in node.side_inputs]
     base = t.base(node)
     tags = tuple(None if tag in (None, "None") else tag for tag, pc in node.outputs.items() if isinstance(pc, beam_pvalue.PCollection))
-    op = BeamParDoOp(
+    op = (BeamBatchedParDoOp if batched else BeamParDoOp)(
         **base,
         dofn=fn,
         args=tuple(transform.args),
@@ -333,8 +349,12 @@ def _closed_over_periodic_impulse(function: Any, depth: int) -> Any:
     return None
 
 
-def _only_batches(fn: Any) -> bool:
-    return type(fn).process is beam.DoFn.process and type(fn).process_batch is not beam.DoFn.process_batch
+def _has_batch_converters(fn: Any) -> bool:
+    needs_input = takes_batches(fn) or getattr(fn, "_process_batch_defined", False)
+    needs_output = getattr(fn, "_can_yield_batches", False)
+    return (not needs_input or getattr(fn, "input_batch_converter", None) is not None) and (
+        not needs_output or getattr(fn, "output_batch_converter", None) is not None
+    )
 
 
 def _key_coded_grouping(
