@@ -143,7 +143,7 @@ class BeamDoFnRunner:
     def __init__(self, op: BeamParDoOp, emitters: dict[str | None, Emit], side_inputs: SideInputs | None) -> None:
         self.label = op.label
         self.location = op.location
-        receivers = engine_receivers(emitters)
+        receivers = self.receivers(op, emitters)
         try:
             # With the step name, Beam adds "[while running 'label']" to a DoFn's exception,
             # as Beam's runners do (tests match on it); our note then says where it was applied.
@@ -158,6 +158,10 @@ class BeamDoFnRunner:
             )
         except Exception as error:
             raise UserCodeError(self.label, self.location, error) from error
+
+    def receivers(self, op: BeamParDoOp, emitters: dict[str | None, Emit]) -> _Receivers:
+        """Beam's output receivers for this DoFn (``batched.py`` adds batch outputs)."""
+        return engine_receivers(emitters)
 
     def start(self) -> None:
         # Beam's metric updates of this bundle go to the task's container, under this step.

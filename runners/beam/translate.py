@@ -17,7 +17,8 @@ Every other composite is walked into, and each primitive is translated by the fu
 registered for its type: ``Impulse``, ``ParDo`` (a Beam DoFn run by Beam's DoFnRunner,
 ``pardo.py``, but for a plain Map, FlatMap or Filter, which the engine's own DoFnRunner
 runs with its fast paths, ``plain.py``; a splittable one is split, its parts spread and processed, ``splittable.py``;
-a stateful or timely one heads a keyed stage of its own, ``stateful.py``), ``WindowInto``
+a stateful or timely one heads a keyed stage of its own, ``stateful.py``; a batched one,
+``process_batch`` or yielding batches, has its batches made and exploded, ``batched.py``), ``WindowInto``
 (Beam's WindowFn as the engine's, ``windowing.py``), ``GroupByKey`` (keys encoded with
 Beam's coders, ``grouping.py``), ``Flatten`` and ``TestStream``. A primitive without a
 translation, or a feature the engine cannot honour yet (unbounded splittable DoFns,
@@ -45,6 +46,7 @@ from apache_beam.transforms import util as beam_util
 from apache_beam.utils import timestamp as beam_timestamp
 
 from sparkbeam.core import _CallableDoFn
+from sparkbeam.runners.beam.batched import BeamBatchedParDoOp, is_batched, takes_batches
 from sparkbeam.runners.beam.grouping import BeamCombineFn, KeyCodec, KeyCodingOp, grouping_coders
 from sparkbeam.runners.beam.pardo import BeamParDoOp, SideInputName, SideView
 from sparkbeam.runners.beam.plain import BeamFnParDoOp, plain_par_do
@@ -250,10 +252,21 @@ def _par_do(t: _Translation, node: Any) -> list[Op]:
     fn = transform.fn
     signature = DoFnSignature(fn)
     where = f"'{node.full_label}' (applied at {t.location(node)})"
+    batched = is_batched(fn)
+    if batched and (signature.is_stateful_dofn() or signature.is_splittable_dofn()):
+        # (Beam refuses process_batch with state or a restriction; this is a process
+        # declared to yield batches.)
+        kind = "stateful" if signature.is_stateful_dofn() else "splittable"
+        msg = (
+            f"{where}: {type(fn).__name__} is a {kind} DoFn that yields batches "
+            "(@yields_batches); sparkbeam's Beam runner runs batched DoFns that are neither "
+            f"stateful nor splittable only: yield elements from the {kind} DoFn"
+        )
+        raise UnsupportedError(msg)
     if signature.is_stateful_dofn():
         return stateful_par_do(t, node, where)  # a keyed stage of its own (stateful.py)
     splittable = signature.is_splittable_dofn()
-    if splittable and signature.is_unbounded_per_element() and not _ends_before_the_run(t, fn):
+    if splittable and signature.is_unbounded_per_element() and not _ends_before_the_run(t, node):
         msg = (
             f"{where}: {type(fn).__name__} is an unbounded splittable DoFn (unbounded_per_element); "
             "sparkbeam's Beam runner runs splittable DoFns with bounded restrictions only (and "
@@ -261,20 +274,23 @@ def _par_do(t: _Translation, node: Any) -> list[Op]:
             "stream reads in a sparkbeam pipeline"
         )
         raise UnsupportedError(msg)
-    if _only_batches(fn):
-        msg = f"{where}: a DoFn with process_batch and no process is not supported by sparkbeam's Beam runner yet"
-        raise UnsupportedError(msg)
     (main,) = _pcolls(node.inputs)
+    if batched and not _has_batch_converters(fn):
+        try:  # lost in Beam's runner-API round trip: inferred again, as Beam's ParDo does
+            transform.infer_batch_converters(main.element_type)
+        except TypeError as error:
+            msg = f"{where}: {error}"
+            raise TypeError(msg) from error
     label = _pcoll_label(main)
     windowing = t.windowing(main, label)
     base = t.base(node)
-    if not splittable:
+    if not splittable and not batched:
         plain = plain_par_do(node, signature, base, windowing, t.type_checked)
         if plain is not None:
             return [plain]  # the engine's own DoFnRunner and its fast paths (plain.py)
     sides = [_side_input(t, view) for view in node.side_inputs]
     tags = tuple(None if tag in (None, "None") else tag for tag, pc in node.outputs.items() if isinstance(pc, beam_pvalue.PCollection))
-    op = BeamParDoOp(
+    op = (BeamBatchedParDoOp if batched else BeamParDoOp)(
         **base,
         dofn=fn,
         args=tuple(transform.args),
@@ -288,21 +304,67 @@ def _par_do(t: _Translation, node: Any) -> list[Op]:
     return splittable_ops(t, op, windowing) if splittable else [op]
 
 
-def _ends_before_the_run(t: _Translation, fn: Any) -> bool:
+def _ends_before_the_run(t: _Translation, node: Any) -> bool:
     """Whether an unbounded_per_element DoFn's restrictions end: Beam's periodic impulse
-    ends at its elements' stop timestamps (one with no stop is refused on the executor, or
-    here when the PeriodicImpulse that has none is in sight)."""
-    return isinstance(fn, beam_periodic.ImpulseSeqGenDoFn) and not t.endless_periodic_depth
+    ends at its elements' stop timestamps. One with no stop is refused here when the
+    PeriodicImpulse is in sight (as applied, or, after Beam's runner-API round trip, as
+    TestPipeline's, through the Create or the closure that makes its elements), else on the
+    executor, when its element arrives."""
+    if not isinstance(node.transform.fn, beam_periodic.ImpulseSeqGenDoFn):
+        return False
+    return not t.endless_periodic_depth and not _fed_without_a_stop(node)
 
 
 def _is_endless_periodic_impulse(transform: Any) -> bool:
     if not isinstance(transform, beam_periodic.PeriodicImpulse):
         return False
-    return beam_timestamp.Timestamp.of(transform.stop_ts) >= beam_timestamp.MAX_TIMESTAMP
+    return _endless(transform.stop_ts)
 
 
-def _only_batches(fn: Any) -> bool:
-    return type(fn).process is beam.DoFn.process and type(fn).process_batch is not beam.DoFn.process_batch
+def _endless(stop: Any) -> bool:
+    try:
+        return beam_timestamp.Timestamp.of(stop) >= beam_timestamp.MAX_TIMESTAMP
+    except (TypeError, ValueError):
+        return False  # not a timestamp: the executor's check decides
+
+
+def _fed_without_a_stop(node: Any) -> bool:
+    """Whether the (start, stop, interval) elements an ImpulseSeqGenDoFn reads come from a
+    Create, or from a Map closing over a PeriodicImpulse (its rebasing modes), with no stop."""
+    (main,) = _pcolls(node.inputs)
+    producer = main.producer
+    ancestor = producer
+    while ancestor is not None and ancestor.transform is not None:
+        if isinstance(ancestor.transform, beam_core.Create):
+            return any(isinstance(value, tuple) and len(value) == 3 and _endless(value[1]) for value in ancestor.transform.values)
+        ancestor = ancestor.parent
+    fn = getattr(producer.transform, "fn", None) if producer is not None else None
+    impulse = _closed_over_periodic_impulse(getattr(fn, "_fn", fn), depth=3)
+    return impulse is not None and _is_endless_periodic_impulse(impulse)
+
+
+def _closed_over_periodic_impulse(function: Any, depth: int) -> Any:
+    """A PeriodicImpulse that ``function``'s closure (or a function it closes over) holds."""
+    for cell in getattr(function, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if isinstance(value, beam_periodic.PeriodicImpulse):
+            return value
+        if depth > 1 and callable(value):
+            found = _closed_over_periodic_impulse(value, depth - 1)
+            if found is not None:
+                return found
+    return None
+
+
+def _has_batch_converters(fn: Any) -> bool:
+    needs_input = takes_batches(fn) or getattr(fn, "_process_batch_defined", False)
+    needs_output = getattr(fn, "_can_yield_batches", False)
+    return (not needs_input or getattr(fn, "input_batch_converter", None) is not None) and (
+        not needs_output or getattr(fn, "output_batch_converter", None) is not None
+    )
 
 
 def _key_coded_grouping(

@@ -40,18 +40,20 @@ def key_element(op: GroupOp, wv: WindowedValue) -> tuple[Any, WindowedValue]:
     return key, WindowedValue(inner, wv.timestamp_micros, wv.windows, wv.pane_info)
 
 
-def nothing_due(previous: StageSummary | None, params: StepParams, *, has_state: bool, stateful: bool) -> bool:
-    """Whether a grouping step with no new elements would change nothing: no
-    processing-time timer is due, and the input watermark stands still or, for a
-    grouping (not a stateful DoFn, whose state expiry no timer announces), moves without
-    reaching the earliest event-time timer of its state (the end-of-window, trigger and
-    garbage-collection times the engine reports as ``next_event_timer``), or there is no
-    state at all. Such a step is skipped: no Spark job, the state RDD carried as it is."""
+def nothing_due(previous: StageSummary | None, params: StepParams, *, has_state: bool, side_inputs: bool) -> bool:
+    """Whether a keyed step (a grouping or a stateful DoFn) with no new elements would change
+    nothing: no processing-time timer is due, and the input watermark stands still or moves
+    without reaching the earliest event-time timer of its state (the end-of-window, trigger,
+    user-timer and garbage-collection times the engine and the stateful step report as
+    ``next_event_timer``), or there is no state at all. A stage that reads side inputs runs
+    whenever its watermark moves, since a side input's window may have become ready and
+    released parked elements. Such a step is skipped: no Spark job, the state RDD carried as
+    it is."""
     if previous is not None and previous.next_processing_timer is not None and previous.next_processing_timer <= params.now:
         return False
     if params.new_input_watermark == params.old_input_watermark:
         return True
-    if stateful:
+    if side_inputs:
         return False
     if not has_state:
         return True

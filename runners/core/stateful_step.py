@@ -296,6 +296,7 @@ def stateful_partition(
     outputs: list[tuple[int, WindowedValue]] = []
     emitters = {tag: _collector(outputs, pcoll) for tag, pcoll in zip(op.output_tags, op.outputs)}
     runner = _RUNNERS.get(type(op), StatefulDoFnRunner)(op, emitters)
+    gc_time = HoldPolicy(op.windowing).gc_time
     stats = GroupingStats()
     summary = StageSummary()
     kept: list[tuple[Any, KeyedState]] = []
@@ -314,7 +315,7 @@ def stateful_partition(
                 runner.collect_garbage(store, params.new_input_watermark)
                 if store.is_empty():
                     continue
-                _report(summary, key, store)
+                _report(summary, key, store, gc_time)
                 kept.append((key, KeyedState(store)))
             runner.finish()
         finally:
@@ -334,10 +335,16 @@ def _collector(outputs: list[tuple[int, WindowedValue]], pcoll: int) -> Callable
     return lambda wv: append((pcoll, wv))
 
 
-def _report(summary: StageSummary, key: Any, store: KeyStore) -> None:
+def _report(summary: StageSummary, key: Any, store: KeyStore, gc_time: Callable[[Any], int]) -> None:
     """Add a kept key's holds, next timers and size to the step's summary."""
     summary.state_keys += 1
     summary.state_windows += len(store.windows)
+    for window in store.windows:
+        # The window's state goes once the watermark passes its GC time: an event-time
+        # timer of the stage's, so that a step whose watermark reaches none may skip it.
+        expiry = gc_time(window) + 1
+        if summary.next_event_timer is None or expiry < summary.next_event_timer:
+            summary.next_event_timer = expiry
     for window, _, timer in store.pending_timers():
         if summary.earliest_hold is None or timer.hold_micros < summary.earliest_hold:
             summary.earliest_hold = timer.hold_micros

@@ -129,6 +129,9 @@ class StageResult:
     outputs: dict[int, Any]  # PCollection id -> backend dataset
     #: the stage's report; a callable when it is only known after the step's jobs ran
     summary: StageSummary | Callable[[], StageSummary]
+    #: the callable summary carries the stage's holds (a keyed stage whose job the backend
+    #: put off, to run it with later stages' in one): its output watermark waits for it
+    deferred: bool = False
 
 
 class StepHooks(Protocol):
@@ -162,6 +165,51 @@ class Backend(Protocol):
     def write(self, stage: Stage, datasets: dict[int, Any], params: StepParams) -> None: ...
 
     def end_step(self, step: int) -> None: ...
+
+
+class _Unsettled:
+    """The stages of a step whose output watermark is not known yet: keyed stages whose job
+    the backend put off (their holds come with it), and the element-wise stages downstream
+    of them. A stage downstream of these still runs with its exact input watermark when
+    their watermarks cannot move it: each of them is bounded by its input watermark, since
+    a stage's output is never ahead of its input."""
+
+    def __init__(self) -> None:
+        self._entries: list[tuple[_StageRuntime, StageResult, frozenset[int], bool]] = []
+        #: stage id -> the most its output watermark can be after this step
+        self._bounds: dict[int, int] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._entries)
+
+    def add(
+        self,
+        runtimes: list[_StageRuntime],
+        runtime: _StageRuntime,
+        result: StageResult,
+        wanted: frozenset[int],
+        *,
+        input_known: bool,
+    ) -> None:
+        bound = runtime.input_watermark if input_known else self._highest_input(runtimes, runtime)
+        self._entries.append((runtime, result, wanted, input_known))
+        self._bounds[runtime.stage.id] = bound
+
+    def _highest_input(self, runtimes: list[_StageRuntime], runtime: _StageRuntime) -> int:
+        upstream = min(self._bounds.get(u, runtimes[u].output_watermark) for u in runtime.stage.upstream)
+        return max(upstream, runtime.input_watermark)
+
+    def input_watermark(self, runtimes: list[_StageRuntime], runtime: _StageRuntime) -> int | None:
+        """The stage's new input watermark, or None while it depends on unsettled stages."""
+        highest = self._highest_input(runtimes, runtime)
+        if highest == runtime.input_watermark or not any(u in self._bounds for u in runtime.stage.upstream):
+            return highest  # exact: the watermarks being settled cannot move it
+        return None
+
+    def take(self) -> list[tuple[_StageRuntime, StageResult, frozenset[int], bool]]:
+        entries, self._entries = self._entries, []
+        self._bounds.clear()
+        return entries
 
 
 @attrs.define
@@ -265,20 +313,29 @@ class StepLoop:
         produced: dict[int, list[Any]] = {}
         pending_summaries: list[tuple[_StageRuntime, Callable[[], StageSummary]]] = []
         reports: dict[int, SourceReport] = {}
+        unsettled = _Unsettled()
         for runtime in self.runtimes:
             stage = runtime.stage
+            side_slots = self._side_slots(stage)
             if runtime.source is not None:
                 emission = emissions[stage.id]
                 (head_output,) = stage.head.outputs
                 inputs = {head_output: self.backend.source_dataset(stage, emission)}
-                new_input = emission.watermark
+                new_input = exact = max(emission.watermark, runtime.input_watermark)
                 if emission.report is not None:
                     reports[stage.id] = emission.report
             else:
                 inputs = {p: self.backend.union(produced.get(p, [])) for p in stage.inputs}
-                new_input = min(self.runtimes[u].output_watermark for u in stage.upstream)
-            new_input = max(new_input, runtime.input_watermark)
-            side = {slot: self.side_contents[slot] for slot in self._side_slots(stage)}
+                exact = unsettled.input_watermark(self.runtimes, runtime)
+                if exact is None and (stage.grouping is not None or side_slots or stage.sinks):
+                    # Its step needs its exact input watermark (or its side inputs): run the
+                    # jobs put off so far, which settle the upstream watermarks.
+                    self._settle(unsettled, pending_summaries, step, wall)
+                    exact = unsettled.input_watermark(self.runtimes, runtime)
+                elif side_slots and unsettled:
+                    self._settle(unsettled, pending_summaries, step, wall)
+                new_input = exact if exact is not None else runtime.input_watermark
+            side = {slot: self.side_contents[slot] for slot in side_slots}
             params = StepParams(
                 step=step,
                 old_input_watermark=MIN if self.batch else runtime.input_watermark,
@@ -295,23 +352,19 @@ class StepLoop:
             result = self.backend.run_stage(stage, inputs, params, side, wanted)
             for pcoll, dataset in result.outputs.items():
                 produced.setdefault(pcoll, []).append(dataset)
-                if pcoll not in wanted:
-                    continue
-                elements = self.backend.collect(dataset)
-                if pcoll in self.side_contents:
-                    self.side_contents[pcoll].extend(elements)
-                if self.history.captures(pcoll):
-                    self.history.add_emissions(
-                        pcoll,
-                        step,
-                        [
-                            Emission(wv.value, Timestamp.from_micros(wv.timestamp_micros), wv.windows, wv.pane_info, step, wall)
-                            for wv in elements
-                        ],
-                    )
+            if not result.deferred:
+                self._take_wanted(result, wanted, step, wall)
             if stage.sinks:
                 self.backend.write(stage, result.outputs, params)
+            if runtime.source is None and exact is None:
+                # An element-wise stage downstream of a put-off job: its watermark follows
+                # its upstreams' once they settle.
+                unsettled.add(self.runtimes, runtime, result, wanted, input_known=False)
+                continue
             runtime.input_watermark = params.new_input_watermark
+            if result.deferred:
+                unsettled.add(self.runtimes, runtime, result, wanted, input_known=True)
+                continue
             if callable(result.summary):
                 pending_summaries.append((runtime, result.summary))
                 summary = StageSummary()
@@ -321,6 +374,7 @@ class StepLoop:
             if callable(result.summary):
                 continue
             runtime.summary = summary
+        self._settle(unsettled, pending_summaries, step, wall)
         for runtime, late_summary in pending_summaries:
             runtime.summary = late_summary()
         # After every job of the step: what its tasks committed and its failed attempts did.
@@ -346,6 +400,48 @@ class StepLoop:
         self.step += 1
         if self.hooks is not None:
             self.hooks.after_step(step)
+
+    def _take_wanted(self, result: StageResult, wanted: frozenset[int], step: int, wall: int) -> None:
+        """Collect a stage's wanted outputs: side-input contents and captured emissions."""
+        for pcoll, dataset in result.outputs.items():
+            if pcoll not in wanted:
+                continue
+            elements = self.backend.collect(dataset)
+            if pcoll in self.side_contents:
+                self.side_contents[pcoll].extend(elements)
+            if self.history.captures(pcoll):
+                self.history.add_emissions(
+                    pcoll,
+                    step,
+                    [
+                        Emission(wv.value, Timestamp.from_micros(wv.timestamp_micros), wv.windows, wv.pane_info, step, wall)
+                        for wv in elements
+                    ],
+                )
+
+    def _settle(
+        self,
+        unsettled: _Unsettled,
+        pending_summaries: list[tuple[_StageRuntime, Callable[[], StageSummary]]],
+        step: int,
+        wall: int,
+    ) -> None:
+        """Run the jobs the backend put off (the first summary asked for runs them all, as
+        one) and settle, producers first, the watermarks that waited for them."""
+        for runtime, result, wanted, input_known in unsettled.take():
+            if not input_known:
+                upstream = min(self.runtimes[u].output_watermark for u in runtime.stage.upstream)
+                runtime.input_watermark = max(upstream, runtime.input_watermark)
+            summary = result.summary
+            if result.deferred and callable(summary):
+                summary = summary()
+                self._take_wanted(result, wanted, step, wall)
+            elif callable(summary):
+                # An element-wise stage's counts: known once the step's last job has run.
+                pending_summaries.append((runtime, summary))
+                summary = StageSummary()
+            self._advance_output(runtime, summary)
+            runtime.summary = summary
 
     @property
     def records(self) -> list[WatermarkRecord]:

@@ -153,6 +153,13 @@ def _summaries_and(wanted: frozenset[int], records: Any) -> Any:
             yield where, record
 
 
+def _stage_summaries(stage_id: int, records: Any) -> Any:
+    """(stage id, summary) for each partition's Summary record of a keyed stage's step."""
+    for _, record in records:
+        if type(record) is Summary:
+            yield stage_id, record.summary
+
+
 def _sort_fetched(fetched: list[Any], wanted: frozenset[int]) -> tuple[StageSummary, dict[int, list[WindowedValue]], dict[int, int]]:
     """The step's summary, the wanted outputs' elements and the release watermarks, from
     what a stage's job brought back to the driver."""
@@ -205,6 +212,9 @@ class SparkBackend:
         #: for failed attempts' updates (runners/spark/metrics.py)
         self.metrics_channel: metrics.MetricsChannel | None = None
         self.attempt_reports: metrics.AttemptReports | None = None
+        #: keyed stages of the step whose summary job is put off, to run as one job with
+        #: the others' (stage id, stage name, result RDD); see ``_run_put_off``
+        self.put_off: list[tuple[int, str, Any]] = []
 
     # -- sources -----------------------------------------------------------------------
     def source_dataset(self, stage: Stage, emission: SourceEmission) -> Dataset:
@@ -329,7 +339,7 @@ class SparkBackend:
         if params.batch and not stateful and batch_grouping.applies(grouping):
             return self._run_batch_grouping(stage, grouping, new, side, wanted)
         previous = self.last_summaries.get(stage.id)
-        if new.known_empty and nothing_due(previous, params, has_state=stage.id in self.states, stateful=stateful):
+        if new.known_empty and nothing_due(previous, params, has_state=stage.id in self.states, side_inputs=side is not None):
             kept = previous or StageSummary()
             summary = kept.for_idle_step()
             return StageResult({pcoll: Dataset(self.sc.emptyRDD(), True) for pcoll in stage.outputs}, summary)
@@ -372,16 +382,22 @@ class SparkBackend:
             result.localCheckpoint()
             steps_since = 0
         self.steps_since_checkpoint[stage.id] = steps_since
-        # One job per stage and step: the summaries, and the outputs the loop will collect.
-        with user_errors():
-            fetched = result.mapPartitions(functools.partial(_summaries_and, wanted)).collect()
-        summary, collected, _ = _sort_fetched(fetched, wanted)
-        self.last_summaries[stage.id] = summary
         self.states[stage.id] = result.mapPartitions(_strip_state, preservesPartitioning=True)
         stale = self.state_results.get(stage.id)
         self.state_results[stage.id] = result
         if stale is not None:
             self.step_cache.append(stale)  # unpersisted at the end of the step
+        if not params.batch and not wanted:
+            # In a stream, the summary job waits, to run with the step's other keyed stages'
+            # as one job: a Spark job costs far more than the few records a step moves.
+            self.put_off.append((stage.id, stage.name, result))
+            outputs = {pcoll: Dataset(result.mapPartitions(functools.partial(_select, pcoll))) for pcoll in stage.outputs}
+            return StageResult(outputs, functools.partial(self._put_off_summary, stage.id), deferred=True)
+        # One job per stage and step: the summaries, and the outputs the loop will collect.
+        with user_errors():
+            fetched = result.mapPartitions(functools.partial(_summaries_and, wanted)).collect()
+        summary, collected, _ = _sort_fetched(fetched, wanted)
+        self.last_summaries[stage.id] = summary
         # With no pane fired, the fused body saw nothing and emitted nothing.
         outputs = {
             pcoll: Dataset(
@@ -392,6 +408,25 @@ class SparkBackend:
             for pcoll in stage.outputs
         }
         return StageResult(outputs, summary)
+
+    def _put_off_summary(self, stage_id: int) -> StageSummary:
+        """A put-off stage's summary: the first one asked for runs every put-off job, as one."""
+        if self.put_off:
+            self._run_put_off()
+        return self.last_summaries[stage_id]
+
+    def _run_put_off(self) -> None:
+        put_off, self.put_off = self.put_off, []
+        names = ", ".join(name for _, name, _ in put_off)
+        self.sc.setJobGroup(self.job_group, f"{names} (summaries)", True)
+        summaries = [result.mapPartitions(functools.partial(_stage_summaries, stage_id)) for stage_id, _, result in put_off]
+        with user_errors():
+            fetched = (summaries[0] if len(summaries) == 1 else self.sc.union(summaries)).collect()
+        parts: dict[int, list[StageSummary]] = {stage_id: [] for stage_id, _, _ in put_off}
+        for stage_id, summary in fetched:
+            parts[stage_id].append(summary)
+        for stage_id, found in parts.items():
+            self.last_summaries[stage_id] = functools.reduce(StageSummary.merge, found, StageSummary())
 
     def _run_waiting(
         self, stage: Stage, inputs: dict[int, Dataset], params: StepParams, side: Any, wanted: frozenset[int]
@@ -529,6 +564,8 @@ class SparkBackend:
                 sinks.write(self.sc, sink, dataset.rdd, dataset.known_empty, params)
 
     def end_step(self, step: int) -> None:
+        if self.put_off:
+            self._run_put_off()  # a backend driven by hand, with no summary asked for
         for rdd in self.step_cache:
             rdd.unpersist()
         self.step_cache.clear()

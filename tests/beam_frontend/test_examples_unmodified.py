@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import pytest
 
-from sparkbeam.runners.core.errors import UnsupportedError
 from tests.compat.examples import ALL
 from tests.compat.harness import Example, Gap, run_example_unmodified
 
@@ -40,9 +39,11 @@ SELECTED = [
 #: how an example fails on sparkbeam's runner, where it does
 GAPS: dict[str, Gap] = {
     "wordcount/wordcount_dataframe": Gap(
-        UnsupportedError,
-        r"'BatchElements\(words\)' .* a DoFn with process_batch and no process is not supported",
-        "the DataFrame API expands to batched DoFns (process_batch only), which the runner does not translate yet",
+        AssertionError,
+        r"unexpected \(we have, Beam lacks\):\s+'word,count'",
+        "its batched DoFns (the DataFrame API's) now run, but the CSV files differ in their "
+        "header lines: sparkbeam's have a 'word,count' line more, Beam's an empty line more "
+        "(not investigated yet)",
     ),
 }
 

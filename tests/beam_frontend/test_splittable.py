@@ -11,7 +11,8 @@ import apache_beam as beam
 import pytest
 from apache_beam.io.restriction_trackers import OffsetRange, OffsetRestrictionTracker
 from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.transforms.periodicsequence import PeriodicImpulse
+from apache_beam.transforms.periodicsequence import PeriodicImpulse, RebaseMode
+from apache_beam.utils.timestamp import MAX_TIMESTAMP
 
 from sparkbeam.runners.beam.splittable import BeamSplittableParDoOp
 from sparkbeam.runners.beam.translate import translate
@@ -225,4 +226,18 @@ def test_a_periodic_impulse_without_a_stop_is_refused_and_with_one_is_translated
     with pytest.raises(UnsupportedError, match=r"'Ticks/GenSequence' .*unbounded splittable DoFn"):
         _lowered(lambda p: p | "Ticks" >> PeriodicImpulse(start_timestamp=0, fire_interval=1))
     lowered = _lowered(lambda p: p | "Ticks" >> PeriodicImpulse(start_timestamp=0, stop_timestamp=3, fire_interval=1))
+    assert any(op.label == "Ticks/GenSequence" and isinstance(op, BeamSplittableParDoOp) for op in lowered.ops)
+
+
+@pytest.mark.parametrize("rebase", [RebaseMode.REBASE_NONE, RebaseMode.REBASE_START])
+def test_a_periodic_impulse_without_a_stop_is_refused_after_beams_round_trip_too(rebase):
+    # TestPipeline's runner-API round trip leaves no PeriodicImpulse, only its parts.
+    def round_tripped(stop):
+        pipeline = beam.Pipeline(options=PipelineOptions(["--runner=sparkbeam.SparkRunner"]))
+        _ = pipeline | "Ticks" >> PeriodicImpulse(start_timestamp=0, stop_timestamp=stop, fire_interval=1, rebase=rebase)
+        return beam.Pipeline.from_runner_api(pipeline.to_runner_api(), pipeline.runner, pipeline._options)
+
+    with pytest.raises(UnsupportedError, match=r"'Ticks/GenSequence' .*unbounded splittable DoFn"):
+        translate(round_tripped(MAX_TIMESTAMP))
+    lowered = translate(round_tripped(3))
     assert any(op.label == "Ticks/GenSequence" and isinstance(op, BeamSplittableParDoOp) for op in lowered.ops)

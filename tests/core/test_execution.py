@@ -71,7 +71,9 @@ def test_what_each_backend_runs_is_read_off_the_registry():
     import sparkbeam.runners.spark.backend  # noqa: F401  (registers Spark's implementations)
 
     # Whatever other tests imported before, the front end's kinds are registered by now.
-    beam_front_end = ["BeamFnParDoOp", "BeamParDoOp", "BeamSplittableParDoOp", "BeamStatefulParDoOp", "KeyCodingOp"]
+    beam_front_end = [
+        "BeamBatchedParDoOp", "BeamFnParDoOp", "BeamParDoOp", "BeamSplittableParDoOp", "BeamStatefulParDoOp", "KeyCodingOp",
+    ]
     assert supported_ops("in-memory") == sorted([
         *beam_front_end, "BoundedSourceReadOp", "CreateOp", "FlattenOp", "GroupOp", "ImpulseOp", "ParDoOp", "StatefulParDoOp",
         "TestStreamOp", "WindowIntoOp",

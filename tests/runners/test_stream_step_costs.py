@@ -63,17 +63,17 @@ def _params(old: int, new: int, now: int = 0) -> StepParams:
 
 def test_a_watermark_move_short_of_every_timer_is_a_step_with_nothing_due():
     state = StageSummary(state_keys=1, next_event_timer=60 * S)
-    assert nothing_due(state, _params(0, 59 * S), has_state=True, stateful=False)
-    assert not nothing_due(state, _params(0, 60 * S), has_state=True, stateful=False)
-    # A stateful DoFn's state expiry is no timer the summary reports: it always runs.
-    assert not nothing_due(state, _params(0, 59 * S), has_state=True, stateful=True)
+    assert nothing_due(state, _params(0, 59 * S), has_state=True, side_inputs=False)
+    assert not nothing_due(state, _params(0, 60 * S), has_state=True, side_inputs=False)
+    # A stage reading side inputs runs whenever its watermark moves (a side window may be ready).
+    assert not nothing_due(state, _params(0, 59 * S), has_state=True, side_inputs=True)
     # A processing-time timer that is due runs the step, whatever the watermark does.
     due = StageSummary(state_keys=1, next_event_timer=60 * S, next_processing_timer=5)
-    assert not nothing_due(due, _params(0, 0, now=5), has_state=True, stateful=False)
-    assert nothing_due(due, _params(0, 0, now=4), has_state=True, stateful=False)
+    assert not nothing_due(due, _params(0, 0, now=5), has_state=True, side_inputs=False)
+    assert nothing_due(due, _params(0, 0, now=4), has_state=True, side_inputs=False)
     # No state at all, or state with no key: nothing can fire.
-    assert nothing_due(None, _params(0, 59 * S), has_state=False, stateful=False)
-    assert nothing_due(StageSummary(), _params(0, 59 * S), has_state=True, stateful=False)
+    assert nothing_due(None, _params(0, 59 * S), has_state=False, side_inputs=False)
+    assert nothing_due(StageSummary(), _params(0, 59 * S), has_state=True, side_inputs=False)
 
 
 @pytest.mark.spark
