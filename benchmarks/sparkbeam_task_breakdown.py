@@ -3,7 +3,7 @@
 A diagnostic for batch_windowed_scores.py. It replays, in this one process and without
 Spark, the Python work that the executors and the driver do for the benchmark's workload:
 the same functions sparkbeam's Spark backend runs in its ``mapPartitions`` (runners/spark/
-backend.py and batch_grouping.py, batch path), and PySpark's own pieces around them
+backend.py, stage_records.py and batch_grouping.py, batch path), and PySpark's own pieces around them
 (``ExternalMerger``, ``portable_hash``, its cloudpickle serializer).
 Each phase is timed in CPU seconds of this process, so the figures hold on a busy machine,
 where wall-clock timings do not::
@@ -126,7 +126,7 @@ def sparkbeam_phases(splits: list[list[bytes]], partitions: int) -> Phases:
     from sparkbeam.runners.core.ops import lower
     from sparkbeam.runners.core.plan import plan_stages
     from sparkbeam.runners.core.timeline import Emission
-    from sparkbeam.runners.spark import backend, batch_grouping, textio, worker
+    from sparkbeam.runners.spark import batch_grouping, stage_records, textio, worker
     from sparkbeam.utils.timestamp import Timestamp
     from sparkbeam.utils.windowed_value import new_windowed_value
 
@@ -182,7 +182,7 @@ def sparkbeam_phases(splits: list[list[bytes]], partitions: int) -> Phases:
         merged = phases.run(MERGE, lambda: merge(received))
         panes = phases.run(OUTPUT, lambda: output_elements(merged))
         # As SparkBackend.collect sends them: plain tuples, rebuilt on the driver.
-        return phases.run(TO_DRIVER, lambda: _to_driver(list(backend._as_plain_tuples(panes))))
+        return phases.run(TO_DRIVER, lambda: _to_driver(list(stage_records.as_plain_tuples(panes))))
 
     def on_driver(phases: Phases, blobs: list[bytes]) -> None:
         received = phases.run(

@@ -48,15 +48,22 @@ from sparkbeam.runners.core.ops import (
     TestStreamOp,
 )
 from sparkbeam.runners.core.plan import Stage
-from sparkbeam.runners.core.records import Parked, ReleaseAt, Summary
 from sparkbeam.runners.core.schema_segments import SchemaAggregateOp
 from sparkbeam.runners.core.side_input_wait import must_wait
 from sparkbeam.runners.core.sources import SourceEmission
 from sparkbeam.runners.core.steps import StageResult, StageSummary, StepParams
-from sparkbeam.runners.spark import batch_grouping, metrics, sinks, sql_plan, textio, worker
+from sparkbeam.runners.spark import (
+    batch_grouping,
+    metrics,
+    sinks,
+    sql_plan,
+    stage_records,
+    textio,
+    worker,
+)
 from sparkbeam.runners.spark.counters import read_and_release
 from sparkbeam.runners.spark.errors import user_errors
-from sparkbeam.runners.spark.state_chunks import is_state, unpack_state
+from sparkbeam.runners.spark.state_chunks import unpack_state
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP
 from sparkbeam.utils.windowed_value import WindowedValue, new_windowed_value
 
@@ -87,95 +94,6 @@ class EngineFactory:
 
     def __call__(self) -> Any:
         return engine_for(self.op, overlapping_window_rule=self.overlapping_window_rule, batch=self.batch)
-
-
-def shippable(stage: Stage) -> Stage:
-    """The stage as executors need it: a source's content stays on the driver (a
-    TestStream's script, Create's values), since each step ships only its own elements."""
-    head = stage.head
-    if head is None:
-        return stage
-    shipped = kind_of(head).for_executors(head)
-    return stage if shipped is head else attrs.evolve(stage, head=shipped)
-
-
-def _strip_state(records: Any) -> Any:
-    for key, record in records:
-        if is_state(record):  # chunks pass as bytes: nothing is unpickled here
-            yield key, record
-
-
-def _select(pcoll: int, records: Any) -> Any:
-    for where, record in records:
-        if where == pcoll and type(record) is WindowedValue:
-            yield record
-
-
-def _select_tagged(pcoll: int, items: Any) -> Any:
-    for tag, wv in items:
-        if tag == pcoll:
-            yield wv
-
-
-def _as_plain_tuples(elements: Any) -> Any:
-    """Elements on their way to the driver as plain tuples: pickle writes a tuple in C, but
-    a ``WindowedValue`` (a tuple subclass) through Python-level calls per element, about
-    three times the cost. The driver rebuilds them (``SparkBackend.collect``)."""
-    for wv in elements:
-        yield tuple(wv)
-
-
-def _parked(records: Any) -> Any:
-    for key, record in records:
-        if type(record) is Parked:
-            yield key, record
-
-
-def _materialise(records: Any) -> Any:
-    for _ in records:
-        pass
-    return iter(())
-
-
-def _reports_and(wanted: frozenset[int], records: Any) -> Any:
-    """Summary and ReleaseAt per partition, and (pcoll, element) for the wanted outputs."""
-    for where, record in records:
-        kind = type(record)
-        if kind is Summary or kind is ReleaseAt or (kind is WindowedValue and where in wanted):
-            yield where, record
-
-
-def _summaries_and(wanted: frozenset[int], records: Any) -> Any:
-    """Summary per partition, and (pcoll, element) for the wanted outputs."""
-    for where, record in records:
-        kind = type(record)
-        if kind is Summary or (kind is WindowedValue and where in wanted):
-            yield where, record
-
-
-def _stage_summaries(stage_id: int, records: Any) -> Any:
-    """(stage id, summary) for each partition's Summary record of a keyed stage's step."""
-    for _, record in records:
-        if type(record) is Summary:
-            yield stage_id, record.summary
-
-
-def _sort_fetched(fetched: list[Any], wanted: frozenset[int]) -> tuple[StageSummary, dict[int, list[WindowedValue]], dict[int, int]]:
-    """The step's summary, the wanted outputs' elements and the release watermarks, from
-    what a stage's job brought back to the driver."""
-    parts = []
-    collected: dict[int, list[WindowedValue]] = {pcoll: [] for pcoll in wanted}
-    release: dict[int, int] = {}
-    for where, record in fetched:
-        kind = type(record)
-        if kind is WindowedValue:
-            collected[where].append(record)
-        elif kind is Summary:
-            parts.append(record.summary)
-        else:
-            for pcoll, watermark in record.watermarks:
-                release[pcoll] = min(watermark, release.get(pcoll, MAX))
-    return functools.reduce(StageSummary.merge, parts, StageSummary()), collected, release
 
 
 class SparkBackend:
@@ -244,7 +162,7 @@ class SparkBackend:
         if dataset.known_empty:
             return []
         with user_errors():
-            fetched = dataset.rdd.mapPartitions(_as_plain_tuples).collect()
+            fetched = dataset.rdd.mapPartitions(stage_records.as_plain_tuples).collect()
         return [new_windowed_value(fields) for fields in fetched]
 
     # -- stages ------------------------------------------------------------------------
@@ -281,7 +199,7 @@ class SparkBackend:
         if len(inputs) == 1 and len(stage.outputs) == 1:
             # The common chain: its elements need no PCollection ids in or out.
             ((pcoll, source),) = inputs.items()
-            body = source.rdd.mapPartitions(self._metered(worker.run_bare_body, shippable(stage), side, counters, pcoll))
+            body = source.rdd.mapPartitions(self._metered(worker.run_bare_body, stage_records.shippable(stage), side, counters, pcoll))
             body.setName(stage.name)
             outputs = self._bare_output(stage, body, source.known_empty, wanted)
         else:
@@ -290,7 +208,7 @@ class SparkBackend:
                 for pcoll, d in inputs.items()
             ]
             source = self.union(entering)
-            body = source.rdd.mapPartitions(self._metered(worker.run_body, shippable(stage), side, counters))
+            body = source.rdd.mapPartitions(self._metered(worker.run_body, stage_records.shippable(stage), side, counters))
             body.setName(stage.name)
             outputs = self._split(stage, body, source.known_empty, wanted)
         if not stage.outputs and not stage.sinks and not source.known_empty:
@@ -312,7 +230,7 @@ class SparkBackend:
             tagged_rdd = tagged_rdd.persist()
             self.step_cache.append(tagged_rdd)
         return {
-            pcoll: Dataset(tagged_rdd.mapPartitions(functools.partial(_select_tagged, pcoll)), known_empty)
+            pcoll: Dataset(tagged_rdd.mapPartitions(functools.partial(stage_records.select_tagged, pcoll)), known_empty)
             for pcoll in stage.outputs
         }
 
@@ -367,10 +285,10 @@ class SparkBackend:
         if stateful:
             # A stateful DoFn's state and timers live in the same keyed-state RDD as grouping
             # state: united with the step's elements partition by partition, never shuffled.
-            step = self._metered(worker.stateful_partition_step, shippable(stage), params, side)
+            step = self._metered(worker.stateful_partition_step, stage_records.shippable(stage), params, side)
         else:
             factory = EngineFactory(grouping, self.overlapping_window_rule, params.batch)
-            step = self._metered(worker.grouping_partition, shippable(stage), factory, params, side)
+            step = self._metered(worker.grouping_partition, stage_records.shippable(stage), factory, params, side)
         result = combined.mapPartitions(step, preservesPartitioning=True)
         # The state of step n derives from step n-1's: truncate that lineage every few steps
         # (a checkpoint costs a write of the state, so not every step).
@@ -382,7 +300,7 @@ class SparkBackend:
             result.localCheckpoint()
             steps_since = 0
         self.steps_since_checkpoint[stage.id] = steps_since
-        self.states[stage.id] = result.mapPartitions(_strip_state, preservesPartitioning=True)
+        self.states[stage.id] = result.mapPartitions(stage_records.strip_state, preservesPartitioning=True)
         stale = self.state_results.get(stage.id)
         self.state_results[stage.id] = result
         if stale is not None:
@@ -391,17 +309,17 @@ class SparkBackend:
             # In a stream, the summary job waits, to run with the step's other keyed stages'
             # as one job: a Spark job costs far more than the few records a step moves.
             self.put_off.append((stage.id, stage.name, result))
-            outputs = {pcoll: Dataset(result.mapPartitions(functools.partial(_select, pcoll))) for pcoll in stage.outputs}
+            outputs = {pcoll: Dataset(result.mapPartitions(functools.partial(stage_records.select, pcoll))) for pcoll in stage.outputs}
             return StageResult(outputs, functools.partial(self._put_off_summary, stage.id), deferred=True)
         # One job per stage and step: the summaries, and the outputs the loop will collect.
         with user_errors():
-            fetched = result.mapPartitions(functools.partial(_summaries_and, wanted)).collect()
-        summary, collected, _ = _sort_fetched(fetched, wanted)
+            fetched = result.mapPartitions(functools.partial(stage_records.summaries_and, wanted)).collect()
+        summary, collected, _ = stage_records.sort_fetched(fetched, wanted)
         self.last_summaries[stage.id] = summary
         # With no pane fired, the fused body saw nothing and emitted nothing.
         outputs = {
             pcoll: Dataset(
-                result.mapPartitions(functools.partial(_select, pcoll)),
+                result.mapPartitions(functools.partial(stage_records.select, pcoll)),
                 summary.elements_out == 0,
                 collected.get(pcoll),
             )
@@ -419,7 +337,7 @@ class SparkBackend:
         put_off, self.put_off = self.put_off, []
         names = ", ".join(name for _, name, _ in put_off)
         self.sc.setJobGroup(self.job_group, f"{names} (summaries)", True)
-        summaries = [result.mapPartitions(functools.partial(_stage_summaries, stage_id)) for stage_id, _, result in put_off]
+        summaries = [result.mapPartitions(functools.partial(stage_records.stage_summaries, stage_id)) for stage_id, _, result in put_off]
         with user_errors():
             fetched = (summaries[0] if len(summaries) == 1 else self.sc.union(summaries)).collect()
         parts: dict[int, list[StageSummary]] = {stage_id: [] for stage_id, _, _ in put_off}
@@ -445,7 +363,7 @@ class SparkBackend:
             kept = self.last_summaries.get(stage.id) if state is not None else None
             summary = (kept or StageSummary()).for_idle_step()
             return StageResult({pcoll: Dataset(self.sc.emptyRDD(), True) for pcoll in stage.outputs}, summary)
-        ship = shippable(stage)
+        ship = stage_records.shippable(stage)
         passes = []  # RDDs of the step's records: outputs, summaries, parked elements
         parked_parts = []
         if state is not None:
@@ -454,13 +372,13 @@ class SparkBackend:
                 preservesPartitioning=True,
             )
             passes.append(self._once(released))
-            parked_parts.append(released.mapPartitions(_parked, preservesPartitioning=True))
+            parked_parts.append(released.mapPartitions(stage_records.parked, preservesPartitioning=True))
         if not new.known_empty:
             fresh = new.rdd.mapPartitionsWithIndex(
                 self._metered(worker.waiting_partition, ship, side, params, self.num_partitions, False)
             )
             passes.append(self._once(fresh))
-            parked_parts.append(fresh.mapPartitions(_parked).partitionBy(self.num_partitions, self.partition_fn))
+            parked_parts.append(fresh.mapPartitions(stage_records.parked).partitionBy(self.num_partitions, self.partition_fn))
         parked = parked_parts[0] if len(parked_parts) == 1 else parked_parts[0].union(parked_parts[1])
         if parked.getNumPartitions() != self.num_partitions:
             msg = (
@@ -475,10 +393,10 @@ class SparkBackend:
             steps_since = 0
         self.steps_since_checkpoint[stage.id] = steps_since
         # One job: the summaries and wanted outputs of both passes, and the new parked state.
-        collect = [records.mapPartitions(functools.partial(_reports_and, wanted)) for records in passes]
+        collect = [records.mapPartitions(functools.partial(stage_records.reports_and, wanted)) for records in passes]
         with user_errors():
-            fetched = self.sc.union([*collect, parked.mapPartitions(_materialise)]).collect()
-        summary, collected, release = _sort_fetched(fetched, wanted)
+            fetched = self.sc.union([*collect, parked.mapPartitions(stage_records.materialise)]).collect()
+        summary, collected, release = stage_records.sort_fetched(fetched, wanted)
         self.last_summaries[stage.id] = summary
         self.release_at[stage.id] = release
         stale = self.state_results.pop(stage.id, None)
@@ -491,7 +409,7 @@ class SparkBackend:
             self.step_cache.append(parked)
         out = passes[0] if len(passes) == 1 else self.sc.union(passes)
         outputs = {
-            pcoll: Dataset(out.mapPartitions(functools.partial(_select, pcoll)), summary.elements_out == 0, collected.get(pcoll))
+            pcoll: Dataset(out.mapPartitions(functools.partial(stage_records.select, pcoll)), summary.elements_out == 0, collected.get(pcoll))
             for pcoll in stage.outputs
         }
         return StageResult(outputs, summary)
@@ -513,11 +431,11 @@ class SparkBackend:
         )
         body_counters = (self.sc.accumulator(0), self.sc.accumulator(0))
         if len(stage.outputs) == 1:
-            body = panes.mapPartitions(self._metered(worker.run_bare_body, shippable(stage), side, body_counters, head_output))
+            body = panes.mapPartitions(self._metered(worker.run_bare_body, stage_records.shippable(stage), side, body_counters, head_output))
             outputs = self._bare_output(stage, body, new.known_empty, wanted)
         else:
             entering = panes.mapPartitions(functools.partial(worker.tagged, head_output))
-            body = entering.mapPartitions(self._metered(worker.run_body, shippable(stage), side, body_counters))
+            body = entering.mapPartitions(self._metered(worker.run_body, stage_records.shippable(stage), side, body_counters))
             outputs = self._split(stage, body, new.known_empty, wanted)
         if not stage.outputs and not stage.sinks:
             with user_errors():

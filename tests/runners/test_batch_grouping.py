@@ -191,7 +191,7 @@ def test_the_copy_counter_sees_a_copy(monkeypatch):
 def test_elements_go_to_the_driver_as_plain_tuples_and_come_back_whole():
     import pickle
 
-    from sparkbeam.runners.spark.backend import _as_plain_tuples
+    from sparkbeam.runners.spark.stage_records import as_plain_tuples as _as_plain_tuples
     from sparkbeam.utils.windowed_value import new_windowed_value
 
     elements = _elements()
