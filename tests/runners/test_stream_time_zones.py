@@ -17,7 +17,7 @@ import pytest
 
 import sparkbeam as beam
 from sparkbeam.options.pipeline_options import PipelineOptions
-from sparkbeam.runners.spark.intake import event_micros, session_time_zone
+from sparkbeam.runners.spark.stream_rows import event_micros, session_time_zone
 from sparkbeam.utils.timestamp import Timestamp
 
 SESSION_ZONE = "Asia/Kolkata"
