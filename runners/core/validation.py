@@ -20,8 +20,9 @@ import os
 import uuid
 from typing import Any
 
-from sparkbeam.io.filebased import ReadMatchingFiles, WriteShardedFiles
+from sparkbeam.io.filebased import ReadMatchingFiles
 from sparkbeam.io.filesystem import match_files
+from sparkbeam.io.filewrites import WriteShardedFiles
 from sparkbeam.io.textio import ReadFromText, WriteToText
 
 __all__ = ["check_inputs_and_outputs"]

@@ -40,7 +40,7 @@ from typing import Any
 import attrs
 
 from sparkbeam.io import commits
-from sparkbeam.io.filebased import FileSink
+from sparkbeam.io.filewrites import FileSink
 from sparkbeam.io.stepfiles import StepFiles
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
 from sparkbeam.runners.core.execution import backend_ops

@@ -20,7 +20,7 @@ from typing import Any
 
 from sparkbeam.coders.coders import ToBytesCoder
 from sparkbeam.io import commits
-from sparkbeam.io.filebased import FileSink
+from sparkbeam.io.filewrites import FileSink
 from sparkbeam.io.textio import WriteToText, split_records
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
 from sparkbeam.runners.core.ops import ReadTextOp, WriteTextOp

@@ -40,9 +40,7 @@ from sparkbeam.io.columns import SAMPLE_RECORDS, dtype_kinds
 from sparkbeam.io.filebased import (
     BadRecord,
     ExceptionHandling,
-    FileSink,
     ReadMatchingFiles,
-    WriteShardedFiles,
     as_record_dict,
     refuse_pandas_options,
     schema_row_type,
@@ -56,6 +54,7 @@ from sparkbeam.io.filesystem import (
     open_compressed,
     readable_path,
 )
+from sparkbeam.io.filewrites import FileSink, WriteShardedFiles
 from sparkbeam.io.jsonio import check_encoding
 from sparkbeam.ptransform import PTransform
 

@@ -31,14 +31,13 @@ from sparkbeam.beam_surface import module_getattr
 from sparkbeam.io.filebased import (
     BadRecord,
     ExceptionHandling,
-    FileSink,
     ReadMatchingFiles,
-    WriteShardedFiles,
     as_record_dict,
     schema_row_type,
     where,
 )
 from sparkbeam.io.filesystem import local_path, match_files
+from sparkbeam.io.filewrites import FileSink, WriteShardedFiles
 from sparkbeam.ptransform import PTransform
 
 __all__ = [

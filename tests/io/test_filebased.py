@@ -11,13 +11,9 @@ import pytest
 
 import sparkbeam as beam
 from sparkbeam.core import Create, Flatten, GroupByKey, Impulse, ParDo, WindowInto
-from sparkbeam.io.filebased import (
-    BadRecord,
-    check_shard_name_template,
-    schema_row_type,
-    shard_file_name,
-)
+from sparkbeam.io.filebased import BadRecord, schema_row_type
 from sparkbeam.io.filesystem import CompressionTypes, compression_name, iter_lines, open_compressed
+from sparkbeam.io.filewrites import check_shard_name_template, shard_file_name
 from tests.io.conftest import listing
 
 
