@@ -50,12 +50,7 @@ from sparkbeam.runners.beam.batched import BeamBatchedParDoOp, is_batched, takes
 from sparkbeam.runners.beam.grouping import BeamCombineFn, KeyCodec, KeyCodingOp, grouping_coders
 from sparkbeam.runners.beam.pardo import BeamParDoOp, SideInputName, SideView
 from sparkbeam.runners.beam.plain import BeamFnParDoOp, plain_par_do
-from sparkbeam.runners.beam.reads import (
-    ReadBundles,
-    ReadTextFiles,
-    default_text_files,
-    split_source,
-)
+from sparkbeam.runners.beam.reads import ReadBundles, split_source
 from sparkbeam.runners.beam.splittable import splittable_ops
 from sparkbeam.runners.beam.stateful import stateful_par_do
 from sparkbeam.runners.beam.windowing import engine_windowfn, engine_windowing
@@ -474,17 +469,14 @@ def _read(t: _Translation, node: Any) -> list[Op] | None:
         (output,) = _pcolls(node.outputs.values())
         output_id = t.pcoll_id(output)
         info = t.infos[output_id]
-        reading_label = _reading_label(node)
         try:
-            # Beam's ReadFromText at its defaults: whole files, split in C (reads.py).
-            text_files = default_text_files(source)
-            bundles = split_source(source) if text_files is None else text_files
+            bundles = split_source(source)
         except Exception as error:
             msg = f"{where}: splitting {source!r} failed: {type(error).__name__}: {error}"
             raise ValueError(msg) from error
-        reader = ReadBundles(reading_label) if text_files is None else ReadTextFiles(reading_label)
         bundles_id = t.new_pcoll(f"{node.full_label}.bundles", info.windowing, True)
         location = t.location(node)
+        reading_label = _reading_label(node)
         return [
             CreateOp(label=node.full_label, location=location, inputs=(), outputs=(bundles_id,), values=bundles),
             # Run by the engine's own DoFnRunner as a FlatMap (plain.py), as Beam's Map is.
@@ -493,7 +485,7 @@ def _read(t: _Translation, node: Any) -> list[Op] | None:
                 location=location,
                 inputs=(bundles_id,),
                 outputs=(output_id,),
-                dofn=_CallableDoFn(reader, "FlatMap"),
+                dofn=_CallableDoFn(ReadBundles(reading_label), "FlatMap"),
                 args=(),
                 kwargs={},
                 output_tags=(None,),

@@ -10,7 +10,6 @@ from apache_beam import pvalue as beam_pvalue
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms import window as beam_window
-from apache_beam.utils import timestamp as beam_timestamp
 
 import sparkbeam
 from sparkbeam.metrics.execution import MetricsContainer, MetricsEnvironment
@@ -20,7 +19,6 @@ from sparkbeam.runners.beam.grouping import BeamCombineFn, KeyCodec
 from sparkbeam.runners.beam.metrics import tracking_for_the_task, tracking_in_place
 from sparkbeam.runners.beam.pardo import BeamParDoOp
 from sparkbeam.runners.beam.plain import BeamFnParDoOp, BeamFnRunner
-from sparkbeam.runners.beam.reads import ReadBundles, ReadTextFiles, beam_text_lines
 from sparkbeam.runners.core.fused import FusedBody
 from tests.beam_frontend.engine import emitted_values, plan_of, run_in_engine
 
@@ -250,55 +248,3 @@ def test_a_bounded_sources_bundles_are_read_on_the_engines_runner_keeping_beams_
     (reading,) = [op for op in plan.lowered.ops if "SDFBoundedSourceReader" in op.label]
     assert type(reading) is BeamFnParDoOp
     assert sorted(emitted_values(plan, loop, stamped)) == [(0, 0), (1, 10_000_000), (2, 20_000_000)]
-
-
-TEXT_WITH_EVERY_LINE_END = "caf\u00e9\r\n\r\n\u65e5\u672c\u8a9e\nlone\rcarriage\n\nno final newline\r".encode()
-
-
-def read_by_beams_runner(path, **options):
-    from apache_beam.testing.util import assert_that, equal_to
-
-    def check(expected):
-        with beam.Pipeline() as p:
-            assert_that(p | beam.io.ReadFromText(path, **options), equal_to(expected))
-
-    return check
-
-
-def test_beams_read_from_text_at_its_defaults_is_read_whole_file_and_equals_beams_runner(tmp_path):
-    path = tmp_path / "lines.txt"
-    path.write_bytes(TEXT_WITH_EVERY_LINE_END)
-    p = beam_pipeline()
-    lines = p | "Read" >> beam.io.ReadFromText(str(path)) | "Time" >> beam.Map(lambda x, t=beam.DoFn.TimestampParam, w=beam.DoFn.WindowParam: (x, t, w))
-    sparkbeam.capture(lines)
-    plan, loop = run_in_engine(p)
-    (reading,) = [op for op in plan.lowered.ops if "SDFBoundedSourceReader" in op.label]
-    assert type(reading.dofn.fn) is ReadTextFiles
-    emitted = emitted_values(plan, loop, lines)
-    assert {(t.micros, type(w).__name__) for _, t, w in emitted} == {(beam_timestamp.MIN_TIMESTAMP.micros, "GlobalWindow")}
-    values = [value for value, _, _ in emitted]
-    assert sorted(values) == sorted(["caf\u00e9", "", "\u65e5\u672c\u8a9e", "lone\rcarriage", "", "no final newline\r"])
-    read_by_beams_runner(str(path))(values)
-
-
-def test_beams_read_from_text_with_a_setting_of_its_own_keeps_beams_reader(tmp_path):
-    path = tmp_path / "lines.txt"
-    path.write_bytes(TEXT_WITH_EVERY_LINE_END)
-    p = beam_pipeline()
-    lines = p | "Read" >> beam.io.ReadFromText(str(path), skip_header_lines=1)
-    sparkbeam.capture(lines)
-    plan, loop = run_in_engine(p)
-    (reading,) = [op for op in plan.lowered.ops if "SDFBoundedSourceReader" in op.label]
-    assert type(reading.dofn.fn) is ReadBundles
-    values = emitted_values(plan, loop, lines)
-    assert sorted(values) == sorted(["", "\u65e5\u672c\u8a9e", "lone\rcarriage", "", "no final newline\r"])
-    read_by_beams_runner(str(path), skip_header_lines=1)(values)
-
-
-def test_beam_text_lines_split_as_beams_text_source():
-    assert beam_text_lines(b"") == []
-    assert beam_text_lines(b"\n") == [""]
-    assert beam_text_lines(b"a\r\r\nb\r") == ["a\r", "b\r"]
-    assert beam_text_lines(b"\xef\xbb\xbfa") == ["\ufeffa"]  # a byte-order mark is kept, as Beam
-    with pytest.raises(UnicodeDecodeError):
-        beam_text_lines(b"ok\n\xff\n")
