@@ -26,6 +26,7 @@ from sparkbeam.core import Create, DoFn, ParDo
 from sparkbeam.io.filebased import Spread
 from sparkbeam.io.filesystem import FileMetadata, compression_name, readable_path
 from sparkbeam.io.filesystems import FileSystems
+from sparkbeam.io.filewrites import shard_file_name
 from sparkbeam.ptransform import PTransform
 from sparkbeam.typehints import typehints
 
@@ -258,16 +259,7 @@ class WriteToText(PTransform):
 
     def shard_name(self, shard: int, num_shards: int) -> str:
         """The file name of one shard, from Beam's template (``-SSSSS-of-NNNNN``)."""
-        name = self.shard_name_template
-        for letter, number in (("S", shard), ("N", num_shards)):
-            start = name.find(letter)
-            if start < 0:
-                continue
-            end = start
-            while end < len(name) and name[end] == letter:
-                end += 1
-            name = name[:start] + str(number).zfill(end - start) + name[end:]
-        return f"{self.file_path_prefix}{name}{self.file_name_suffix}"
+        return shard_file_name(self.file_path_prefix, self.shard_name_template, self.file_name_suffix, shard, num_shards)
 
     def expand(self, pcoll: pvalue.PCollection) -> pvalue.PDone:
         if not isinstance(pcoll, pvalue.PCollection):
