@@ -18,8 +18,11 @@ functions per element; the merge after the shuffle is PySpark's merger, which sp
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Iterable, Iterator
 from typing import Any
+
+from pyspark.rdd import portable_hash
 
 from sparkbeam.combine import CombineFn, accumulator_from
 from sparkbeam.metrics.execution import _CURRENT
@@ -34,7 +37,7 @@ from sparkbeam.trigger import DefaultTrigger
 from sparkbeam.utils.windowed_value import PaneInfo, PaneInfoTiming, WindowedValue
 from sparkbeam.window import IntervalWindow
 
-__all__ = ["applies", "group"]
+__all__ = ["applies", "compact_key_hash", "group"]
 
 
 def applies(op: GroupOp) -> bool:
@@ -91,13 +94,18 @@ MAX_TABLE_ENTRIES = 100_000
 
 def _precombine(
     op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, counter: Any, elements: Iterable[WindowedValue]
-) -> Iterator[tuple[tuple, list]]:
-    """(compact (key, window), [accumulator, hold]) per key and window of one partition:
+) -> Iterator[tuple[tuple, tuple]]:
+    """(compact (key, window), (accumulator, hold)) per key and window of one partition:
     the combine lifted before the shuffle.
 
     One loop with the CombineFn's ``add_input`` called directly: no element is copied to
     take its key off, the hold is taken per element only when the timestamp combiner reads
     timestamps, and the metrics step is set once around the loop rather than per call.
+    The table maps each compact key to its accumulator alone (holds in a table of their
+    own, when kept), and the records that leave are tuples: a list per entry or record
+    stays tracked by Python's cyclic garbage collector, so that a partition's worth of them
+    reaches its oldest generation and sets off full collections of the worker's heap (a
+    tuple of untracked values is untracked at its first collection).
     """
     fn = holder.get()
     scoped = fn if isinstance(fn, StepScopedCombineFn) else None
@@ -108,7 +116,9 @@ def _precombine(
     per_element_hold = not holds.depends_only_on_window
     counts_values = op.combine_fn is None  # a GroupByKey: its accumulators grow per element
     interval_window = IntervalWindow
-    table: dict[tuple, list] = {}
+    absent = _ABSENT
+    accumulators: dict[tuple, Any] = {}
+    held_times: dict[tuple, Any] = {}  # per_element_hold only
     held = 0
     seen = 0
     current = _CURRENT
@@ -133,31 +143,28 @@ def _precombine(
                     compact: tuple = (key, window._bounds)
                 else:
                     compact = (key, window)
-                entry = table.get(compact)
+                accumulator = accumulators.get(compact, absent)
                 try:
-                    if entry is None:
-                        created = create()
-                        added = add_input(created, inner)
-                        if added is None:
-                            accumulator_from(raw, "add_input", added, created)
-                        table[compact] = [added, output_time(window, wv[1]) if per_element_hold else None]
+                    if accumulator is absent:
+                        accumulator = create()
                         held += 1
-                    else:
-                        accumulator = entry[0]
-                        added = add_input(accumulator, inner)
-                        if added is None:
-                            accumulator_from(raw, "add_input", added, accumulator)
-                        entry[0] = added
                         if per_element_hold:
-                            entry[1] = combine_holds(entry[1], output_time(window, wv[1]))
+                            held_times[compact] = output_time(window, wv[1])
+                    else:
+                        if per_element_hold:
+                            held_times[compact] = combine_holds(held_times[compact], output_time(window, wv[1]))
                         if counts_values:
                             held += 1
+                    added = add_input(accumulator, inner)
+                    if added is None:
+                        accumulator_from(raw, "add_input", added, accumulator)
+                    accumulators[compact] = added
                 except Exception as error:
                     raise UserCodeError(op.label, op.location, error, inner) from error
             if held >= MAX_TABLE_ENTRIES:
                 current.step = outer_step
-                yield from table.items()
-                table = {}
+                yield from _partials(accumulators, held_times)
+                accumulators, held_times = {}, {}
                 held = 0
                 if scoped is not None:
                     current.step = scoped.precombine
@@ -167,7 +174,21 @@ def _precombine(
     finally:
         current.step = outer_step
     counter.add(seen)
-    yield from table.items()
+    yield from _partials(accumulators, held_times)
+
+
+#: what ``dict.get`` gives for a group not in the table (an accumulator may be None)
+_ABSENT = object()
+
+
+def _partials(accumulators: dict[tuple, Any], held_times: dict[tuple, Any]) -> Iterator[tuple[tuple, tuple]]:
+    """The shuffle's records of a table: (compact key, (accumulator, hold))."""
+    if held_times:
+        for compact, accumulator in accumulators.items():
+            yield compact, (accumulator, held_times[compact])
+    else:
+        for compact, accumulator in accumulators.items():
+            yield compact, (accumulator, None)
 
 
 def _merge_partials(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, memory_limit: int, pairs: Iterable[tuple]) -> Iterator[tuple]:
@@ -181,20 +202,19 @@ def _merge_partials(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, memory_l
     return merger.items()
 
 
-def _unchanged(combiner: list) -> list:
+def _unchanged(combiner: tuple) -> tuple:
     return combiner
 
 
-def _merge_combiners(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, left: list, right: list) -> list:
+def _merge_combiners(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, left: tuple, right: tuple) -> tuple:
     fn = holder.get()
     try:
         both = [left[0], right[0]]
-        left[0] = accumulator_from(fn, "merge_accumulators", fn.merge_accumulators(both), both)
+        merged = accumulator_from(fn, "merge_accumulators", fn.merge_accumulators(both), both)
     except Exception as error:
         task_failed()
         raise UserCodeError(op.label, op.location, error) from error
-    left[1] = holds.combine(left[1], right[1])
-    return left
+    return merged, holds.combine(left[1], right[1])
 
 
 def _panes(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, pairs: Iterable[tuple]) -> Iterator[WindowedValue]:
@@ -218,17 +238,36 @@ def _panes(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, pairs: Iterable[t
         yield WindowedValue((key, output), timestamp, (window,), pane)
 
 
+# Spark starts every Python worker with the same PYTHONHASHSEED (portable_hash refuses to
+# run without one), so that str and bytes hash alike in every worker.
+_HASH_SEEDED = "PYTHONHASHSEED" in os.environ
+
+
+def compact_key_hash(compact: tuple) -> int:
+    """The shuffle's partition function: ``hash`` of a compact key whose user key is a
+    str, int or bytes and whose window is an interval window's bounds (ints), which
+    hashes in C; PySpark's ``portable_hash`` of anything else (it hashes None alike in
+    every process, and calls itself per member of a tuple, five Python calls for a
+    compact key). Any function that gives equal keys one partition in every worker will
+    do: a batch grouping's shuffle meets no state partitioned before it."""
+    key, window = compact
+    kind = type(key)
+    if type(window) is tuple and (kind is str or kind is int or kind is bytes) and _HASH_SEEDED:
+        return hash(compact)
+    return portable_hash(compact)
+
+
 def group(
     rdd: Any, op: GroupOp, num_partitions: int, overlapping_window_rule: bool, counter: Any, channel: MetricsChannel
 ) -> Any:
     """An RDD of the panes of ``op`` over ``rdd`` (one per key and window)."""
-    from pyspark.rdd import _parse_memory, portable_hash
+    from pyspark.rdd import _parse_memory
 
     fn = _SetUpOnce(step_scoped(op.combine_fn, op.label) if op.combine_fn is not None else _ListCombineFn())
     holds = HoldPolicy(op.windowing, overlapping_window_rule=overlapping_window_rule)
     memory_limit = _parse_memory(rdd.context.getConf().get("spark.python.worker.memory", "512m"))
     partials = rdd.mapPartitions(functools.partial(metered, channel, _precombine, op, fn, holds, counter))
-    shuffled = partials.partitionBy(num_partitions, portable_hash)
+    shuffled = partials.partitionBy(num_partitions, compact_key_hash)
     merged = shuffled.mapPartitions(
         functools.partial(metered, channel, _merge_partials, op, fn, holds, memory_limit), preservesPartitioning=True
     )

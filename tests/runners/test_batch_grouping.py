@@ -70,9 +70,9 @@ def test_the_map_side_yields_one_partial_per_key_and_window_under_compact_keys()
     partials, counter, _, _ = _precombined(_op(SumFn()), elements)
     # END_OF_WINDOW holds need no timestamps: the pane takes the window's end (below).
     assert sorted(partials) == [
-        (("a", (0, 10 * S)), [4, None]),
-        (("a", (10 * S, 20 * S)), [9, None]),
-        (("b", (0, 10 * S)), [2, None]),
+        (("a", (0, 10 * S)), (4, None)),
+        (("a", (10 * S, 20 * S)), (9, None)),
+        (("b", (0, 10 * S)), (2, None)),
     ]
     # Every shuffle key hashes in C: strings and integers only, no window objects; and
     # the bounds are the window's own tuple, which pickle writes once per batch.
@@ -84,16 +84,29 @@ def test_the_map_side_yields_one_partial_per_key_and_window_under_compact_keys()
 
 def test_holds_follow_the_timestamp_combiner_per_element():
     partials, _, _, _ = _precombined(_op(SumFn(), TimestampCombiner.OUTPUT_AT_EARLIEST), _elements())
-    assert dict(partials)[("a", (0, 10 * S))] == [4, 1 * S]
+    assert dict(partials)[("a", (0, 10 * S))] == (4, 1 * S)
     partials, _, _, _ = _precombined(_op(SumFn(), TimestampCombiner.OUTPUT_AT_LATEST), _elements())
-    assert dict(partials)[("a", (10 * S, 20 * S))] == [9, 15 * S]
+    assert dict(partials)[("a", (10 * S, 20 * S))] == (9, 15 * S)
+
+
+def test_the_map_side_leaves_nothing_for_the_cyclic_garbage_collector_to_track():
+    import gc
+
+    partials, _, _, _ = _precombined(_op(SumFn()), _elements())
+    # Tuples of untracked values (strings, ints, None): the collector untracks them as it
+    # passes (one level of nesting per pass), so a partition's partials do not pile up in its
+    # oldest generation (a list per record would stay tracked there and set off full
+    # collections of the worker's heap).
+    for _ in range(3):
+        gc.collect()
+    assert not any(gc.is_tracked(record) for record in partials)
 
 
 def test_a_window_that_is_not_a_plain_interval_window_stays_an_object_in_the_key():
     window = _CountingWindow(0, 10)
     elements = [WindowedValue(("a", n), n * S, (window,)) for n in range(4)]
     partials, _, _, _ = _precombined(_op(SumFn()), elements)
-    assert partials == [(("a", window), [6, None])]
+    assert partials == [(("a", window), (6, None))]
     assert group_key("a", GlobalWindow()) == ("a", GlobalWindow())
     assert window_of_group_key(("a", window), {}) is window
 
@@ -201,3 +214,47 @@ def test_elements_go_to_the_driver_as_plain_tuples_and_come_back_whole():
     back = [new_windowed_value(fields) for fields in pickle.loads(sent)]
     assert back == elements
     assert all(type(wv) is WindowedValue for wv in back)
+
+
+def test_compact_keys_of_str_or_int_keys_and_interval_windows_hash_in_one_call(monkeypatch):
+    calls = []
+
+    def counting_portable_hash(value):
+        calls.append(value)
+        return 0
+
+    monkeypatch.setattr(batch_grouping, "_HASH_SEEDED", True)
+    monkeypatch.setattr(batch_grouping, "portable_hash", counting_portable_hash)
+    for key in ("a", 7, b"b"):
+        compact = group_key(key, IntervalWindow(0, 10))
+        assert batch_grouping.compact_key_hash(compact) == hash(compact)
+    assert calls == []
+    # None (hashed by address before Python 3.12), tuples and windows kept as objects go to
+    # PySpark's portable_hash, as does everything when no hash seed is set.
+    for compact in ((None, (0, 10)), (("a", 1), (0, 10)), ("a", GlobalWindow())):
+        batch_grouping.compact_key_hash(compact)
+    monkeypatch.setattr(batch_grouping, "_HASH_SEEDED", False)
+    batch_grouping.compact_key_hash(("a", (0, 10)))
+    assert len(calls) == 4
+
+
+def test_the_shuffle_is_partitioned_by_the_compact_key_hash():
+    class _Conf:
+        def get(self, name, default):
+            return default
+
+    class _FakeRdd:
+        """Records what batch_grouping.group asks of an RDD (no Spark)."""
+
+        partitioned_by: list = []
+        context = type("Context", (), {"getConf": lambda self: _Conf()})()
+
+        def mapPartitions(self, function, preservesPartitioning=False):
+            return self
+
+        def partitionBy(self, num_partitions, partition_fn):
+            self.partitioned_by.append(partition_fn)
+            return self
+
+    batch_grouping.group(_FakeRdd(), _op(SumFn()), 2, True, _Counter(), None)
+    assert _FakeRdd.partitioned_by == [batch_grouping.compact_key_hash]
