@@ -337,18 +337,24 @@ class DoFnRunner:
         else:
             emit(new_windowed_value((item, wv[1], wv[2], wv[3])))
 
-    def window_restamped_into(self, assign: Callable[[int], tuple], send: Emit) -> None:
+    def window_restamped_into(
+        self, assign: Callable[[int], tuple], send: Emit, send_stamped: Callable[[Any, int, tuple], None] | None = None
+    ) -> None:
         """Window the main output's re-stamped elements (``TimestampedValue``) at once by
         the WindowInto that alone reads it, whose built-in window fn's windows are
         ``assign(micros)`` and whose output ``send`` takes. The element the WindowInto would
         have received, windowed by the input's window fn, is never built. Only where that
-        window fn is built in too: a user's may fail or read the value."""
+        window fn is built in too: a user's may fail or read the value. ``send_stamped``:
+        what reads the WindowInto's output takes an element's parts (``FusedBody.
+        stamped_sender``), so a plain Map's outputs into fixed windows are not built either."""
         if self._cached_restamp is not None:
             self._into = (assign, send)
             if self.plain and self.shape == "Map" and not self.op.kwargs:
-                self.process = self._map_restamped_into(assign, send)
+                self.process = self._map_restamped_into(assign, send, send_stamped)
 
-    def _map_restamped_into(self, assign: Callable[[int], tuple], send: Emit) -> Callable[[WindowedValue], None]:
+    def _map_restamped_into(
+        self, assign: Callable[[int], tuple], send: Emit, send_stamped: Callable[[Any, int, tuple], None] | None
+    ) -> Callable[[WindowedValue], None]:
         """``process`` for a plain Map whose re-stamped outputs go straight to the WindowInto
         (``window_restamped_into``): ``_plain_process``, ``_output`` and ``_restamped_into``
         in one call per element, which is what the idiom ``Map(... TimestampedValue ...) |
@@ -381,8 +387,15 @@ class DoFnRunner:
                 windows = cached_windows(micros - (micros - offset) % size) if cached_windows is not None else None
                 if windows is None:
                     windows = assign(micros)
-                out = new((result.value, micros, windows, unknown))
                 copies = len(wv[2])
+                if send_stamped is not None:
+                    if copies == 1:
+                        send_stamped(result.value, micros, windows)
+                    else:
+                        for _ in range(copies):
+                            send_stamped(result.value, micros, windows)
+                    return
+                out = new((result.value, micros, windows, unknown))
                 if copies == 1:
                     send(out)
                 else:

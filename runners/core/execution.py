@@ -115,6 +115,11 @@ class BodyBuilder(Protocol):
         """The one op of the body that reads ``pcoll``, when nothing else does (neither
         another op nor the stage's outputs); else None."""
 
+    def stamped_sender(self, pcoll: int) -> Callable[[Any, int, tuple], None] | None:
+        """``send(value, timestamp_micros, windows)``: an element of ``pcoll`` with an
+        unknown pane handed on with no element built, when the body's exit that reads
+        it alone takes that; else None."""
+
 
 def _nothing(op: Any) -> tuple:
     return ()
@@ -340,7 +345,7 @@ def _restamp_into_window_into(op: ParDoOp, body: BodyBuilder, runner: DoFnRunner
     assign = cached_assignment(reader.windowfn)
     if assign is not None:
         (target,) = reader.outputs
-        runner.window_restamped_into(assign, body.sender(target))
+        runner.window_restamped_into(assign, body.sender(target), body.stamped_sender(target))
 
 
 def _join_window_into(op: WindowIntoOp, body: BodyBuilder) -> None:

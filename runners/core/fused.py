@@ -37,6 +37,8 @@ from sparkbeam.utils.windowed_value import WindowedValue
 __all__ = ["FusedBody"]
 
 Tagged = tuple[int, WindowedValue]
+#: takes an element's value, timestamp (µs) and windows, its pane unknown (``stamped_sender``)
+StampedReceiver = Callable[[object, int, tuple], None]
 
 #: how many input elements a bare body runs before handing their outputs on (``run_bare``)
 CHUNK = 256
@@ -48,10 +50,23 @@ _push_all: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend
 class FusedBody:
     """Executes ``stage.body`` over the elements entering it."""
 
-    def __init__(self, stage: Stage, side_inputs: SideInputs | None = None, *, bare: bool = False) -> None:
+    def __init__(
+        self,
+        stage: Stage,
+        side_inputs: SideInputs | None = None,
+        *,
+        bare: bool = False,
+        stamped_exit: StampedReceiver | None = None,
+    ) -> None:
         """``bare``: the stage has one output, whose elements ``run_bare`` yields without
-        their PCollection id (no pair per element to build and take apart again)."""
+        their PCollection id (no pair per element to build and take apart again).
+        ``stamped_exit``: what reads that output takes an element's parts too,
+        ``stamped_exit(value, timestamp_micros, windows)`` for the element with an unknown
+        pane, so that an op whose output is the stage's alone sends them with no element
+        built (``stamped_sender``); it sees the outputs built as elements, which
+        ``run_bare`` yields, nowhere else."""
         self.stage = stage
+        self._stamped_exit = stamped_exit
         self.side_inputs = side_inputs
         self._out: list = []
         self._receivers: dict[int, list[Callable[[WindowedValue], None]]] = {}
@@ -119,6 +134,14 @@ class FusedBody:
 
         return send
 
+    def stamped_sender(self, pcoll: int) -> StampedReceiver | None:
+        """``send(value, timestamp_micros, windows)``, the element ``(value,
+        timestamp_micros, windows, PANE_INFO_UNKNOWN)`` handed to what reads ``pcoll`` with
+        no element built, when that is the body's stamped exit alone; else None."""
+        if self._stamped_exit is None or self._reader_counts.get(pcoll) != 1 or pcoll not in self.stage.outputs:
+            return None
+        return self._stamped_exit
+
     def sole_reader(self, pcoll: int) -> object | None:
         """The one op of the body that reads ``pcoll``, when nothing else does (neither
         another op nor the stage's outputs); else None."""
@@ -181,6 +204,11 @@ class FusedBody:
         worth), so that the reader pulls them at C speed instead of resuming a generator
         per element."""
         return chain.from_iterable(self._bare_chunks(pcoll, elements))
+
+    def run_bare_chunks(self, pcoll: int, elements: Iterable[WindowedValue]) -> Iterator[list[WindowedValue]]:
+        """``run_bare``'s outputs as the lists it hands on (each emptied once the reader
+        resumes it), for a reader that takes a list at a time."""
+        return self._bare_chunks(pcoll, elements)
 
     def _bare_chunks(self, pcoll: int, elements: Iterable[WindowedValue]) -> Iterator[list[WindowedValue]]:
         out = self._out

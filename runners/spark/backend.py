@@ -82,6 +82,9 @@ class Dataset:
     rdd: Any
     known_empty: bool = False
     collected: list | None = None
+    #: the bare body that makes ``rdd``, when a batch grouping may run it in its own pass
+    #: (nothing else reads ``rdd``)
+    upstream: batch_grouping.UpstreamBody | None = None
 
 
 class EngineFactory:
@@ -199,9 +202,11 @@ class SparkBackend:
         if len(inputs) == 1 and len(stage.outputs) == 1:
             # The common chain: its elements need no PCollection ids in or out.
             ((pcoll, source),) = inputs.items()
-            body = source.rdd.mapPartitions(self._metered(worker.run_bare_body, stage_records.shippable(stage), side, counters, pcoll))
+            shipped = stage_records.shippable(stage)
+            body = source.rdd.mapPartitions(self._metered(worker.run_bare_body, shipped, side, counters, pcoll))
             body.setName(stage.name)
-            outputs = self._bare_output(stage, body, source.known_empty, wanted)
+            upstream = batch_grouping.UpstreamBody(source.rdd, shipped, side, counters, pcoll)
+            outputs = self._bare_output(stage, body, source.known_empty, wanted, upstream)
         else:
             entering = [
                 Dataset(d.rdd.mapPartitions(functools.partial(worker.tagged, pcoll)), d.known_empty)
@@ -234,13 +239,18 @@ class SparkBackend:
             for pcoll in stage.outputs
         }
 
-    def _bare_output(self, stage: Stage, rdd: Any, known_empty: bool, wanted: frozenset[int]) -> dict[int, Dataset]:
-        """``_split`` for a body that yields its one output's elements bare (``run_bare_body``)."""
+    def _bare_output(
+        self, stage: Stage, rdd: Any, known_empty: bool, wanted: frozenset[int], upstream: batch_grouping.UpstreamBody | None = None
+    ) -> dict[int, Dataset]:
+        """``_split`` for a body that yields its one output's elements bare (``run_bare_body``);
+        ``upstream``: that body, for a batch grouping to run in its own pass when it alone
+        reads the output."""
         (pcoll,) = stage.outputs
         if wanted or stage.shared_outputs:
             rdd = rdd.persist()
             self.step_cache.append(rdd)
-        return {pcoll: Dataset(rdd, known_empty)}
+            upstream = None
+        return {pcoll: Dataset(rdd, known_empty, upstream=upstream)}
 
     def _run_grouping(
         self,
@@ -427,7 +437,7 @@ class SparkBackend:
         (head_output,) = grouping.outputs
         counters = (self.sc.accumulator(0), self.sc.accumulator(0))
         panes = batch_grouping.group(
-            new.rdd, grouping, self.num_partitions, self.overlapping_window_rule, counters[0], self._channel()
+            new.rdd, grouping, self.num_partitions, self.overlapping_window_rule, counters[0], self._channel(), new.upstream
         )
         body_counters = (self.sc.accumulator(0), self.sc.accumulator(0))
         if len(stage.outputs) == 1:

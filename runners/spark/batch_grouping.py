@@ -19,25 +19,36 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 from typing import Any
 
+import attrs
 from pyspark.rdd import portable_hash
 
 from sparkbeam.combine import CombineFn, accumulator_from
 from sparkbeam.metrics.execution import _CURRENT
+from sparkbeam.runners.core.dofn_invoker import SideInputs
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
+from sparkbeam.runners.core.fused import FusedBody
 from sparkbeam.runners.core.grouping_step import key_element
 from sparkbeam.runners.core.holds import HoldPolicy, last_instant, single_pane_timestamp
 from sparkbeam.runners.core.metrics import StepScopedCombineFn, step_scoped
 from sparkbeam.runners.core.ops import GroupOp
+from sparkbeam.runners.core.plan import Stage
 from sparkbeam.runners.core.records import window_of_group_key
 from sparkbeam.runners.spark.metrics import MetricsChannel, metered, task_failed
 from sparkbeam.trigger import DefaultTrigger
-from sparkbeam.utils.windowed_value import PaneInfo, PaneInfoTiming, WindowedValue
+from sparkbeam.utils.windowed_value import (
+    PANE_INFO_UNKNOWN,
+    PaneInfo,
+    PaneInfoTiming,
+    WindowedValue,
+    new_windowed_value,
+)
 from sparkbeam.window import IntervalWindow
 
-__all__ = ["applies", "compact_key_hash", "group"]
+__all__ = ["MapSideTable", "UpstreamBody", "applies", "compact_key_hash", "group"]
 
 
 def applies(op: GroupOp) -> bool:
@@ -92,103 +103,241 @@ class _SetUpOnce:
 MAX_TABLE_ENTRIES = 100_000
 
 
-def _precombine(
-    op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, counter: Any, elements: Iterable[WindowedValue]
-) -> Iterator[tuple[tuple, tuple]]:
-    """(compact (key, window), (accumulator, hold)) per key and window of one partition:
-    the combine lifted before the shuffle.
+class MapSideTable:
+    """One partition's map side of a batch grouping: an accumulator per compact (key,
+    window), filled by ``add_elements`` (a list of elements, one loop) and, from a fused
+    body whose re-stamping Map feeds the grouping (``add_stamped``), one element at a time
+    with no element built. Its records go to the shuffle as (compact key, (accumulator,
+    hold)).
 
-    One loop with the CombineFn's ``add_input`` called directly: no element is copied to
-    take its key off, the hold is taken per element only when the timestamp combiner reads
-    timestamps, and the metrics step is set once around the loop rather than per call.
-    The table maps each compact key to its accumulator alone (holds in a table of their
-    own, when kept), and the records that leave are tuples: a list per entry or record
-    stays tracked by Python's cyclic garbage collector, so that a partition's worth of them
-    reaches its oldest generation and sets off full collections of the worker's heap (a
-    tuple of untracked values is untracked at its first collection).
+    The CombineFn's ``add_input`` is called directly: no element is copied to take its key
+    off, the hold is taken per element only when the timestamp combiner reads timestamps,
+    and the metrics step is the combine's own around each call. The accumulators are a
+    dict of their own (holds in another, when kept) and the records are tuples: a list per
+    entry or record stays tracked by Python's cyclic garbage collector, so that a
+    partition's worth of them reaches its oldest generation and sets off full collections
+    of the worker's heap (a tuple of untracked values is untracked at its first collection).
+
+    The table is bounded: once it holds ``MAX_TABLE_ENTRIES`` groups (or, for a GroupByKey,
+    buffered values), its records move to ``flushed``, to go on to the shuffle, and it
+    starts afresh.
     """
-    fn = holder.get()
-    scoped = fn if isinstance(fn, StepScopedCombineFn) else None
-    raw = scoped.fn if scoped is not None else fn
-    add_input, create = raw.add_input, raw.create_accumulator
-    output_time = holds.output_time
-    combine_holds = holds.combine
-    per_element_hold = not holds.depends_only_on_window
-    counts_values = op.combine_fn is None  # a GroupByKey: its accumulators grow per element
-    interval_window = IntervalWindow
-    absent = _ABSENT
-    accumulators: dict[tuple, Any] = {}
-    held_times: dict[tuple, Any] = {}  # per_element_hold only
-    held = 0
-    seen = 0
-    current = _CURRENT
-    outer_step = current.step
-    if scoped is not None:
-        current.step = scoped.precombine
-    try:
-        for wv in elements:
-            seen += 1
-            value = wv[0]
-            if type(value) is tuple and len(value) == 2:
-                key, inner = value
-            else:
-                try:
-                    key, keyed = key_element(op, wv)
-                except TransformError as error:
-                    raise UserCodeError(op.label, op.location, error) from None
-                inner = keyed.value
-            for window in wv[2]:
-                # records.group_key, inlined: this is once per element and window.
-                if type(window) is interval_window:
-                    compact: tuple = (key, window._bounds)
+
+    def __init__(self, op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy) -> None:
+        fn = holder.get()
+        scoped = fn if isinstance(fn, StepScopedCombineFn) else None
+        self.op = op
+        self.fn = scoped.fn if scoped is not None else fn
+        #: the combine's metrics step, or None to leave the current one
+        self.step = scoped.precombine if scoped is not None else None
+        self.holds = holds
+        self.per_element_hold = not holds.depends_only_on_window
+        self.counts_values = op.combine_fn is None  # a GroupByKey: its accumulators grow per element
+        # Cleared in place when flushed, never replaced: ``add_stamped`` holds them.
+        self.accumulators: dict[tuple, Any] = {}
+        self.held_times: dict[tuple, Any] = {}  # per_element_hold only
+        #: groups (or a GroupByKey's values) in the table
+        self.held = 0
+        #: elements added, in all
+        self.seen = 0
+        #: records of the tables that filled up, for the shuffle
+        self.flushed: list[tuple[tuple, tuple]] = []
+        #: ``add_stamped(value, micros, windows)``: what ``add_elements`` does for the
+        #: element ``(value, micros, windows, PANE_INFO_UNKNOWN)``
+        self.add_stamped: Callable[[Any, int, tuple], None] = self._stamped_adder()
+
+    def add_elements(self, elements: Iterable[WindowedValue]) -> None:
+        op, raw, holds = self.op, self.fn, self.holds
+        add_input, create = raw.add_input, raw.create_accumulator
+        output_time, combine_holds = holds.output_time, holds.combine
+        per_element_hold, counts_values = self.per_element_hold, self.counts_values
+        accumulators, held_times = self.accumulators, self.held_times
+        interval_window = IntervalWindow
+        absent = _ABSENT
+        held = self.held
+        seen = 0
+        current = _CURRENT
+        outer_step = current.step
+        if self.step is not None:
+            current.step = self.step
+        try:
+            for wv in elements:
+                seen += 1
+                value = wv[0]
+                if type(value) is tuple and len(value) == 2:
+                    key, inner = value
                 else:
-                    compact = (key, window)
-                accumulator = accumulators.get(compact, absent)
-                try:
-                    if accumulator is absent:
-                        accumulator = create()
-                        held += 1
-                        if per_element_hold:
-                            held_times[compact] = output_time(window, wv[1])
+                    try:
+                        key, keyed = key_element(op, wv)
+                    except TransformError as error:
+                        raise UserCodeError(op.label, op.location, error) from None
+                    inner = keyed.value
+                for window in wv[2]:
+                    # records.group_key, inlined: this is once per element and window.
+                    if type(window) is interval_window:
+                        compact: tuple = (key, window._bounds)
                     else:
-                        if per_element_hold:
-                            held_times[compact] = combine_holds(held_times[compact], output_time(window, wv[1]))
-                        if counts_values:
+                        compact = (key, window)
+                    accumulator = accumulators.get(compact, absent)
+                    try:
+                        if accumulator is absent:
+                            accumulator = create()
                             held += 1
-                    added = add_input(accumulator, inner)
-                    if added is None:
-                        accumulator_from(raw, "add_input", added, accumulator)
-                    accumulators[compact] = added
-                except Exception as error:
-                    raise UserCodeError(op.label, op.location, error, inner) from error
-            if held >= MAX_TABLE_ENTRIES:
-                current.step = outer_step
-                yield from _partials(accumulators, held_times)
-                accumulators, held_times = {}, {}
-                held = 0
-                if scoped is not None:
-                    current.step = scoped.precombine
-    except Exception:
-        task_failed()
-        raise
-    finally:
-        current.step = outer_step
-    counter.add(seen)
-    yield from _partials(accumulators, held_times)
+                            if per_element_hold:
+                                held_times[compact] = output_time(window, wv[1])
+                        else:
+                            if per_element_hold:
+                                held_times[compact] = combine_holds(held_times[compact], output_time(window, wv[1]))
+                            if counts_values:
+                                held += 1
+                        added = add_input(accumulator, inner)
+                        if added is None:
+                            accumulator_from(raw, "add_input", added, accumulator)
+                        accumulators[compact] = added
+                    except Exception as error:
+                        raise UserCodeError(op.label, op.location, error, inner) from error
+                if held >= MAX_TABLE_ENTRIES:
+                    self.flushed.extend(self.drain())
+                    held = 0
+        finally:
+            current.step = outer_step
+            self.seen += seen
+            self.held = held
+
+    def _stamped_adder(self) -> Callable[[Any, int, tuple], None]:
+        """``add_stamped``: for a (key, value) pair in one interval window under holds
+        that need no timestamps, the loop of ``add_elements`` for that one element, else
+        ``add_elements`` of the element built."""
+        unknown = PANE_INFO_UNKNOWN
+
+        def add_built(value: Any, micros: int, windows: tuple) -> None:
+            self.add_elements((new_windowed_value((value, micros, windows, unknown)),))
+
+        if self.per_element_hold or self.counts_values:
+            return add_built
+        op, raw, step = self.op, self.fn, self.step
+        add_input, create = raw.add_input, raw.create_accumulator
+        accumulators = self.accumulators
+        interval_window = IntervalWindow
+        absent = _ABSENT
+        current = _CURRENT
+
+        def add_stamped(value: Any, micros: int, windows: tuple) -> None:
+            if type(value) is not tuple or len(value) != 2 or len(windows) != 1 or type(windows[0]) is not interval_window:
+                add_built(value, micros, windows)
+                return
+            key, inner = value
+            compact = (key, windows[0]._bounds)
+            accumulator = accumulators.get(compact, absent)
+            outer_step = current.step
+            if step is not None:
+                current.step = step
+            try:
+                if accumulator is absent:
+                    accumulator = create()
+                    self.held += 1
+                added = add_input(accumulator, inner)
+                if added is None:
+                    accumulator_from(raw, "add_input", added, accumulator)
+            except Exception as error:
+                raise UserCodeError(op.label, op.location, error, inner) from error
+            current.step = outer_step
+            accumulators[compact] = added
+            self.seen += 1
+            if self.held >= MAX_TABLE_ENTRIES:
+                self.flushed.extend(self.drain())
+
+        return add_stamped
+
+    def take_flushed(self) -> list[tuple[tuple, tuple]]:
+        """The records of the tables that filled up since last asked."""
+        flushed, self.flushed = self.flushed, []
+        return flushed
+
+    def drain(self) -> list[tuple[tuple, tuple]]:
+        """The table's records; the table starts afresh."""
+        accumulators, held_times = self.accumulators, self.held_times
+        if held_times:
+            records = [(compact, (accumulator, held_times[compact])) for compact, accumulator in accumulators.items()]
+        else:
+            records = [(compact, (accumulator, None)) for compact, accumulator in accumulators.items()]
+        accumulators.clear()
+        held_times.clear()
+        self.held = 0
+        return records
 
 
 #: what ``dict.get`` gives for a group not in the table (an accumulator may be None)
 _ABSENT = object()
 
+#: how many elements the map side takes from its input at a time (``_precombine``)
+CHUNK = 256
 
-def _partials(accumulators: dict[tuple, Any], held_times: dict[tuple, Any]) -> Iterator[tuple[tuple, tuple]]:
-    """The shuffle's records of a table: (compact key, (accumulator, hold))."""
-    if held_times:
-        for compact, accumulator in accumulators.items():
-            yield compact, (accumulator, held_times[compact])
-    else:
-        for compact, accumulator in accumulators.items():
-            yield compact, (accumulator, None)
+
+def _precombine(
+    op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, counter: Any, elements: Iterable[WindowedValue]
+) -> Iterator[tuple[tuple, tuple]]:
+    """(compact (key, window), (accumulator, hold)) per key and window of one partition:
+    the combine lifted before the shuffle (``MapSideTable``), for elements from an RDD."""
+    table = MapSideTable(op, holder, holds)
+    iterator = iter(elements)
+    try:
+        while True:
+            chunk = list(islice(iterator, CHUNK))
+            table.add_elements(chunk)
+            if table.flushed:
+                yield from table.take_flushed()
+            if len(chunk) < CHUNK:
+                break
+    except Exception:
+        task_failed()
+        raise
+    counter.add(table.seen)
+    yield from table.drain()
+
+
+def _precombine_body(
+    stage: Stage,
+    side_broadcast: Any,
+    body_counters: Any,
+    pcoll: int,
+    op: GroupOp,
+    holder: _SetUpOnce,
+    holds: HoldPolicy,
+    counter: Any,
+    elements: Iterable[WindowedValue],
+) -> Iterator[tuple[tuple, tuple]]:
+    """``_precombine`` over the output of the upstream stage's bare body, run in the same
+    pass (``UpstreamBody``): the body's outputs fill the table as it makes them, a list
+    at a time, and a re-stamping Map's into fixed windows one at a time with no element
+    built (``MapSideTable.add_stamped``)."""
+    table = MapSideTable(op, holder, holds)
+    side = SideInputs(side_broadcast.value) if side_broadcast is not None else None
+    body = FusedBody(stage, side, bare=True, stamped_exit=table.add_stamped)
+    for chunk in body.run_bare_chunks(pcoll, elements):
+        table.add_elements(chunk)
+        if table.flushed:
+            yield from table.take_flushed()
+    # Spark has consumed the body's whole output: the bundle is done.
+    body.finalize_bundle()
+    if body_counters is not None:
+        body_counters[0].add(body.elements_in)
+        body_counters[1].add(table.seen)  # what the body emitted, stamped or built
+    counter.add(table.seen)
+    yield from table.drain()
+
+
+@attrs.frozen
+class UpstreamBody:
+    """The bare fused body of the stage upstream of a batch grouping, not yet run, that
+    the grouping alone reads (``SparkBackend._bare_output``): the grouping runs it in its
+    map side's pass (``_precombine_body``) rather than over its output RDD."""
+
+    source: Any  # the RDD of the body's input elements
+    stage: Any  # the stage as shipped (stage_records.shippable)
+    side: Any  # its side inputs' broadcast, or None
+    counters: Any  # its (elements in, elements out) accumulators
+    pcoll: int  # the PCollection its elements enter as
 
 
 def _merge_partials(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, memory_limit: int, pairs: Iterable[tuple]) -> Iterator[tuple]:
@@ -258,15 +407,29 @@ def compact_key_hash(compact: tuple) -> int:
 
 
 def group(
-    rdd: Any, op: GroupOp, num_partitions: int, overlapping_window_rule: bool, counter: Any, channel: MetricsChannel
+    rdd: Any,
+    op: GroupOp,
+    num_partitions: int,
+    overlapping_window_rule: bool,
+    counter: Any,
+    channel: MetricsChannel,
+    upstream: UpstreamBody | None = None,
 ) -> Any:
-    """An RDD of the panes of ``op`` over ``rdd`` (one per key and window)."""
+    """An RDD of the panes of ``op`` over ``rdd`` (one per key and window); over the
+    output of ``upstream``, run in the same pass, when given (``rdd`` is then its output,
+    unused)."""
     from pyspark.rdd import _parse_memory
 
     fn = _SetUpOnce(step_scoped(op.combine_fn, op.label) if op.combine_fn is not None else _ListCombineFn())
     holds = HoldPolicy(op.windowing, overlapping_window_rule=overlapping_window_rule)
     memory_limit = _parse_memory(rdd.context.getConf().get("spark.python.worker.memory", "512m"))
-    partials = rdd.mapPartitions(functools.partial(metered, channel, _precombine, op, fn, holds, counter))
+    if upstream is not None:
+        precombine = functools.partial(
+            metered, channel, _precombine_body, upstream.stage, upstream.side, upstream.counters, upstream.pcoll, op, fn, holds, counter
+        )
+        partials = upstream.source.mapPartitions(precombine)
+    else:
+        partials = rdd.mapPartitions(functools.partial(metered, channel, _precombine, op, fn, holds, counter))
     shuffled = partials.partitionBy(num_partitions, compact_key_hash)
     merged = shuffled.mapPartitions(
         functools.partial(metered, channel, _merge_partials, op, fn, holds, memory_limit), preservesPartitioning=True
