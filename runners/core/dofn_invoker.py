@@ -27,6 +27,7 @@ from sparkbeam.pvalue import TaggedOutput
 from sparkbeam.runners.core.errors import UserCodeError
 from sparkbeam.runners.core.ops import ParDoOp, SideInputSlot
 from sparkbeam.runners.core.window_assignment import (
+    GLOBAL_WINDOWS,
     cached_assignment,
     fixed_window_parts,
     restamp_assigner,
@@ -168,6 +169,10 @@ class DoFnRunner:
         self.plain = not self.params and not self.contexts and self.finalizer is None and not self.explode_windows
         #: one element through the DoFn (``ElementRunner.process``)
         self.process: Callable[[WindowedValue], None] = self._plain_process() if self.plain else self._process_general
+        #: ``process`` of a value's element in the global window at the minimum timestamp
+        #: with an unknown pane, given the value alone (``FusedBody.receive_global_values``),
+        #: where that is cheaper than building the element; else None
+        self.process_global_value: Callable[[Any], None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
@@ -404,6 +409,33 @@ class DoFnRunner:
             else:
                 restamped_into(result, wv)
 
+        global_windows = GLOBAL_WINDOWS
+
+        def process_global_value(value: Any) -> None:
+            # process_map_restamped_into of the value's element in the global window at the
+            # minimum timestamp (one input window), built only where an output needs it.
+            try:
+                result = fn(value, *args)
+            except UserCodeError:
+                raise
+            except Exception as error:
+                raise UserCodeError(label, location, error, value) from error
+            if type(result) is stamped:
+                micros = result.timestamp_micros
+                if one_window and low <= micros < high:
+                    windows = cached_windows(micros - (micros - offset) % size) if cached_windows is not None else None
+                    if windows is None:
+                        windows = assign(micros)
+                    if send_stamped is not None:
+                        send_stamped(result.value, micros, windows)
+                    else:
+                        send(new((result.value, micros, windows, unknown)))
+                    return
+                restamped_into(result, new((value, low, global_windows, unknown)))
+                return
+            output(result, new((value, low, global_windows, unknown)))
+
+        self.process_global_value = process_global_value
         return process_map_restamped_into
 
     def _restamped_into(self, item: TimestampedValue, wv: WindowedValue) -> None:

@@ -85,6 +85,9 @@ class Dataset:
     #: the bare body that makes ``rdd``, when a batch grouping may run it in its own pass
     #: (nothing else reads ``rdd``)
     upstream: batch_grouping.UpstreamBody | None = None
+    #: the same elements' values alone, when each is in the global window at the minimum
+    #: timestamp with an unknown pane (a text file's lines): a body reads them so
+    values: Any = None
 
 
 class EngineFactory:
@@ -203,9 +206,12 @@ class SparkBackend:
             # The common chain: its elements need no PCollection ids in or out.
             ((pcoll, source),) = inputs.items()
             shipped = stage_records.shippable(stage)
-            body = source.rdd.mapPartitions(self._metered(worker.run_bare_body, shipped, side, counters, pcoll))
+            by_value = source.values is not None
+            run = worker.run_bare_body_on_values if by_value else worker.run_bare_body
+            entering = source.values if by_value else source.rdd
+            body = entering.mapPartitions(self._metered(run, shipped, side, counters, pcoll))
             body.setName(stage.name)
-            upstream = batch_grouping.UpstreamBody(source.rdd, shipped, side, counters, pcoll)
+            upstream = batch_grouping.UpstreamBody(entering, shipped, side, counters, pcoll, by_value)
             outputs = self._bare_output(stage, body, source.known_empty, wanted, upstream)
         else:
             entering = [
@@ -554,7 +560,8 @@ def _parallelize(backend: SparkBackend, op: Op, emission: SourceEmission) -> Dat
 
 @SPARK.sources.register(ReadTextOp)
 def _read_text(backend: SparkBackend, op: ReadTextOp, emission: SourceEmission) -> Dataset:
-    return Dataset(textio.read_text(backend.sc, op))
+    rdd, values = textio.read_text(backend.sc, op)
+    return Dataset(rdd, values=values)
 
 
 @SPARK.sources.register(BoundedSourceReadOp)

@@ -305,7 +305,8 @@ def _precombine_body(
     holder: _SetUpOnce,
     holds: HoldPolicy,
     counter: Any,
-    elements: Iterable[WindowedValue],
+    values: bool,
+    elements: Iterable[Any],
 ) -> Iterator[tuple[tuple, tuple]]:
     """``_precombine`` over the output of the upstream stage's bare body, run in the same
     pass (``UpstreamBody``): the body's outputs fill the table as it makes them, a list
@@ -314,7 +315,7 @@ def _precombine_body(
     table = MapSideTable(op, holder, holds)
     side = SideInputs(side_broadcast.value) if side_broadcast is not None else None
     body = FusedBody(stage, side, bare=True, stamped_exit=table.add_stamped)
-    for chunk in body.run_bare_chunks(pcoll, elements):
+    for chunk in body.run_bare_chunks(pcoll, elements, values=values):
         table.add_elements(chunk)
         if table.flushed:
             yield from table.take_flushed()
@@ -338,6 +339,7 @@ class UpstreamBody:
     side: Any  # its side inputs' broadcast, or None
     counters: Any  # its (elements in, elements out) accumulators
     pcoll: int  # the PCollection its elements enter as
+    values: bool = False  # ``source`` holds the elements' values alone (FusedBody.run_bare_chunks)
 
 
 def _merge_partials(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, memory_limit: int, pairs: Iterable[tuple]) -> Iterator[tuple]:
@@ -425,7 +427,7 @@ def group(
     memory_limit = _parse_memory(rdd.context.getConf().get("spark.python.worker.memory", "512m"))
     if upstream is not None:
         precombine = functools.partial(
-            metered, channel, _precombine_body, upstream.stage, upstream.side, upstream.counters, upstream.pcoll, op, fn, holds, counter
+            metered, channel, _precombine_body, upstream.stage, upstream.side, upstream.counters, upstream.pcoll, op, fn, holds, counter, upstream.values
         )
         partials = upstream.source.mapPartitions(precombine)
     else:

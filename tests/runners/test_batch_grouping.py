@@ -326,14 +326,17 @@ def test_a_restamping_map_into_fixed_windows_fills_the_map_side_table_with_no_el
     built = _count_built_elements(monkeypatch)
     body_counters, counter = (_Recorded(), _Recorded()), _Recorded()
     holder = batch_grouping._SetUpOnce(step_scoped(op.combine_fn, op.label))
-    fused = list(batch_grouping._precombine_body(upstream, None, body_counters, source, op, holder, holds, counter, _unwindowed(values)))
+    fused = list(batch_grouping._precombine_body(upstream, None, body_counters, source, op, holder, holds, counter, False, _unwindowed(values)))
     assert built == []
     assert [body_counters[0].total, body_counters[1].total, counter.total] == [5, 5, 5]
     # The same records as the body's elements, built, then combined in a pass of their own.
     elements = worker.run_bare_body(upstream, None, None, source, _unwindowed(values))
     apart = list(batch_grouping._precombine(op, holder, holds, _Recorded(), elements))
     assert len(built) == 5
-    assert sorted(fused) == sorted(apart) == [
+    # Given as values alone (a text file's lines), not even the body's input is built.
+    by_value = list(batch_grouping._precombine_body(upstream, None, None, source, op, holder, holds, _Recorded(), True, values))
+    assert len(built) == 5
+    assert sorted(by_value) == sorted(fused) == sorted(apart) == [
         (("a", (0, 10 * S)), (4, None)),
         (("a", (10 * S, 20 * S)), (14, None)),
         (("b", (0, 10 * S)), (2, None)),
@@ -357,7 +360,7 @@ def test_the_fused_map_side_names_the_combines_step_and_gives_the_map_its_own_ba
     holder = batch_grouping._SetUpOnce(step_scoped(op.combine_fn, op.label))
     holds = HoldPolicy(op.windowing, overlapping_window_rule=True)
     _CURRENT.step = "outer"
-    list(batch_grouping._precombine_body(upstream, None, None, source, op, holder, holds, _Recorded(), _unwindowed([("a", 1), ("a", 2)])))
+    list(batch_grouping._precombine_body(upstream, None, None, source, op, holder, holds, _Recorded(), True, [("a", 1), ("a", 2)]))
     assert seen == [("map", "Stamp"), ("combine", "Sum/Precombine")] * 2
     assert _CURRENT.step == "outer"
 
