@@ -20,6 +20,7 @@ __all__ = ["round_paths", "run_for", "run_until_max_steps", "start_job", "tail"]
 
 
 def start_job(arguments: list[str], stderr_path: str) -> subprocess.Popen:
+    """``stream_soak_jobs.py ARGUMENTS`` in a new process group, its stderr appended to a file."""
     with open(stderr_path, "a", encoding="utf-8") as stderr:
         stderr.write(f"\n== {datetime.datetime.now().isoformat()} {' '.join(arguments)}\n")
         stderr.flush()
@@ -32,11 +33,13 @@ def start_job(arguments: list[str], stderr_path: str) -> subprocess.Popen:
 
 
 def tail(path: str, lines: int = 30) -> str:
+    """The last lines of a job's stderr, for a failure's message."""
     with open(path, encoding="utf-8", errors="replace") as handle:
         return "".join(handle.readlines()[-lines:])
 
 
 def round_paths(directory: str, input_dir: str) -> dict[str, str]:
+    """Where a job's runs in ``directory`` read, write, checkpoint, log their timeline and stderr."""
     os.makedirs(directory, exist_ok=True)
     return {"in": input_dir, "out": f"{directory}/out", "ck": f"{directory}/ck", "log": f"{directory}/timeline.jsonl", "stderr": f"{directory}/stderr.log"}
 
