@@ -237,7 +237,10 @@ class SparkBackend:
     def _bare_output(self, stage: Stage, rdd: Any, known_empty: bool, wanted: frozenset[int]) -> dict[int, Dataset]:
         """``_split`` for a body that yields its one output's elements bare (``run_bare_body``)."""
         (pcoll,) = stage.outputs
-        if wanted or stage.shared_outputs:
+        # Persisted only when read more than once (``shared_outputs`` counts the collect of
+        # a captured or side-input output as a reader): an output only collected is read by
+        # that one job, and storing it would pickle every element twice more on its way.
+        if stage.shared_outputs:
             rdd = rdd.persist()
             self.step_cache.append(rdd)
         return {pcoll: Dataset(rdd, known_empty)}
