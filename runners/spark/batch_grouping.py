@@ -31,8 +31,13 @@ from sparkbeam.runners.core.ops import GroupOp
 from sparkbeam.runners.core.records import window_of_group_key
 from sparkbeam.runners.spark.metrics import MetricsChannel, metered, task_failed
 from sparkbeam.trigger import DefaultTrigger
-from sparkbeam.utils.windowed_value import PaneInfo, PaneInfoTiming, WindowedValue
-from sparkbeam.window import IntervalWindow
+from sparkbeam.utils.windowed_value import (
+    PaneInfo,
+    PaneInfoTiming,
+    WindowedValue,
+    new_windowed_value,
+)
+from sparkbeam.window import GlobalWindow, IntervalWindow
 
 __all__ = ["applies", "group"]
 
@@ -199,23 +204,34 @@ def _merge_combiners(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, left: l
 
 def _panes(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, pairs: Iterable[tuple]) -> Iterator[WindowedValue]:
     fn = holder.get()
+    extract_output = fn.extract_output
+    pane_timestamp = holds.pane_timestamp
     single_pane_stamp = single_pane_timestamp(op.windowing, holds.trigger)
     # Beam's batch runner: default windowing gives each key one last pane; otherwise the
     # default trigger never finishes, so is_last is False.
     pane = PaneInfo(True, single_pane_stamp is not None, PaneInfoTiming.ON_TIME, 0, 0)
     windows: dict = {}
+    # Per interval window (compact bounds) and for the global window: the one windows tuple
+    # their panes share (so that pickling them for the driver writes it once per batch, and
+    # the driver holds one), and its last instant. A window of another class, which may
+    # carry data beyond what makes it equal, keeps its own.
+    per_window: dict[Any, tuple[tuple, int]] = {}
     for compact, (accumulator, hold) in pairs:
-        key = compact[0]
-        window = window_of_group_key(compact, windows)
+        key, bounds = compact
+        shareable = type(bounds) is tuple or type(bounds) is GlobalWindow
+        shared = per_window.get(bounds) if shareable else None
+        if shared is None:
+            window = window_of_group_key(compact, windows)
+            shared = ((window,), last_instant(window))
+            if shareable:
+                per_window[bounds] = shared
+        in_windows, end = shared
         try:
-            output = fn.extract_output(accumulator)
+            output = extract_output(accumulator)
         except Exception as error:
             raise UserCodeError(op.label, op.location, error, key) from error
-        if single_pane_stamp is None:
-            timestamp = holds.pane_timestamp(last_instant(window), hold)
-        else:
-            timestamp = single_pane_stamp
-        yield WindowedValue((key, output), timestamp, (window,), pane)
+        timestamp = pane_timestamp(end, hold) if single_pane_stamp is None else single_pane_stamp
+        yield new_windowed_value(((key, output), timestamp, in_windows, pane))
 
 
 def group(
