@@ -270,3 +270,43 @@ def test_a_gc_pause_nests_and_leaves_a_disabled_gc_disabled():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_panes_extract_in_their_step_without_the_scoped_wrapper(monkeypatch):
+    from sparkbeam.runners.core.metrics import StepScopedCombineFn
+
+    seen = []
+    wrapped = []
+
+    class _Recording(SumFn):
+        def extract_output(self, accumulator):
+            seen.append(_CURRENT.step)
+            return accumulator
+
+    monkeypatch.setattr(StepScopedCombineFn, "_in", lambda self, *args: wrapped.append(args) or args[1](*args[2:]))
+    op = _op(_Recording())
+    partials, _, holder, holds = _precombined(op, _elements())
+    merged = list(batch_grouping._merge_partials(op, holder, holds, 64, partials))
+    wrapped.clear()
+    _CURRENT.step = "outer"
+    steps_while_yielded = [_CURRENT.step for _ in batch_grouping._panes(op, holder, holds, merged)]
+    assert seen == ["Sum/ExtractOutputs"] * 3 and wrapped == []
+    # Between panes the step is the consumer's (the stage's body runs in its own).
+    assert steps_while_yielded == ["outer"] * 3 and _CURRENT.step == "outer"
+
+
+def test_the_merge_after_the_shuffle_runs_with_the_gc_paused():
+    import gc
+
+    paused = []
+
+    class _Recording(SumFn):
+        def merge_accumulators(self, accumulators):
+            paused.append(not gc.isenabled())
+            return super().merge_accumulators(accumulators)
+
+    op = _op(_Recording())
+    partials, _, holder, holds = _precombined(op, _elements())
+    panes = list(batch_grouping._merge_partials(op, holder, holds, 64, partials + partials))
+    assert sorted(accumulator for _, (accumulator, _) in panes) == [4, 8, 18]
+    assert paused == [True] * 3 and gc.isenabled()
