@@ -18,13 +18,10 @@ every peer ran and agreed, 1 when results disagree, 2 when a peer failed or was 
 from __future__ import annotations
 
 import argparse
-import glob
 import os
-import shutil
 import sys
 import tempfile
 import time
-import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -44,12 +41,17 @@ from workloads import (
     Totals,
     add_common_arguments,
     busy_warning,
+    cell,
     compare,
     expected_totals,
+    failure,
     generate_events,
     make_workdir,
     parse_common,
     prepare_peers,
+    read_back,
+    require_apache_beam,
+    runs_note,
     share_behind,
     start_bench,
     stop_bench,
@@ -189,13 +191,11 @@ def prepare_sparkbeam_rows(bench: Bench) -> RunFn:
 def prepare_beam(bench: Bench, on_sparkbeam: bool = False) -> RunFn:
     """The pipeline written with apache_beam, on Beam's FnApiRunner or, unchanged, with
     ``--runner=sparkbeam.SparkRunner`` on the shared session (``on_sparkbeam``)."""
-    try:
-        import apache_beam as ab
-        from apache_beam.options.pipeline_options import PipelineOptions
-        from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-    except ImportError as error:
-        msg = f"Apache Beam is not installed ({error}); pip install apache-beam"
-        raise PeerUnavailable(msg) from None
+    require_apache_beam()
+    import apache_beam as ab
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+
     # An explicit flag list: Beam would otherwise parse (and warn about) our sys.argv.
     flags = ["--runner=sparkbeam.SparkRunner", f"--spark_master={bench.master}", f"--state_partitions={bench.partitions}"]
 
@@ -231,14 +231,10 @@ def prepare_beam(bench: Bench, on_sparkbeam: bool = False) -> RunFn:
                 | "AsLine" >> ab.Map(as_line)
                 | "Write" >> ab.io.WriteToText(os.path.join(output_dir, "totals"))
             )
-        rows = []
-        for shard in glob.glob(os.path.join(output_dir, "totals*")):
-            with open(shard, encoding="utf-8") as handle:
-                for line in handle:
-                    key, window_ms, count, total = line.rstrip("\n").split(",")
-                    rows.append((key, int(window_ms), int(count), int(total)))
-        shutil.rmtree(output_dir, ignore_errors=True)
-        return rows
+        return [
+            (key, int(window_ms), int(count), int(total))
+            for key, window_ms, count, total in read_back(output_dir, "totals")
+        ]
 
     return run
 
@@ -328,9 +324,7 @@ class Outcome:
             self.others_cores = watch.others_cores
 
     def fail(self, error: Exception) -> None:
-        traceback.print_exc(file=sys.stderr)
-        text = str(error).strip()
-        self.problem = f"failed: {type(error).__name__}: {text.splitlines()[0] if text else ''}"
+        self.problem = failure(error)
         self.seconds = None
 
 
@@ -428,13 +422,10 @@ def format_table(events: int, outcomes: list[Outcome]) -> str:
             continue
         vs_sparkbeam = f"{o.seconds / reference:.2f}x" if reference else "-"
         vs_fastest = f"{o.seconds / fastest:.2f}x" if fastest and not o.disagrees else "-"
-        peak = f"{o.peak_mb:.0f}" if o.peak_mb is not None else "-"
-        others = f"{o.others_cores:.2f}" if o.others_cores is not None else "-"
-        cpu = f"{o.cpu_seconds:.1f}" if o.cpu_seconds is not None else "-"
-        runs = "" if len(o.runs) < 2 else f" (runs: {', '.join(f'{s:.2f}' for s in o.runs)})"
         lines.append(
             f"{o.peer:<17} {o.seconds:>8.2f} {events / o.seconds:>10,.0f} {vs_sparkbeam:>12} "
-            f"{vs_fastest:>10} {cpu:>7} {peak:>8} {others:>6}  {o.problem or 'agrees'}{runs}"
+            f"{vs_fastest:>10} {cell(o.cpu_seconds, '.1f'):>7} {cell(o.peak_mb, '.0f'):>8} "
+            f"{cell(o.others_cores, '.2f'):>6}  {o.problem or 'agrees'}{runs_note(o.runs)}"
         )
     rows_peer = next((o.seconds for o in timed if o.peer == "sparkbeam-rows"), None)
     if rows_peer is not None and dataframe is not None:

@@ -23,7 +23,9 @@ __all__ = [
     "MachineWatch",
     "PeerProfile",
     "driver_peak_rss_mb",
+    "load_average",
     "median_slope",
+    "percentile",
     "process_tree",
     "pss_mb",
     "rss_mb",
@@ -250,6 +252,17 @@ def median_slope(xs: list[float], ys: list[float]) -> float:
         return float("nan")
     middle = len(slopes) // 2
     return slopes[middle] if len(slopes) % 2 else (slopes[middle - 1] + slopes[middle]) / 2
+
+
+def percentile(values: list[float], share: float) -> float:
+    """The value below which ``share`` of ``values`` lie (nearest rank); nan for none."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else float("nan")
+
+
+def load_average() -> str:
+    """The machine's load averages over 1, 5 and 15 minutes, for a run's printed context."""
+    return " ".join(f"{load:.2f}" for load in os.getloadavg())
 
 
 def driver_peak_rss_mb() -> float:

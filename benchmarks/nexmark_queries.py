@@ -29,7 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
 
-from measuring import start_spark  # noqa: E402  (a sibling module, after the path is set)
+from measuring import load_average, start_spark  # noqa: E402  (a sibling module, after the path is set)
 from workloads import BUSY_ELSEWHERE_WARNING  # noqa: E402
 
 
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     from tests.oracle import run_beam
 
     chosen = {int(q) for q in args.queries.split(",") if q.strip()} or {query.number for query in QUERIES}
-    print(f"python {sys.version.split()[0]} on {os.cpu_count()} cores, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"python {sys.version.split()[0]} on {os.cpu_count()} cores, load average {load_average()}")
     spark = start_spark(args.master, [], "sparkbeam-nexmark")
     workdir = tempfile.mkdtemp(prefix="sparkbeam-nexmark-")
     path = str(write_events(os.path.join(workdir, "events.json"), NexmarkConfig(events=args.events, seed=args.seed)))

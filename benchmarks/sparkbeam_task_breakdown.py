@@ -127,16 +127,16 @@ def _on_driver(blob: bytes) -> list:
 
 
 def sparkbeam_phases(splits: list[list[bytes]], partitions: int) -> Phases:
+    from pyspark.serializers import AutoBatchedSerializer, CPickleSerializer
+
     import sparkbeam as beam
     from sparkbeam import window
     from sparkbeam.runners.core.holds import HoldPolicy
     from sparkbeam.runners.core.metrics import step_scoped
     from sparkbeam.runners.core.ops import lower
     from sparkbeam.runners.core.plan import plan_stages
-    from sparkbeam.runners.core.timeline import Emission
+    from sparkbeam.runners.core.timeline import StepEmissions
     from sparkbeam.runners.spark import batch_grouping, stage_records, worker
-    from sparkbeam.utils.timestamp import Timestamp
-    from sparkbeam.utils.windowed_value import new_windowed_value
 
     class CountAndSum(CountAndSumLogic, beam.CombineFn):
         pass
@@ -199,24 +199,11 @@ def sparkbeam_phases(splits: list[list[bytes]], partitions: int) -> Phases:
         return phases.run(TO_DRIVER, lambda: _to_driver(list(stage_records.as_plain_tuples(panes))))
 
     def on_driver(phases: Phases, blobs: list[bytes]) -> None:
-        received = phases.run(
-            UNPICKLE, lambda: [new_windowed_value(fields) for blob in blobs for fields in _on_driver(blob)]
-        )
-        # As StepLoop records a captured PCollection's elements.
-        emissions = phases.run(
-            EMISSIONS,
-            lambda: [
-                Emission(
-                    wv.value,
-                    Timestamp.from_micros(wv.timestamp_micros),
-                    wv.windows,
-                    wv.pane_info,
-                    0,
-                    0,
-                )
-                for wv in received
-            ],
-        )
+        # As SparkBackend.collect reads them: WindowedValues again, the GC paused meanwhile.
+        elements = stage_records.ElementsToTheDriver(AutoBatchedSerializer(CPickleSerializer()))
+        received = phases.run(UNPICKLE, lambda: [wv for blob in blobs for wv in elements.load_stream(io.BytesIO(blob))])
+        # As StepLoop records a captured PCollection's elements, and as the benchmark reads them.
+        emissions = phases.run(EMISSIONS, lambda: list(StepEmissions(list(received), 0, 0)))
         phases.run(
             ROWS,
             lambda: [(e.value[0], e.window.start.micros // 1000, *e.value[1]) for e in emissions],

@@ -29,10 +29,8 @@ peer ran and agreed, 1 when results disagree, 2 when a peer failed or was unavai
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import random
-import shutil
 import sys
 import tempfile
 import time
@@ -46,20 +44,22 @@ import attrs
 # streaming benchmark's.
 from batch_windowed_scores import measure_size
 from measuring import driver_peak_rss_mb
-from streaming_windowed_scores import Script, SparkbeamPeer, make_script
+from streaming_script import Script, make_script
+from streaming_sparkbeam import SparkbeamPeer
 from workloads import (
     EPOCH_MS,
     HOUR_MS,
     MEAN_DELAY_MS,
     Bench,
     Event,
-    PeerUnavailable,
     Row,
     Totals,
     add_common_arguments,
     make_workdir,
     parse_common,
     prepare_peers,
+    read_back,
+    require_apache_beam,
     share_behind,
     start_bench,
     stop_bench,
@@ -202,19 +202,15 @@ def prepare_sparkbeam(bench: Bench, *, streaming: bool) -> RunFn:
 
 
 def prepare_beam(bench: Bench) -> RunFn:
-    try:
-        import apache_beam as ab
-        from apache_beam.options.pipeline_options import PipelineOptions
-        from apache_beam.runners.portability.fn_api_runner import FnApiRunner
-        from apache_beam.transforms import userstate
-    except ImportError as error:
-        msg = f"Apache Beam is not installed ({error}); pip install apache-beam"
-        raise PeerUnavailable(msg) from None
+    require_apache_beam()
+    import apache_beam as ab
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.runners.portability.fn_api_runner import FnApiRunner
+    from apache_beam.transforms import userstate
 
     dedup = dedup_fn(ab, userstate)
 
     def run(workload: Workload) -> list[Row]:
-        # Beam pickles its DoFns with their globals: results travel by file.
         output_dir = tempfile.mkdtemp(prefix="beam-out-", dir=bench.workdir)
         with ab.Pipeline(runner=FnApiRunner(), options=PipelineOptions([])) as pipeline:
             (
@@ -226,14 +222,7 @@ def prepare_beam(bench: Bench) -> RunFn:
                 | "AsLine" >> ab.Map(lambda kept: ",".join(map(str, kept)))
                 | "Write" >> ab.io.WriteToText(os.path.join(output_dir, "kept"))
             )
-        rows = []
-        for shard in glob.glob(os.path.join(output_dir, "kept*")):
-            with open(shard, encoding="utf-8") as handle:
-                for line in handle:
-                    name, window_ms, copies = line.rstrip("\n").split(",")
-                    rows.append(as_row((name, int(window_ms), int(copies))))
-        shutil.rmtree(output_dir, ignore_errors=True)
-        return rows
+        return [as_row((name, int(window_ms), int(copies))) for name, window_ms, copies in read_back(output_dir, "kept")]
 
     return run
 

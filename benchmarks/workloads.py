@@ -9,28 +9,32 @@ have in common, so that a size and a seed give the same events in every benchmar
 - the combine logic every SDK's CombineFn mixes in (``CountAndSumLogic``);
 - the peers' plumbing: ``Bench`` (the shared SparkSession), ``start_bench``,
   ``prepare_peers``, ``PeerUnavailable``, ``compare`` (a peer's rows against the oracle);
-- the command's common options (``add_common_arguments``) and table helpers.
+- the command's common options (``add_common_arguments``) and table helpers (``cell``,
+  ``runs_note``, ``busy_warning``, ``failure``).
 
 Executors cannot import this module (only the driver has benchmarks/ on its path), so its
-functions and classes are pickled by value, as a script's own (``__main__``) are.
+functions and classes are pickled by value, as a script's own (``__main__``) are
+(``pickle_by_value``, which the peer modules call too).
 """
 
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import random
 import shutil
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 import attrs
 
 # A sibling module: run as a file, a benchmark has its own directory on sys.path.
-from measuring import start_spark
+from measuring import load_average, start_spark
 
 __all__ = [
     "BUSY_ELSEWHERE_WARNING",
@@ -46,12 +50,18 @@ __all__ = [
     "Totals",
     "add_common_arguments",
     "busy_warning",
+    "cell",
     "compare",
     "expected_totals",
+    "failure",
     "generate_events",
-    "make_workdir",
+        "make_workdir",
     "parse_common",
+    "pickle_by_value",
     "prepare_peers",
+    "read_back",
+    "require_apache_beam",
+    "runs_note",
     "share_behind",
     "start_bench",
     "stop_bench",
@@ -184,12 +194,34 @@ class PeerUnavailable(Exception):
     """A peer cannot run here (a missing package); the others still run."""
 
 
+def read_back(output_dir: str, prefix: str) -> list[list[str]]:
+    """The comma-separated fields of every line that a Beam peer's ``WriteToText`` wrote to
+    ``output_dir/prefix*`` (Beam pickles its DoFns with their globals, so results travel by
+    file); the directory is removed after."""
+    fields: list[list[str]] = []
+    for shard in glob.glob(os.path.join(output_dir, f"{prefix}*")):
+        with open(shard, encoding="utf-8") as handle:
+            fields.extend(line.rstrip("\n").split(",") for line in handle)
+    shutil.rmtree(output_dir, ignore_errors=True)
+    return fields
+
+
+def require_apache_beam() -> None:
+    """For a peer that runs Beam: ``PeerUnavailable``, saying how to install it, when
+    ``apache_beam`` is not installed."""
+    try:
+        import apache_beam  # noqa: F401
+    except ImportError as error:
+        msg = f"Apache Beam is not installed ({error}); pip install apache-beam"
+        raise PeerUnavailable(msg) from None
+
+
 def start_bench(args: argparse.Namespace, workdir: str, app_name: str, partitions_are: str, settings: dict[str, str] | None = None) -> Bench:
     """Print the machine, start the shared SparkSession (not in any peer's time) with the
     shuffle width every Spark peer uses, and print what it is."""
     print(
         f"python {sys.version.split()[0]} on {os.cpu_count()} cores, load average "
-        f"{' '.join(f'{load:.2f}' for load in os.getloadavg())}; peers: {', '.join(args.peers)}"
+        f"{load_average()}; peers: {', '.join(args.peers)}"
     )
     started = time.perf_counter()
     spark = start_spark(args.master, args.spark_conf, app_name, settings)
@@ -241,6 +273,23 @@ def prepare_peers(
             unavailable[name] = f"unavailable: {error}"
             print(f"  {name}: {unavailable[name]}")
     return peers, unavailable
+
+
+def failure(error: Exception) -> str:
+    """How a peer failed, in one line for the table; the whole traceback goes to stderr."""
+    traceback.print_exc(file=sys.stderr)
+    text = str(error).strip()
+    return f"failed: {type(error).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def cell(value: float | None, spec: str) -> str:
+    """A table cell: the figure in ``spec`` (e.g. ``".2f"``), or ``-`` when there is none."""
+    return "-" if value is None else format(value, spec)
+
+
+def runs_note(runs: list[float]) -> str:
+    """Every timed run's seconds, after the result, when there was more than one."""
+    return "" if len(runs) < 2 else f" (runs: {', '.join(f'{s:.2f}' for s in runs)})"
 
 
 def busy_warning(others_cores: dict[str, float | None]) -> list[str]:
@@ -309,12 +358,15 @@ def parse_common(parser: argparse.ArgumentParser, argv: list[str] | None, peers:
     return args
 
 
-def _pickled_by_value() -> None:
+def pickle_by_value(module_name: str) -> None:
+    """Have PySpark pickle the functions and classes of a benchmark module by value, as a
+    script's own (``__main__``) are: executors cannot import it (only the driver has
+    benchmarks/ on its path). Each module that builds what runs on executors calls it."""
     try:
         from pyspark import cloudpickle
     except ImportError:  # a peer that needs no Spark (the task breakdown) still imports this
         return
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    cloudpickle.register_pickle_by_value(sys.modules[module_name])
 
 
-_pickled_by_value()
+pickle_by_value(__name__)

@@ -24,10 +24,16 @@ import collections
 import json
 import logging
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sparkbeam.runners.core.timeline import Emission, Emissions, Timeline, WatermarkRecord
+from sparkbeam.runners.core.timeline import (
+    Emission,
+    Emissions,
+    StepEmissions,
+    Timeline,
+    WatermarkRecord,
+)
 
 __all__ = ["RunHistory", "emission_json", "run_history"]
 
@@ -87,9 +93,10 @@ class RunHistory:
         self.capture_logs = dict(capture_logs or {})
         #: the first step still held; the steps before it are only in the logs
         self.first_step = 0
-        # One entry per step, oldest first: (step, what that step recorded or emitted).
+        # One entry per step, oldest first: (step, what that step recorded or emitted); a
+        # step's emissions are usually held as its elements (``StepEmissions``).
         self._records: collections.deque[tuple[int, list[WatermarkRecord]]] = collections.deque()
-        self._emissions: dict[int, collections.deque[tuple[int, list[Emission]]]] = {
+        self._emissions: dict[int, collections.deque[tuple[int, Sequence[Emission]]]] = {
             pcoll: collections.deque() for pcoll in captured
         }
         # Sizes the capture logs had at the checkpoint a run resumes from (None: a fresh run).
@@ -107,12 +114,13 @@ class RunHistory:
     def captures(self, pcoll: int) -> bool:
         return pcoll in self._emissions
 
-    def add_emissions(self, pcoll: int, step: int, rows: list[Emission]) -> None:
+    def add_emissions(self, pcoll: int, step: int, rows: Sequence[Emission]) -> None:
         if not rows:
             return
         kept = self._emissions[pcoll]
         if kept and kept[-1][0] == step:
-            kept[-1][1].extend(rows)
+            held = kept[-1][1]
+            kept[-1] = (step, held.joined(rows) if isinstance(held, StepEmissions) else [*held, *rows])
         else:
             kept.append((step, rows))
 
@@ -152,7 +160,10 @@ class RunHistory:
         """Each captured PCollection's kept emissions, by id (``labels``: id -> its label)."""
         return {
             pcoll: Emissions(
-                labels[pcoll], self.emitted_rows(pcoll), first_step=self.first_step, log_path=self.capture_logs.get(pcoll)
+                labels[pcoll],
+                steps=[rows for _, rows in self._emissions[pcoll]],
+                first_step=self.first_step,
+                log_path=self.capture_logs.get(pcoll),
             )
             for pcoll in self._emissions
         }

@@ -28,8 +28,8 @@ from sparkbeam.runners.core.holds import output_watermark
 from sparkbeam.runners.core.metrics import RunMetrics
 from sparkbeam.runners.core.plan import Stage, StagePlan
 from sparkbeam.runners.core.sources import SourceEmission, SourceReport, SourceState
-from sparkbeam.runners.core.timeline import Emission, WatermarkRecord
-from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp
+from sparkbeam.runners.core.timeline import StepEmissions, WatermarkRecord
+from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
 from sparkbeam.utils.windowed_value import WindowedValue
 
 __all__ = ["Backend", "StageResult", "StageSummary", "StepHooks", "StepLoop", "StepParams"]
@@ -410,14 +410,8 @@ class StepLoop:
             if pcoll in self.side_contents:
                 self.side_contents[pcoll].extend(elements)
             if self.history.captures(pcoll):
-                self.history.add_emissions(
-                    pcoll,
-                    step,
-                    [
-                        Emission(wv.value, Timestamp.from_micros(wv.timestamp_micros), wv.windows, wv.pane_info, step, wall)
-                        for wv in elements
-                    ],
-                )
+                # Held as the elements (a list of its own), made Emissions when read.
+                self.history.add_emissions(pcoll, step, StepEmissions(list(elements), step, wall))
 
     def _settle(
         self,

@@ -65,7 +65,7 @@ from sparkbeam.runners.spark.counters import read_and_release
 from sparkbeam.runners.spark.errors import user_errors
 from sparkbeam.runners.spark.state_chunks import unpack_state
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP
-from sparkbeam.utils.windowed_value import WindowedValue, new_windowed_value
+from sparkbeam.utils.windowed_value import WindowedValue
 
 __all__ = ["SPARK", "Dataset", "SparkBackend"]
 
@@ -167,9 +167,10 @@ class SparkBackend:
             return dataset.collected
         if dataset.known_empty:
             return []
+        plain = dataset.rdd.mapPartitions(stage_records.as_plain_tuples)
+        plain._jrdd_deserializer = stage_records.ElementsToTheDriver(plain._jrdd_deserializer)
         with user_errors():
-            fetched = dataset.rdd.mapPartitions(stage_records.as_plain_tuples).collect()
-        return [new_windowed_value(fields) for fields in fetched]
+            return plain.collect()
 
     # -- stages ------------------------------------------------------------------------
     def run_stage(
@@ -252,7 +253,10 @@ class SparkBackend:
         ``upstream``: that body, for a batch grouping to run in its own pass when it alone
         reads the output."""
         (pcoll,) = stage.outputs
-        if wanted or stage.shared_outputs:
+        # Persisted only when read more than once (``shared_outputs`` counts the collect of
+        # a captured or side-input output as a reader): an output only collected is read by
+        # that one job, and storing it would pickle every element twice more on its way.
+        if stage.shared_outputs:
             rdd = rdd.persist()
             self.step_cache.append(rdd)
             upstream = None

@@ -10,10 +10,15 @@ backend (``backend.py``) runs one computation and reads it several ways.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
+from pyspark.serializers import Serializer
 
 from sparkbeam.runners.core.execution import kind_of
 from sparkbeam.runners.core.plan import Stage
@@ -21,10 +26,12 @@ from sparkbeam.runners.core.records import Parked, ReleaseAt, Summary
 from sparkbeam.runners.core.steps import StageSummary
 from sparkbeam.runners.spark.state_chunks import is_state
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP
-from sparkbeam.utils.windowed_value import WindowedValue
+from sparkbeam.utils.windowed_value import WindowedValue, new_windowed_value
 
 __all__ = [
+    "ElementsToTheDriver",
     "as_plain_tuples",
+    "gc_paused",
     "materialise",
     "parked",
     "reports_and",
@@ -74,6 +81,55 @@ def as_plain_tuples(elements: Any) -> Any:
     three times the cost. The driver rebuilds them (``SparkBackend.collect``)."""
     for wv in elements:
         yield tuple(wv)
+
+
+_PAUSES = 0
+_RESUME_GC = False
+_PAUSES_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic GC off for the block (nested or in several threads: off until the last
+    such block ends, then back on if it was on before the first)."""
+    global _PAUSES, _RESUME_GC
+    with _PAUSES_LOCK:
+        if _PAUSES == 0:
+            _RESUME_GC = gc.isenabled()
+            gc.disable()
+        _PAUSES += 1
+    try:
+        yield
+    finally:
+        with _PAUSES_LOCK:
+            _PAUSES -= 1
+            if _PAUSES == 0 and _RESUME_GC:
+                gc.enable()
+
+
+class ElementsToTheDriver(Serializer):
+    """How the elements collected from a stage (as ``as_plain_tuples`` sends them) travel:
+    written by the workers with PySpark's serializer, read on the driver by the same, each
+    made a ``WindowedValue`` again, with the cyclic GC paused while they arrive.
+
+    Everything the driver collects lives on (captured, or a side input), so the GC's passes
+    while it arrives free nothing; but each pass over the old generation rescans all of it,
+    and the passes come more often the more arrives: 60,000 results cost about 0.3 s of
+    them. Paused, the GC scans them once when it resumes.
+    """
+
+    def __init__(self, serializer: Serializer) -> None:
+        self.serializer = serializer
+
+    def dump_stream(self, iterator: Any, stream: Any) -> Any:
+        return self.serializer.dump_stream(iterator, stream)
+
+    def load_stream(self, stream: Any) -> Iterator[WindowedValue]:
+        with gc_paused():
+            yield from map(new_windowed_value, self.serializer.load_stream(stream))
+
+    def __repr__(self) -> str:
+        return f"ElementsToTheDriver({self.serializer!r})"
 
 
 def parked(records: Any) -> Any:

@@ -37,15 +37,7 @@ SELECTED = [
 ]
 
 #: how an example fails on sparkbeam's runner, where it does
-GAPS: dict[str, Gap] = {
-    "wordcount/wordcount_dataframe": Gap(
-        AssertionError,
-        r"unexpected \(we have, Beam lacks\):\s+'word,count'",
-        "its batched DoFns (the DataFrame API's) now run, but the CSV files differ in their "
-        "header lines: sparkbeam's have a 'word,count' line more, Beam's an empty line more "
-        "(not investigated yet)",
-    ),
-}
+GAPS: dict[str, Gap] = {}
 
 BY_ID = {example.id: example for example in ALL}
 

@@ -11,11 +11,16 @@ import sparkbeam as beam
 from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.runners.core.history import RunHistory, emission_json
 from sparkbeam.runners.core.memory import run_in_memory
-from sparkbeam.runners.core.timeline import Emission, TrimmedHistoryError, WatermarkRecord
+from sparkbeam.runners.core.timeline import (
+    Emission,
+    StepEmissions,
+    TrimmedHistoryError,
+    WatermarkRecord,
+)
 from sparkbeam.testing.test_stream import TestStream
 from sparkbeam.transforms import window
 from sparkbeam.utils.timestamp import Timestamp
-from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN
+from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
 
 S = 1_000_000
 BATCHES = 8
@@ -167,3 +172,47 @@ def test_bad_retention_and_capture_logs_are_refused_by_name(tmp_path):
         beam.capture(first, log=str(tmp_path / "other.jsonl"))
     with pytest.raises(TypeError, match=r"capture\(B\): log must be a file path, got 3"):
         beam.capture(second, log=3)
+
+
+def _step_elements(step: int) -> list[WindowedValue]:
+    minute = window.IntervalWindow(0, 60)
+    return [WindowedValue((f"k{n}", n), 60 * S - 1, (minute,)) for n in range(3)]
+
+
+def test_a_steps_emissions_are_held_as_its_elements_and_made_when_read(monkeypatch):
+    made = []
+    history = RunHistory([7])
+    elements = _step_elements(2)
+    history.add_emissions(7, 2, StepEmissions(elements, 2, 5 * S))
+    eager = [Emission(wv.value, wv.timestamp, wv.windows, wv.pane_info, 2, 5 * S) for wv in elements]
+
+    original = Emission.__init__
+
+    def counting(self, *args):
+        made.append(args[0])
+        original(self, *args)
+
+    monkeypatch.setattr(Emission, "__init__", counting)
+    emissions = history.emitted({7: "Sum"})[7]
+    assert len(emissions) == 3 and emissions.values() == [wv.value for wv in elements]
+    assert made == []  # nothing made until read
+    assert list(emissions) == eager and emissions.at_step(2) == eager and emissions.at_step(1) == []
+    assert emissions.rows == eager and list(emissions) == eager
+    # Read as they are made: the distinct timestamp is one object.
+    assert len({id(e.timestamp) for e in emissions}) == 1
+    assert repr(emissions) == "<Emissions of Sum: 3 elements>"
+
+
+def test_a_steps_emissions_collected_twice_are_joined_and_survive_a_checkpoint():
+    history = RunHistory([7])
+    history.add_emissions(7, 2, StepEmissions(_step_elements(2), 2, 5 * S))
+    history.add_emissions(7, 2, StepEmissions(_step_elements(2)[:1], 2, 5 * S))
+    history.add_emissions(7, 3, [emission(3, "v3")])
+    history.add_emissions(7, 3, StepEmissions(_step_elements(3)[:1], 3, 3 * S))
+    saved = pickle.loads(pickle.dumps(history.snapshot()))
+    resumed = RunHistory([7])
+    resumed.restore(saved)
+    rows = resumed.emitted_rows(7)
+    assert [(e.value, e.step) for e in rows] == [(("k0", 0), 2), (("k1", 1), 2), (("k2", 2), 2), (("k0", 0), 2), ("v3", 3), (("k0", 0), 3)]
+    assert [type(kept) for _, kept in saved["emissions"][7]] == [StepEmissions, list]
+    assert StepEmissions(_step_elements(2), 2, 0)[1:] == [StepEmissions(_step_elements(2), 2, 0)[n] for n in (1, 2)]

@@ -70,3 +70,25 @@ def test_updates_combine_by_kind_and_travel_pickled():
     assert updates.combine(later).gauges[key("g")].value == 9  # the latest set wins
     with pytest.raises(TypeError, match="takes strings, got 3"), MetricsEnvironment.container_scope(container):
         strings.add(3)
+
+
+def test_the_failed_attempts_listener_stops_without_the_default_half_second_wait(monkeypatch):
+    import socketserver
+
+    from sparkbeam.metrics.execution import MetricUpdates
+    from sparkbeam.runners.spark import metrics as spark_metrics
+
+    intervals = []
+    serve = socketserver.BaseServer.serve_forever
+
+    def watched(self, poll_interval=0.5):
+        intervals.append(poll_interval)
+        serve(self, poll_interval)
+
+    monkeypatch.setattr(socketserver.BaseServer, "serve_forever", watched)
+    reports = spark_metrics.AttemptReports("127.0.0.1")
+    try:
+        spark_metrics.MetricsChannel(None, reports.address, reports.token).report_failure(MetricUpdates())
+    finally:
+        reports.close()
+    assert intervals == [spark_metrics.SHUTDOWN_POLL_SECONDS] and spark_metrics.SHUTDOWN_POLL_SECONDS <= 0.05

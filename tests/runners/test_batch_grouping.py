@@ -413,6 +413,8 @@ def test_a_full_table_flushes_from_the_stamped_path_too(monkeypatch):
 
 
 def test_the_spark_backend_hands_a_batch_grouping_the_body_it_alone_reads(monkeypatch):
+    import attrs
+
     import sparkbeam as beam
     from sparkbeam.runners.core.ops import lower
     from sparkbeam.runners.core.plan import plan_stages
@@ -439,10 +441,120 @@ def test_the_spark_backend_hands_a_batch_grouping_the_body_it_alone_reads(monkey
     body = batch_grouping.UpstreamBody(_Rdd(), upstream, None, None, pcoll)
     (alone,) = backend._bare_output(upstream, _Rdd(), False, frozenset(), body).values()
     assert alone.upstream is body
-    # Collected (or read by another reader too): the body's output is kept, and run apart.
-    (wanted,) = backend._bare_output(upstream, _Rdd(), False, frozenset({pcoll}), body).values()
-    assert wanted.upstream is None
+    # Read by another reader too (a collect counts): the body's output is kept, and run apart.
+    shared = attrs.evolve(upstream, shared_outputs=(pcoll,))
+    (kept,) = backend._bare_output(shared, _Rdd(), False, frozenset({pcoll}), body).values()
+    assert kept.upstream is None
     handed = []
     monkeypatch.setattr(batch_grouping, "group", lambda *args: handed.append(args[-1]) or _Rdd())
     backend._run_batch_grouping(grouping, grouping.grouping, alone, None, frozenset())
     assert handed == [body]
+
+
+def test_panes_of_a_window_share_one_windows_tuple_and_are_built_whole():
+    op = _op(SumFn())
+    partials, _, holder, holds = _precombined(op, _elements())
+    merged = batch_grouping._merge_partials(op, holder, holds, 64, partials)
+    panes = list(batch_grouping._panes(op, holder, holds, merged))
+    first = [wv for wv in panes if wv.windows == (IntervalWindow(0, 10),)]
+    assert sorted(wv.value for wv in first) == [("a", 4), ("b", 2)]
+    # One tuple per window: pickled for the driver once per batch, held once there.
+    assert first[0].windows is first[1].windows
+    assert all(type(wv) is WindowedValue for wv in panes)
+
+
+def test_a_window_subclass_keeps_its_own_windows_tuple():
+    op = _op(SumFn())
+    window = _CountingWindow(0, 10)
+    elements = [WindowedValue(("a", 1), 1 * S, (window,)), WindowedValue(("b", 2), 2 * S, (window,))]
+    partials, _, holder, holds = _precombined(op, elements)
+    merged = batch_grouping._merge_partials(op, holder, holds, 64, partials)
+    panes = list(batch_grouping._panes(op, holder, holds, merged))
+    assert [wv.windows[0] for wv in panes] == [window, window]
+    assert panes[0].windows is not panes[1].windows
+
+
+def test_the_driver_reads_collected_elements_whole_with_the_gc_paused():
+    import gc
+    import io
+
+    from pyspark.serializers import AutoBatchedSerializer, CPickleSerializer
+
+    from sparkbeam.runners.spark.stage_records import ElementsToTheDriver, as_plain_tuples
+
+    seen_enabled = []
+
+    class Watching(AutoBatchedSerializer):
+        def load_stream(self, stream):
+            for item in super().load_stream(stream):
+                seen_enabled.append(gc.isenabled())
+                yield item
+
+    serializer = ElementsToTheDriver(Watching(CPickleSerializer()))
+    stream = io.BytesIO()
+    serializer.dump_stream(as_plain_tuples(_elements()), stream)
+    stream.seek(0)
+    assert gc.isenabled()
+    back = list(serializer.load_stream(stream))
+    assert back == _elements() and all(type(wv) is WindowedValue for wv in back)
+    assert seen_enabled == [False] * len(_elements())
+    assert gc.isenabled()
+
+
+def test_a_gc_pause_nests_and_leaves_a_disabled_gc_disabled():
+    import gc
+
+    from sparkbeam.runners.spark.stage_records import gc_paused
+
+    with gc_paused():
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+def test_panes_extract_in_their_step_without_the_scoped_wrapper(monkeypatch):
+    from sparkbeam.runners.core.metrics import StepScopedCombineFn
+
+    seen = []
+    wrapped = []
+
+    class _Recording(SumFn):
+        def extract_output(self, accumulator):
+            seen.append(_CURRENT.step)
+            return accumulator
+
+    monkeypatch.setattr(StepScopedCombineFn, "_in", lambda self, *args: wrapped.append(args) or args[1](*args[2:]))
+    op = _op(_Recording())
+    partials, _, holder, holds = _precombined(op, _elements())
+    merged = list(batch_grouping._merge_partials(op, holder, holds, 64, partials))
+    wrapped.clear()
+    _CURRENT.step = "outer"
+    steps_while_yielded = [_CURRENT.step for _ in batch_grouping._panes(op, holder, holds, merged)]
+    assert seen == ["Sum/ExtractOutputs"] * 3 and wrapped == []
+    # Between panes the step is the consumer's (the stage's body runs in its own).
+    assert steps_while_yielded == ["outer"] * 3 and _CURRENT.step == "outer"
+
+
+def test_the_merge_after_the_shuffle_runs_with_the_gc_paused():
+    import gc
+
+    paused = []
+
+    class _Recording(SumFn):
+        def merge_accumulators(self, accumulators):
+            paused.append(not gc.isenabled())
+            return super().merge_accumulators(accumulators)
+
+    op = _op(_Recording())
+    partials, _, holder, holds = _precombined(op, _elements())
+    panes = list(batch_grouping._merge_partials(op, holder, holds, 64, partials + partials))
+    assert sorted(accumulator for _, (accumulator, _) in panes) == [4, 8, 18]
+    assert paused == [True] * 3 and gc.isenabled()
