@@ -1,16 +1,19 @@
-"""Beam's ``ReadFromText`` at its defaults, read range by range with no Python step per line.
+"""Beam's ``ReadFromText`` at its defaults, read in byte ranges with no Python step per line
+in the reading itself.
 
-Beam splits a text file into byte ranges of about a bundle's size (``reads.source_bundles``)
-and its ``_TextSource`` reads each range a line at a time, through a buffer object, a range
-tracker and the coder: about 1.4 µs a line, more than everything else the batch benchmark
-does per event. Where the source is at its defaults (``text_ranges``), sparkbeam keeps
-Beam's ranges but reads each one in a few calls that run in C (``range_lines``): one read
-of the range's bytes, one strict UTF-8 decode, ``\\r\\n`` made ``\\n`` and one split. The
-result is exactly Beam's, by the rules Beam's reader follows at those settings:
+Beam splits a text file into byte ranges (``reads.source_bundles``) and its ``_TextSource``
+reads each range a line at a time, through a buffer object, a range tracker and the coder:
+about 1.4 µs a line, more than everything else the batch benchmark does per event. Where
+the source is at its defaults (``text_ranges``: Beam's own split says which files, and that
+they are uncompressed), sparkbeam reads byte ranges of those files in a few calls that run
+in C (``range_lines``): one read of the range's bytes, one strict UTF-8 decode, ``\\r\\n``
+made ``\\n`` and one split. The result is exactly Beam's for the same range, by the rules
+Beam's reader follows at those settings:
 
 - a range owns the lines that *start* inside it: a line starts at offset 0 or just after a
   ``\\n``; a range starting at ``s > 0`` skips to the first ``\\n`` at or after ``s - 1``,
-  and its last line runs past its end to the next ``\\n`` (or the end of the file);
+  and its last line runs past its end to the next ``\\n`` (or the end of the file). So the
+  lines of a file are the same however it is cut into ranges;
 - a line ends at ``\\n``; one ``\\r`` just before that ``\\n`` is dropped; a lone ``\\r``
   (a last one too) stays in the line; an empty last line (the file ends with ``\\n``) is
   no line;
@@ -21,16 +24,20 @@ result is exactly Beam's, by the rules Beam's reader follows at those settings:
 
 Any other setting (a header to skip or match, another coder, a delimiter or escape
 character, lines kept with their ends, a compressed file, a subclass of ``_TextSource``)
-keeps Beam's own reader (``reads.ReadBundles``). ``ReadTextRanges`` runs in a fused body
-as a ParDo of its own (``_join_read_text_ranges``): no user code runs there, so each
-line goes on as the input's value would, with the range's timestamp, windows and pane,
-with no DoFn machinery per line.
+keeps Beam's own reader (``reads.ReadBundles``).
+
+The ranges are read as a bounded source of the engine (``TextRangesSource`` under a
+``BoundedSourceReadOp``), not by a ParDo over ranges: a ParDo's outputs for one input (a
+range's tens of thousands of lines) are all held at the end of its fused stage before they
+go on, and that many objects alive at once set Python's cyclic GC scanning again and again
+(a third of the map side's time in the batch benchmark). A source's elements enter their
+stage one by one instead, as Spark's lines enter sparkbeam's own ``ReadFromText``.
 """
 
 from __future__ import annotations
 
-from collections import deque
-from itertools import repeat
+import itertools
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -39,13 +46,11 @@ from apache_beam.io import filebasedsource, textio
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 
+from sparkbeam.io.iobase import BoundedSource, SourceBundle
+from sparkbeam.io.range_trackers import OffsetRangeTracker
 from sparkbeam.runners.beam.plain import augmented
-from sparkbeam.runners.core.errors import UserCodeError
-from sparkbeam.runners.core.execution import BodyBuilder, register_kind
-from sparkbeam.runners.core.ops import ParDoOp
-from sparkbeam.utils.windowed_value import WindowedValue, new_windowed_value
 
-__all__ = ["ReadTextRangesOp", "TextRange", "range_lines", "text_ranges"]
+__all__ = ["TextRange", "TextRangesSource", "range_lines", "text_ranges"]
 
 #: how much more of a file is read at a time to find the end of a range's last line
 _TAIL_CHUNK = 1 << 16
@@ -160,48 +165,66 @@ def range_lines(handle: Any, start: int, stop: int) -> list[str]:
     return lines
 
 
-class ReadTextRanges:
-    """Reads one ``TextRange`` per call: the FlatMap that ``ReadTextRangesOp`` runs. A
-    failure is named after the reading step, as Beam's DoFnRunner names it."""
+#: bytes read at a time within a bundle: a block's lines are held at once
+_BLOCK = 1 << 20
 
-    def __init__(self, label: str) -> None:
+
+def _cut(path: str, start: int, stop: int, size: int) -> list[TextRange]:
+    """``[start, stop)`` of ``path`` in consecutive ranges of about ``size`` bytes."""
+    count = max(1, -(-(stop - start) // max(1, size)))
+    bounds = [start + (stop - start) * i // count for i in range(count + 1)]
+    return [TextRange(path, low, high) for low, high in itertools.pairwise(bounds) if low < high]
+
+
+class TextRangesSource(BoundedSource):
+    """Byte ranges of text files (``text_ranges``) as a bounded source of their lines, read
+    by the engine's ``BoundedSourceReadOp``: split on the driver when the run starts into
+    about one bundle per reader, each bundle's lines read on an executor a block at a time
+    (``range_lines``) and handed on one by one, so that what follows the read in its stage
+    gets them as it gets any source's elements. Which range a line is read in never changes
+    the lines read (a line belongs to the range it starts in), so the ranges are cut anew
+    for the run's readers."""
+
+    def __init__(self, ranges: tuple[TextRange, ...], label: str) -> None:
+        self.ranges = ranges
         self.label = label
 
-    def __call__(self, text_range: TextRange) -> list[str]:
+    def estimate_size(self) -> int:
+        return sum(r.stop - r.start for r in self.ranges)
+
+    def split(self, desired_bundle_size: int, start_position: Any = None, stop_position: Any = None) -> Iterator[SourceBundle]:
+        # Each file's ranges cover it: cut each file's extent anew, then fill bundles.
+        extents: dict[str, list[int]] = {}
+        for r in self.ranges:
+            extent = extents.setdefault(r.path, [r.start, r.stop])
+            extent[0], extent[1] = min(extent[0], r.start), max(extent[1], r.stop)
+        bundle: list[TextRange] = []
+        held = 0
+        for path, (low, high) in extents.items():
+            for piece in _cut(path, low, high, desired_bundle_size):
+                size = piece.stop - piece.start
+                if bundle and held + size > desired_bundle_size:
+                    yield SourceBundle(held, TextRangesSource(tuple(bundle), self.label), None, None)
+                    bundle, held = [], 0
+                bundle.append(piece)
+                held += size
+        if bundle:
+            yield SourceBundle(held, TextRangesSource(tuple(bundle), self.label), None, None)
+
+    def get_range_tracker(self, start_position: Any, stop_position: Any) -> OffsetRangeTracker:
+        # Read whole (sparkbeam splits no bundle while reading it): the tracker is not consulted.
+        return OffsetRangeTracker(0, self.estimate_size())
+
+    def read(self, range_tracker: Any) -> Iterator[str]:
+        """The lines of every range, a block at a time; a failure is named after the
+        reading step, as Beam's DoFnRunner names it."""
         try:
-            with FileSystems.open(text_range.path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
-                return range_lines(handle, text_range.start, text_range.stop)
+            for whole in self.ranges:
+                with FileSystems.open(whole.path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+                    for block in _cut(whole.path, whole.start, whole.stop, _BLOCK):
+                        yield from range_lines(handle, block.start, block.stop)
         except Exception as error:
             raise augmented(error, self.label) from error
 
-
-@attrs.frozen
-class ReadTextRangesOp(ParDoOp):
-    """The FlatMap of ``ReadTextRanges`` over the ranges of a ``ReadFromText``: a ParDo to
-    the planner, which joins a fused body as one call per range (``_join_read_text_ranges``)."""
-
-
-#: runs an iterator to its end at C speed, keeping nothing
-_push_all = deque[object](maxlen=0).extend
-
-
-def _join_read_text_ranges(op: ReadTextRangesOp, body: BodyBuilder) -> None:
-    read = op.dofn.fn
-    label, location = op.label, op.location
-    (source,) = op.inputs
-    (target,) = op.outputs
-    send = body.sender(target)
-
-    def receive(wv: WindowedValue) -> None:
-        text_range = wv[0]
-        try:
-            lines = read(text_range)
-        except Exception as error:
-            raise UserCodeError(label, location, error, text_range) from error
-        # A FlatMap's plain outputs: the input's timestamp, windows and pane, as Beam keeps them.
-        _push_all(map(send, map(new_windowed_value, zip(lines, repeat(wv[1]), repeat(wv[2]), repeat(wv[3])))))
-
-    body.receive(source, receive)
-
-
-register_kind(ReadTextRangesOp, like=ParDoOp, join_body=_join_read_text_ranges)
+    def __repr__(self) -> str:
+        return f"TextRangesSource({len(self.ranges)} ranges, {self.estimate_size()} bytes)"

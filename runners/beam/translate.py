@@ -11,8 +11,9 @@ translated whole:
   the splittable ParDo of Beam's expansion. Beam's expansion would run too (as any
   splittable DoFn), but the split before the run needs no shuffle to spread the bundles
   and reads a quarter faster (the batch benchmark). The reading ParDo is run as a FlatMap
-  by the engine's own DoFnRunner (``plain.py``); the byte ranges of Beam's ``ReadFromText``
-  at its defaults are read by a ParDo of their own instead (``text_ranges.py``).
+  by the engine's own DoFnRunner (``plain.py``); Beam's ``ReadFromText`` at its defaults
+  is read instead as a bounded source of the engine whose lines are read in C
+  (``text_ranges.py``).
 
 Every other composite is walked into, and each primitive is translated by the function
 registered for its type: ``Impulse``, ``ParDo`` (a Beam DoFn run by Beam's DoFnRunner,
@@ -54,10 +55,11 @@ from sparkbeam.runners.beam.plain import BeamFnParDoOp, plain_par_do
 from sparkbeam.runners.beam.reads import ReadBundles, pickled_bundles, source_bundles
 from sparkbeam.runners.beam.splittable import splittable_ops
 from sparkbeam.runners.beam.stateful import stateful_par_do
-from sparkbeam.runners.beam.text_ranges import ReadTextRanges, ReadTextRangesOp, text_ranges
+from sparkbeam.runners.beam.text_ranges import TextRangesSource, text_ranges
 from sparkbeam.runners.beam.windowing import engine_windowfn, engine_windowing
 from sparkbeam.runners.core.errors import UnsupportedError
 from sparkbeam.runners.core.ops import (
+    BoundedSourceReadOp,
     CreateOp,
     FlattenOp,
     GroupOp,
@@ -476,30 +478,28 @@ def _read(t: _Translation, node: Any) -> list[Op] | None:
         except Exception as error:
             msg = f"{where}: splitting {source!r} failed: {type(error).__name__}: {error}"
             raise ValueError(msg) from error
-        bundles_id = t.new_pcoll(f"{node.full_label}.bundles", info.windowing, True)
         location = t.location(node)
         reading_label = _reading_label(node)
-        reading = {
-            "label": reading_label,
-            "location": location,
-            "inputs": (bundles_id,),
-            "outputs": (output_id,),
-            "args": (),
-            "kwargs": {},
-            "output_tags": (None,),
-            "input_windowfn": info.windowing.windowfn,
-        }
-        # Beam's ReadFromText at its defaults: Beam's ranges, each read in a few C calls.
+        # Beam's ReadFromText at its defaults: its files' lines read in C (text_ranges.py).
         ranges = text_ranges(bundles)
         if ranges is not None:
-            return [
-                CreateOp(label=node.full_label, location=location, inputs=(), outputs=(bundles_id,), values=ranges),
-                ReadTextRangesOp(**reading, dofn=_CallableDoFn(ReadTextRanges(reading_label), "FlatMap")),
-            ]
+            reader = TextRangesSource(ranges, reading_label)
+            return [BoundedSourceReadOp(label=reading_label, location=location, inputs=(), outputs=(output_id,), source=reader)]
+        bundles_id = t.new_pcoll(f"{node.full_label}.bundles", info.windowing, True)
         return [
             CreateOp(label=node.full_label, location=location, inputs=(), outputs=(bundles_id,), values=pickled_bundles(bundles)),
             # Run by the engine's own DoFnRunner as a FlatMap (plain.py), as Beam's Map is.
-            BeamFnParDoOp(**reading, dofn=_CallableDoFn(ReadBundles(reading_label), "FlatMap")),
+            BeamFnParDoOp(
+                label=reading_label,
+                location=location,
+                inputs=(bundles_id,),
+                outputs=(output_id,),
+                dofn=_CallableDoFn(ReadBundles(reading_label), "FlatMap"),
+                args=(),
+                kwargs={},
+                output_tags=(None,),
+                input_windowfn=info.windowing.windowfn,
+            ),
         ]
     if isinstance(source, beam.transforms.PTransform):
         return None  # Read of a transform: its expansion

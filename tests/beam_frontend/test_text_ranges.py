@@ -19,10 +19,12 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.utils import timestamp as beam_timestamp
 
 import sparkbeam
+from sparkbeam.io.iobase import read_bundle
 from sparkbeam.runners.beam import text_ranges as text_ranges_module
 from sparkbeam.runners.beam.plain import BeamFnParDoOp
 from sparkbeam.runners.beam.reads import source_bundles
-from sparkbeam.runners.beam.text_ranges import ReadTextRangesOp, TextRange, range_lines, text_ranges
+from sparkbeam.runners.beam.text_ranges import TextRange, TextRangesSource, range_lines, text_ranges
+from sparkbeam.runners.core.ops import BoundedSourceReadOp
 from tests.beam_frontend.engine import emitted_values, run_in_engine
 
 #: pieces of text that meet every rule of Beam's reader: line ends of both kinds, lone
@@ -97,6 +99,26 @@ def test_beams_own_split_of_a_file_gives_its_ranges_and_its_lines(tmp_path):
     assert [(r.start, r.stop) for r in ranges] == [(b.start_position, b.stop_position) for b in bundles]
     read = [line for r in ranges for line in range_lines(io.BytesIO(data), r.start, r.stop)]
     assert read == list(source.read(source.get_range_tracker(None, None)))
+    # For the run, one file is cut anew into one bundle per reader.
+    for readers in (1, 2, 3):
+        assert len(list(TextRangesSource(ranges, "Read").split(-(-len(data) // readers)))) == readers
+
+
+@pytest.mark.parametrize("readers", [1, 2, 3, 50])
+def test_the_source_cut_for_any_number_of_readers_reads_every_files_lines_once(tmp_path, monkeypatch, readers):
+    monkeypatch.setattr(text_ranges_module, "_BLOCK", 97)  # blocks within a bundle, too
+    rng = random.Random(readers)
+    for index in range(4):
+        (tmp_path / f"part-{index}.txt").write_bytes(b"".join(generated(rng) for _ in range(20)))
+    (tmp_path / "part-empty.txt").write_bytes(b"")
+    source = beam.io.ReadFromText(str(tmp_path / "part-*.txt"))._source
+    reader = TextRangesSource(text_ranges(source_bundles(source)), "Read")
+    total = reader.estimate_size()
+    bundles = list(reader.split(-(-total // readers)))
+    assert readers <= len(bundles) <= readers + 4  # a file's last piece may start a bundle of its own
+    assert sum(bundle.weight for bundle in bundles) == total
+    read = sorted(wv.value for bundle in bundles for wv in read_bundle(bundle))
+    assert read == sorted(source.read(source.get_range_tracker(None, None)))
 
 
 @pytest.mark.parametrize(
@@ -139,7 +161,7 @@ def test_read_from_text_at_its_defaults_reads_ranges_keeping_the_ranges_timestam
     sparkbeam.capture(lines)
     plan, loop = run_in_engine(p)
     (reading,) = [op for op in plan.lowered.ops if "SDFBoundedSourceReader" in op.label]
-    assert type(reading) is ReadTextRangesOp
+    assert type(reading) is BoundedSourceReadOp and type(reading.source) is TextRangesSource
     emitted = emitted_values(plan, loop, lines)
     assert {(t.micros, type(w).__name__) for _, t, w in emitted} == {(beam_timestamp.MIN_TIMESTAMP.micros, "GlobalWindow")}
     expected = ["\ufeffcaf\u00e9", "", "\u65e5\u672c\u8a9e", "lone\rcarriage", "", "no final newline\r"]
