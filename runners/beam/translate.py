@@ -391,6 +391,7 @@ def _key_coded_grouping(
             outputs=(encoded,),
             dofn=_CallableDoFn(codec.encode, "Map"),
             bind=codec.encoder,
+            str_pairs_pass=codec.str_pairs_pass,
             args=(),
             kwargs={},
             output_tags=(None,),
