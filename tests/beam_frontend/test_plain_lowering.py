@@ -294,3 +294,25 @@ def test_a_bounded_sources_bundles_are_read_on_the_engines_runner_keeping_beams_
     (reading,) = [op for op in plan.lowered.ops if "SDFBoundedSourceReader" in op.label]
     assert type(reading) is BeamFnParDoOp
     assert sorted(emitted_values(plan, loop, stamped)) == [(0, 0), (1, 10_000_000), (2, 20_000_000)]
+
+
+def test_beams_dofn_runner_converts_a_groupings_one_pane_once_per_bundle_not_per_element(monkeypatch):
+    from sparkbeam.runners.beam import pardo as beam_pardo
+
+    to_beam, to_engine = [], []
+    real_to_beam, real_to_engine = beam_pardo.to_beam_pane, beam_pardo.to_engine_pane
+    monkeypatch.setattr(beam_pardo, "to_beam_pane", lambda pane: to_beam.append(pane) or real_to_beam(pane))
+    monkeypatch.setattr(beam_pardo, "to_engine_pane", lambda pane: to_engine.append(pane) or real_to_engine(pane))
+    p = beam_pipeline()
+    panes = (
+        p
+        | beam.Create([(k, 1) for k in range(20)])
+        | beam.CombinePerKey(sum)
+        | "Pane" >> beam.Map(lambda kv, pane=beam.DoFn.PaneInfoParam: (kv[0], pane.is_first, pane.is_last, pane.timing))
+        | "After" >> beam.Map(lambda x, pane=beam.DoFn.PaneInfoParam: (x, pane.timing))
+    )
+    sparkbeam.capture(panes)
+    plan, loop = run_in_engine(p)
+    on_time = beam.utils.windowed_value.PaneInfoTiming.ON_TIME
+    assert sorted(emitted_values(plan, loop, panes)) == [((k, True, True, on_time), on_time) for k in range(20)]
+    assert len(to_beam) <= 4 and len(to_engine) <= 4  # per runner and bundle, not per element (20)
