@@ -65,23 +65,32 @@ class TextRange:
     stop: int
 
 
+#: the settings of Beam's ``_TextSource`` that ``range_lines`` reads as Beam does
+_DEFAULTS = {
+    "_strip_trailing_newlines": True,
+    "_skip_header_lines": 0,
+    "_header_matcher": None,
+    "_header_processor": None,
+    "_delimiter": None,
+    "_escapechar": None,
+}
+_MISSING = object()
+
+
 def _at_defaults(source: Any) -> bool:
-    return (
-        type(source) is textio._TextSource
-        and source._strip_trailing_newlines is True
-        and type(source._coder) is beam_coders.StrUtf8Coder
-        and not source._skip_header_lines
-        and source._header_matcher is None
-        and source._header_processor is None
-        and source._delimiter is None
-        and source._escapechar is None
-    )
+    # A setting this Beam does not have (another release) keeps Beam's reader.
+    if type(source) is not textio._TextSource or type(getattr(source, "_coder", None)) is not beam_coders.StrUtf8Coder:
+        return False
+    return all(getattr(source, name, _MISSING) == value for name, value in _DEFAULTS.items())
 
 
 def text_ranges(bundles: list[Any]) -> tuple[TextRange, ...] | None:
     """The byte ranges of Beam's ``bundles`` (``SourceBundle``s of a ``ReadFromText``
     source, as ``source.split`` made them) when every one is a range of an uncompressed
-    file whose ``_TextSource`` is at its defaults (see the module docs); else None."""
+    file whose ``_TextSource`` is at its defaults (see the module docs); else None (no
+    bundles either: Beam's reader says what an empty match means)."""
+    if not bundles:
+        return None
     ranges = []
     for bundle in bundles:
         single = bundle.source

@@ -148,6 +148,7 @@ def test_a_compressed_file_keeps_beams_reader(tmp_path):
     plain.write_bytes(b"a\nb\n")
     (found,) = text_ranges(source_bundles(beam.io.ReadFromText(str(plain))._source))
     assert found == TextRange(str(plain), 0, 4)
+    assert text_ranges([]) is None  # nothing matched (or only empty files): Beam's reader says what that means
 
 
 TEXT_WITH_EVERY_LINE_END = "\ufeffcaf\u00e9\r\n\r\n\u65e5\u672c\u8a9e\nlone\rcarriage\n\nno final newline\r".encode()
