@@ -7,7 +7,7 @@ become the elements of a bounded source stage, Spark spreads them over its parti
 ``ReadBundles`` reads each with the source's own range tracker on an executor, run as a
 FlatMap by the engine's DoFnRunner (``plain.py``: a ``TimestampedValue`` the source yields
 keeps its timestamp, as Beam's output handler keeps it). Beam's ``ReadFromText`` at its
-defaults keeps Beam's bundles but reads them with no Python step per line
+defaults is read instead as a bounded source of the engine, its lines read in C
 (``text_ranges.py``).
 """
 
