@@ -283,3 +283,36 @@ def test_a_csv_record_the_general_path_rejects_fails_the_sql_plan_too(spark, tmp
             run(build, sql_plans=sql_plans)
         assert type(caught.value).__name__ == error, (sql_plans, caught.value)
         assert match in str(caught.value)
+
+
+def test_a_csv_plan_is_built_as_one_query_reading_lines_and_testing_each_field_once(spark, tmp_path, monkeypatch):
+    import types
+
+    from sparkbeam.runners.core.schema_segments import find_segments
+    from sparkbeam.runners.spark import sql_plan
+
+    path = tmp_path / "scores.csv"
+    path.write_text(CSV_SCORES)
+    pipeline = sparkbeam.Pipeline()
+    _ = (
+        pipeline
+        | sparkbeam.io.ReadFromCsv(str(path))
+        | AssignTimestamps("t")
+        | sparkbeam.WindowInto(sparkbeam.window.FixedWindows(60))
+        | sparkbeam.GroupBy("team").aggregate_field("points", sum, "total")
+    )
+    (op,) = [builder.op for builder in find_segments(pipeline).substitutes.values() if hasattr(builder, "op")]
+    backend = types.SimpleNamespace(spark=spark, sc=spark.sparkContext, num_partitions=2, broadcasts=[])
+    client = spark.sparkContext._gateway._gateway_client
+    calls = []
+    send = client.send_command
+    monkeypatch.setattr(client, "send_command", lambda *args, **kwargs: calls.append(1) or send(*args, **kwargs))
+    frame = sql_plan.aggregate_dataframe(backend, op)
+    monkeypatch.undo()
+    # Built with DataFrame methods, the plan took about 240 calls into the JVM.
+    assert len(calls) < 50
+    plan = frame._jdf.queryExecution().executedPlan().toString()
+    assert "FileScan text" in plan
+    # points and t are read (try_cast) once each, not once per expression that reads them
+    assert plan.count("try_cast(") == 2
+    assert not [table.name for table in spark.catalog.listTables() if table.name.startswith("__sparkbeam")]  # the view is dropped
