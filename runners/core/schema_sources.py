@@ -46,6 +46,7 @@ _SCAN_CHUNK = 1 << 24
 # a line of spaces or control characters only (Spark's CSV reader skips such lines); the
 # text searched starts with a newline (a literal first character makes the search fast)
 _BLANK_LOOKING = re.compile(rb"\n[\x01-\x09\x0b-\x20]+(?=\n|\Z)")
+_LINE = re.compile(rb"[^\n]+")  # the first non-empty line (without splitting the whole text)
 
 
 class NotASegment(Exception):
@@ -242,7 +243,9 @@ def _scan(label: str, path: str, quotechar: str, *, header: bool) -> str | None:
         while True:
             chunk = handle.read(_SCAN_CHUNK)
             try:
-                decoder.decode(chunk, final=not chunk)
+                # ASCII is UTF-8 (and a check at memory speed) when no sequence is pending.
+                if not (chunk.isascii() and not decoder.getstate()[0]):
+                    decoder.decode(chunk, final=not chunk)
             except UnicodeDecodeError:
                 msg = f"'{label}': {path} is not valid UTF-8"
                 raise NotASegment(msg) from None
@@ -262,7 +265,8 @@ def _scan(label: str, path: str, quotechar: str, *, header: bool) -> str | None:
                 msg = f"'{label}': {path} has a line of spaces only (Spark skips it, Python's csv reads a field)"
                 raise NotASegment(msg)
             if first_line is None:
-                first_line = next((line for line in whole.split(b"\n") if line), None)
+                found = _LINE.search(whole)
+                first_line = found.group() if found else None
             if header and first_line is not None:
                 header_lines += _lines_equal_to(b"\n" + whole, first_line)
                 _check_one_header(label, path, header_lines)

@@ -14,7 +14,9 @@ from them only if a later stage reads it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import itertools
 import uuid
 from collections.abc import Callable, Iterator
@@ -27,7 +29,12 @@ from sparkbeam.runners.core.sources import SourceEmission
 from sparkbeam.runners.spark import sql_sources
 from sparkbeam.schemas import TIMESTAMP_UNITS, schema_tuple_type
 from sparkbeam.utils.timestamp import MIN_TIMESTAMP, Timestamp
-from sparkbeam.utils.windowed_value import PaneInfo, PaneInfoTiming, WindowedValue
+from sparkbeam.utils.windowed_value import (
+    PaneInfo,
+    PaneInfoTiming,
+    WindowedValue,
+    new_windowed_value,
+)
 from sparkbeam.window import (
     FixedWindows,
     GlobalWindow,
@@ -232,28 +239,34 @@ def _panes(op: SchemaAggregateOp, overlapping_window_rule: bool, groups: Any) ->
         if pa.types.is_decimal(groups.schema.field(name).type):
             values = [None if total is None else int(total) for total in values]  # Python's exact int
         fields.append(values)
-    results = list(map(result_type, *fields)) if fields else [result_type() for _ in range(rows)]
+    # Tuples built in C (a NamedTuple's own __new__ is a Python frame per group).
+    results = list(map(functools.partial(tuple.__new__, result_type), zip(*fields))) if fields else [result_type()] * rows
     if isinstance(windowfn, FixedWindows | SlidingWindows):
         size = windowfn.size.micros
-        by_start: dict[int, tuple[IntervalWindow]] = {}  # few windows, many groups each
-        for start in set(groups.column(_START).to_pylist()):
-            by_start[start] = (IntervalWindow(Timestamp.from_micros(start), Timestamp.from_micros(start + size)),)
-        windows = list(map(by_start.__getitem__, groups.column(_START).to_pylist()))
+        starts = groups.column(_START).to_pylist()
+        window_of = {  # few windows, many groups each
+            start: (IntervalWindow(Timestamp.from_micros(start), Timestamp.from_micros(start + size)),) for start in set(starts)
+        }
     else:
-        windows = [(GlobalWindow(),)] * rows
+        starts = [None] * rows
+        window_of = {None: (GlobalWindow(),)}
+    windows = list(map(window_of.__getitem__, starts))
     if single_pane_stamp is not None:
         timestamps = [single_pane_stamp] * rows
     elif op.windowing.timestamp_combiner == TimestampCombiner.OUTPUT_AT_EOW:
         # At the end of the window, whatever the elements' times: once per window.
-        stamps = {window: holds.pane_timestamp(last_instant(window), holds.output_time(window, MIN_TIMESTAMP.micros)) for (window,) in set(windows)}
-        timestamps = [stamps[window] for (window,) in windows]
+        stamp_of = {
+            start: holds.pane_timestamp(last_instant(window), holds.output_time(window, MIN_TIMESTAMP.micros))
+            for start, (window,) in window_of.items()
+        }
+        timestamps = list(map(stamp_of.__getitem__, starts))
     else:
         times = groups.column(_LATEST if op.windowing.timestamp_combiner in _LATEST_COMBINERS else _EARLIEST).to_pylist()
         timestamps = [
             holds.pane_timestamp(last_instant(window), holds.output_time(window, time))
             for (window,), time in zip(windows, times)
         ]
-    return list(map(WindowedValue, results, timestamps, windows, itertools.repeat(pane, rows)))
+    return list(map(new_windowed_value, zip(results, timestamps, windows, itertools.repeat(pane, rows))))
 
 
 def _groups(backend: Any, op: SchemaAggregateOp) -> Any:
@@ -307,7 +320,9 @@ def read_segment(backend: Any, op: SchemaAggregateOp, emission: SourceEmission) 
     (made from them only when a later stage runs)."""
     from sparkbeam.runners.spark.backend import Dataset
 
-    panes = _panes(op, backend.overlapping_window_rule, _groups(backend, op))
+    groups = _groups(backend, op)
+    with _no_cyclic_collection():
+        panes = _panes(op, backend.overlapping_window_rule, groups)
     if not panes:
         return Dataset(backend.sc.emptyRDD(), known_empty=True, collected=[])
     slices = max(1, min(backend.num_partitions, len(panes)))
@@ -315,6 +330,20 @@ def read_segment(backend: Any, op: SchemaAggregateOp, emission: SourceEmission) 
     # The panes are pickled with the function when a job first needs them.
     rdd = backend.sc.parallelize(range(slices), slices).flatMap(functools.partial(_slice, panes, size))
     return Dataset(rdd, collected=panes)
+
+
+@contextlib.contextmanager
+def _no_cyclic_collection() -> Iterator[None]:
+    """The cyclic garbage collector held off: the panes are tuples of plain values, with no
+    cycles to find, but allocating a hundred thousand of them sets off collections that
+    took most of the time to build them."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _slice(panes: list[WindowedValue], size: int, index: int) -> list[WindowedValue]:

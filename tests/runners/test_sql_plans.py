@@ -316,3 +316,46 @@ def test_a_csv_plan_is_built_as_one_query_reading_lines_and_testing_each_field_o
     # points and t are read (try_cast) once each, not once per expression that reads them
     assert plan.count("try_cast(") == 2
     assert not [table.name for table in spark.catalog.listTables() if table.name.startswith("__sparkbeam")]  # the view is dropped
+
+
+def test_the_panes_of_many_groups_are_built_without_cyclic_collections(spark, monkeypatch):
+    import gc
+    import types
+
+    import pyarrow as pa
+
+    from sparkbeam.runners.core.schema_segments import find_segments
+    from sparkbeam.runners.spark import sql_plan
+
+    pipeline = sparkbeam.Pipeline()
+    _ = (
+        scores(_sparkbeam_ns(), pipeline)
+        | AssignTimestamps("t")
+        | sparkbeam.WindowInto(sparkbeam.window.FixedWindows(60))
+        | sparkbeam.GroupBy("team").aggregate_field("points", sum, "total")
+    )
+    (op,) = [builder.op for builder in find_segments(pipeline).substitutes.values() if hasattr(builder, "op")]
+    rows = 20_000
+    groups = pa.table({"k0": [f"team{i}" for i in range(rows)], "a0": list(range(rows)), "__window_start": [60_000_000 * (i % 7) for i in range(rows)]})
+    monkeypatch.setattr(sql_plan, "_groups", lambda backend, op: groups)
+    backend = types.SimpleNamespace(sc=spark.sparkContext, num_partitions=2, overlapping_window_rule=True)
+    collections_seen = []  # while the panes are built
+    build_panes = sql_plan._panes
+
+    def counted(*args):
+        seen = lambda phase, info: collections_seen.append(phase)  # noqa: E731
+        gc.callbacks.append(seen)  # (the collector calls its own list: append to it)
+        try:
+            return build_panes(*args)
+        finally:
+            gc.callbacks.remove(seen)
+
+    monkeypatch.setattr(sql_plan, "_panes", counted)
+    panes = sql_plan.read_segment(backend, op, None).collected
+    monkeypatch.undo()
+    assert collections_seen == []  # tens of thousands of tuples would set off collections
+    assert gc.isenabled()
+    assert len(panes) == rows
+    pane = panes[rows - 1]
+    assert (pane.value.team, pane.value.total, pane.windows[0].start.micros) == (f"team{rows - 1}", rows - 1, 60_000_000 * ((rows - 1) % 7))
+    assert pane.timestamp.micros == pane.windows[0].end.micros - 1 and type(pane.value).__name__ == "Result"
