@@ -320,6 +320,10 @@ def read_segment(backend: Any, op: SchemaAggregateOp, emission: SourceEmission) 
     (made from them only when a later stage runs)."""
     from sparkbeam.runners.spark.backend import Dataset
 
+    # The plan's jobs run here, before any stage of the step names its jobs: in the run's
+    # job group (which an interrupt cancels and the progress line reads), under its label.
+    backend.current_stage = op.label
+    backend.sc.setJobGroup(backend.job_group, f"{op.label} (SQL plan)", True)
     groups = _groups(backend, op)
     with _no_cyclic_collection():
         panes = _panes(op, backend.overlapping_window_rule, groups)
