@@ -203,7 +203,10 @@ def aggregate_query(op: SchemaAggregateOp, columns: str, *, exact_sums: bool = F
     elif combiner != TimestampCombiner.OUTPUT_AT_EOW:
         selected.append(f"min({_TIMESTAMP}) AS {_EARLIEST}")
     grouped_by = ", ".join(keys + window_columns)
-    return f"SELECT {', '.join(selected)} FROM ({frame})" + (f" GROUP BY {grouped_by}" if grouped_by else "")
+    # With neither keys nor windows to group by, SQL aggregates no rows into one group; the
+    # general path has no group, and no pane, for no elements.
+    grouping = f"GROUP BY {grouped_by}" if grouped_by else "HAVING count(1) > 0"
+    return f"SELECT {', '.join(selected)} FROM ({frame}) {grouping}"
 
 
 def aggregate_dataframe(backend: Any, op: SchemaAggregateOp, *, exact_sums: bool = False) -> Any:

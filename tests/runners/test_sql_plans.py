@@ -398,3 +398,15 @@ def test_a_csv_plan_checks_its_records_in_the_jobs_of_its_one_query(spark, tmp_p
     # The scan and the aggregation's shuffle, then its result (adaptive execution runs them
     # as two jobs): no job to infer a schema, count, or check the records apart.
     assert 1 <= len(jobs) <= 2
+
+
+def test_a_file_of_no_records_gives_no_pane_with_no_keys_either(spark, tmp_path):
+    path = tmp_path / "empty.csv"
+    path.write_text("team,points,t\n")
+
+    def build(ns, p):
+        return p | ns.beam.io.ReadFromCsv(str(path), dtype={"team": str, "points": int, "t": float}) | ns.beam.GroupBy().aggregate_field("points", sum, "total")
+
+    panes, result = run(build)
+    assert panes == collections.Counter()  # as the general path: no elements, no group
+    assert next(iter(result.watermarks().notes.values())).startswith("SQL plan: ")
