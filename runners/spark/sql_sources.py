@@ -62,8 +62,9 @@ def csv_query(op: SchemaAggregateOp, names: dict[str, str], source: str) -> str:
     table = _table(op)
     # A separator as one plain character (or a backslash-escaped one) takes Java's fast split.
     separator = _sql_string(table.separator if table.separator.isalnum() or table.separator not in _REGEX_META else "\\" + table.separator)
-    # Spark's CSV reader skips empty lines (the planner found no other blank-looking ones)
-    # and drops the header line of each file (the planner found it on no other line).
+    # The text reader's lines (``value``) as the read takes them: empty lines skipped (the
+    # planner found no other blank-looking ones), each file's header line dropped (the
+    # planner found it on no other line).
     kept = "value != ''" + (f" AND value != {_sql_string(table.header_line)}" if table.header else "")
     split = f"SELECT value AS {LINE}, split(value, {separator}, -1) AS {_FIELDS} FROM {source} WHERE {kept}"
     raws = [f"try_element_at({_FIELDS}, {table.position(column) + 1}) AS {_raw(index)}" for index, (column, _) in enumerate(op.columns)]
