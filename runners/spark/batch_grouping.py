@@ -24,13 +24,13 @@ from typing import Any
 from sparkbeam.combine import CombineFn, accumulator_from
 from sparkbeam.metrics.execution import _CURRENT
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
+from sparkbeam.runners.core.gc_pause import gc_paused
 from sparkbeam.runners.core.grouping_step import key_element
 from sparkbeam.runners.core.holds import HoldPolicy, last_instant, single_pane_timestamp
 from sparkbeam.runners.core.metrics import StepScopedCombineFn, step_scoped
 from sparkbeam.runners.core.ops import GroupOp
 from sparkbeam.runners.core.records import window_of_group_key
 from sparkbeam.runners.spark.metrics import MetricsChannel, metered, task_failed
-from sparkbeam.runners.spark.stage_records import gc_paused
 from sparkbeam.trigger import DefaultTrigger
 from sparkbeam.utils.windowed_value import (
     PaneInfo,

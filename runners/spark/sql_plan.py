@@ -14,14 +14,13 @@ from them only if a later stage reads it.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import itertools
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from sparkbeam.runners.core.gc_pause import gc_paused
 from sparkbeam.runners.core.holds import HoldPolicy, last_instant, single_pane_timestamp
 from sparkbeam.runners.core.schema_segments import SchemaAggregateOp
 from sparkbeam.runners.core.schema_sources import ParquetTable
@@ -328,7 +327,7 @@ def read_segment(backend: Any, op: SchemaAggregateOp, emission: SourceEmission) 
     backend.current_stage = op.label
     backend.sc.setJobGroup(backend.job_group, f"{op.label} (SQL plan)", True)
     groups = _groups(backend, op)
-    with _no_cyclic_collection():
+    with gc_paused():
         panes = _panes(op, backend.overlapping_window_rule, groups)
     if not panes:
         return Dataset(backend.sc.emptyRDD(), known_empty=True, collected=[])
@@ -337,20 +336,6 @@ def read_segment(backend: Any, op: SchemaAggregateOp, emission: SourceEmission) 
     # The panes are pickled with the function when a job first needs them.
     rdd = backend.sc.parallelize(range(slices), slices).flatMap(functools.partial(_slice, panes, size))
     return Dataset(rdd, collected=panes)
-
-
-@contextlib.contextmanager
-def _no_cyclic_collection() -> Iterator[None]:
-    """The cyclic garbage collector held off: the panes are tuples of plain values, with no
-    cycles to find, but allocating a hundred thousand of them sets off collections that
-    took most of the time to build them."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _slice(panes: list[WindowedValue], size: int, index: int) -> list[WindowedValue]:
