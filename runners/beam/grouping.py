@@ -35,7 +35,9 @@ from apache_beam import coders
 from apache_beam.typehints import typehints
 
 from sparkbeam.combine import CombineFn
-from sparkbeam.runners.beam.metrics import beam_metrics, tracking_in_place
+from sparkbeam.metrics.execution import _CURRENT
+from sparkbeam.runners.beam.metrics import _EngineTracker, beam_metrics
+from sparkbeam.runners.beam.metrics import _get_tracker as _current_tracker
 from sparkbeam.runners.core.errors import UserCodeError
 from sparkbeam.runners.core.execution import BodyBuilder, register_kind
 from sparkbeam.runners.core.ops import ParDoOp
@@ -79,6 +81,12 @@ class KeyCodec:
     def str_keys_pass(self) -> bool:
         """Whether a plain ``str`` key is its own encoding (see the module docs)."""
         return type(self.key_coder) in _ENCODES_STR_AS_UTF8
+
+    @property
+    def str_pairs_pass(self) -> bool:
+        """Whether ``encoder`` leaves every ``(str, value)`` pair as it is: a plain ``str``
+        key is its own encoding and the value is not encoded (a lifted combine)."""
+        return self.value_coder is None and self.str_keys_pass
 
     def encode(self, element: Any) -> tuple[bytes, Any]:
         """Key and value by their coders, whatever the key (a stateful ParDo's keys)."""
@@ -156,17 +164,24 @@ class KeyCodingOp(ParDoOp):
 
     #: makes the function to run, once per bundle (``KeyCodec.encoder``); None: the Map's own
     bind: Callable[[], Callable[[Any], Any]] | None = attrs.field(default=None, eq=False)
+    #: the function leaves a ``(str, value)`` pair as it is (``KeyCodec.str_pairs_pass``):
+    #: such an element goes on with no call at all
+    str_pairs_pass: bool = False
 
 
 def _join_key_coding(op: KeyCodingOp, body: BodyBuilder) -> None:
     code = op.bind() if op.bind is not None else op.dofn.fn
     label, location = op.label, op.location
+    str_pairs_pass = op.str_pairs_pass
     (source,) = op.inputs
     (target,) = op.outputs
     send = body.sender(target)
 
     def receive(wv: WindowedValue) -> None:
         value = wv[0]
+        if str_pairs_pass and type(value) is tuple and len(value) == 2 and type(value[0]) is str:
+            send(wv)  # its own encoding, as the function would have found
+            return
         try:
             coded = code(value)
         except Exception as error:
@@ -197,12 +212,18 @@ class BeamCombineFn(CombineFn):
         beam_metrics(self.fn.setup)
 
     def create_accumulator(self, *args: Any, **kwargs: Any) -> Any:
+        # Once per key and window before the shuffle: as add_input.
+        tracker = _current_tracker()
+        if type(tracker) is _EngineTracker and tracker.container is _CURRENT.container and tracker.container is not None:
+            return self.fn.create_accumulator()
         return beam_metrics(self.fn.create_accumulator)
 
     def add_input(self, mutable_accumulator: Any, element: Any, *args: Any, **kwargs: Any) -> Any:
         # Once per element: where the task's tracking is in place already (a stage whose
         # Beam functions the engine runs, plain.py), no tracker to set and reset per call.
-        if tracking_in_place():
+        # (metrics.tracking_in_place, inlined.)
+        tracker = _current_tracker()
+        if type(tracker) is _EngineTracker and tracker.container is _CURRENT.container and tracker.container is not None:
             return self.fn.add_input(mutable_accumulator, element)
         return beam_metrics(self.fn.add_input, mutable_accumulator, element)
 

@@ -80,9 +80,12 @@ class _EngineReceiver(common.Receiver):
 
     def __init__(self, emit: Emit) -> None:
         self.emit = emit
-        # The outputs of one input share its windows (a tuple): converted once, kept by identity.
+        # The outputs of one input share its windows (a tuple) and pane: converted once,
+        # kept by identity (a pane's lookup by value hashes its five fields in Python).
         self._beam_windows: Any = None
         self._engine_windows: tuple = ()
+        self._beam_pane: Any = None
+        self._engine_pane: Any = None
 
     def receive(self, windowed_value: Any) -> None:
         windows = windowed_value.windows
@@ -92,8 +95,11 @@ class _EngineReceiver(common.Receiver):
             engine_windows = to_engine_windows(windows)
             if type(windows) is tuple:  # a list may change in place: never kept
                 self._beam_windows, self._engine_windows = windows, engine_windows
+        pane = windowed_value.pane_info
+        if pane is not self._beam_pane:  # Beam's PaneInfo is immutable: kept by identity
+            self._beam_pane, self._engine_pane = pane, to_engine_pane(pane)
         try:
-            self.emit(WindowedValue(windowed_value.value, windowed_value.timestamp_micros, engine_windows, to_engine_pane(windowed_value.pane_info)))
+            self.emit(WindowedValue(windowed_value.value, windowed_value.timestamp_micros, engine_windows, self._engine_pane))
         except UserCodeError as error:
             # A failure downstream, already named: Beam's DoFnRunner must pass it on as it is,
             # not rename it after this step.
@@ -166,9 +172,12 @@ class BeamDoFnRunner:
     def start(self) -> None:
         # Beam's metric updates of this bundle go to the task's container, under this step.
         self.tracker = task_tracker()
-        # Consecutive elements share their windows (a tuple): converted once, kept by identity.
+        # Consecutive elements share their windows (a tuple) and pane (a grouping's panes
+        # are one object): converted once, kept by identity.
         self._engine_windows: tuple = ()
         self._beam_windows: tuple = ()
+        self._engine_pane: Any = None
+        self._beam_pane: Any = None
         self._guard(self.runner.setup)
         self._guard(self.runner.start)
 
@@ -178,7 +187,11 @@ class BeamDoFnRunner:
         if windows is not self._engine_windows:
             self._beam_windows = to_beam_windows(windows)
             self._engine_windows = windows
-        return _create(wv.value, wv.timestamp_micros, self._beam_windows, to_beam_pane(wv.pane_info))
+        pane = wv.pane_info
+        if pane is not self._engine_pane:  # the engine's PaneInfo is frozen: kept by identity
+            self._beam_pane = to_beam_pane(pane)
+            self._engine_pane = pane
+        return _create(wv.value, wv.timestamp_micros, self._beam_windows, self._beam_pane)
 
     def process(self, wv: WindowedValue) -> None:
         previous = _get_tracker()

@@ -36,6 +36,7 @@ import apache_beam as beam
 from apache_beam import pvalue as beam_pvalue
 from apache_beam.transforms import core as beam_core
 from apache_beam.transforms import window as beam_window
+from apache_beam.utils import timestamp as beam_timestamp
 from apache_beam.utils import windowed_value as beam_wv
 
 from sparkbeam.core import _CallableDoFn
@@ -137,10 +138,29 @@ _set_stamped_value = TimestampedValue.__dict__["value"].__set__
 _set_stamped_micros = TimestampedValue.__dict__["timestamp_micros"].__set__
 
 
+_BeamTimestamp = beam_timestamp.Timestamp
+
+
+def _micros_in_fields() -> bool:
+    """Whether Beam's ``Timestamp`` keeps whole seconds and the rest in fields at a precision
+    (Beam 2.7x): then a microsecond one's ``micros`` is read off them, with none of its
+    property's calls (this is once per re-stamped element)."""
+    probe = _BeamTimestamp(micros=-1_234_567)
+    fields = (getattr(probe, "_precision", None), getattr(probe, "_seconds", None), getattr(probe, "_subseconds", None))
+    return fields == (6, -2, 765_433)
+
+
+_MICROS_IN_FIELDS = _micros_in_fields()
+
+
 def _stamped(item: Any) -> TimestampedValue:
     stamped = _new_stamped(TimestampedValue)
     _set_stamped_value(stamped, item.value)
-    _set_stamped_micros(stamped, item.timestamp.micros)
+    timestamp = item.timestamp
+    if _MICROS_IN_FIELDS and type(timestamp) is _BeamTimestamp and timestamp._precision == 6:
+        _set_stamped_micros(stamped, timestamp._seconds * 1_000_000 + timestamp._subseconds)
+    else:
+        _set_stamped_micros(stamped, timestamp.micros)
     return stamped
 
 
@@ -201,6 +221,9 @@ def _single_call(fn: Callable, label: str, arguments: str) -> Callable:
             return result
         return engine_output(result) if convert is unseen else convert(result)
 
+    # A re-stamped value (Beam's TimestampedValue) is looked for first: it is what a Map
+    # before a WindowInto returns for every element.
+    beam_stamped, stamped = beam_window.TimestampedValue, _stamped
     if arguments == "element":
 
         def call_element(value: Any) -> Any:
@@ -208,12 +231,32 @@ def _single_call(fn: Callable, label: str, arguments: str) -> Callable:
                 result = fn(value)
             except Exception as error:
                 raise augmented(error, label) from error
-            convert = converters.get(type(result), unseen)
+            kind = type(result)
+            if kind is beam_stamped:
+                return stamped(result)
+            convert = converters.get(kind, unseen)
             if convert is None:  # a value
                 return result
             return engine_output(result) if convert is unseen else convert(result)
 
         return call_element
+
+    if arguments == "one":  # Map(fn, x): no tuple packed and unpacked per element
+
+        def call_one(value: Any, argument: Any) -> Any:
+            try:
+                result = fn(value, argument)
+            except Exception as error:
+                raise augmented(error, label) from error
+            kind = type(result)
+            if kind is beam_stamped:
+                return stamped(result)
+            convert = converters.get(kind, unseen)
+            if convert is None:  # a value
+                return result
+            return engine_output(result) if convert is unseen else convert(result)
+
+        return call_one
 
     if arguments == "positional":
 
@@ -269,10 +312,11 @@ def _flat_call(fn: Callable, label: str) -> Callable:
 
 def _arguments(shape: str, args: tuple, kwargs: dict) -> str:
     """What the engine's DoFnRunner passes a callable of ``shape``: the element alone, the
-    element and positional arguments, or anything (parts of the element, keywords)."""
+    element and one argument, the element and positional arguments, or anything (parts of
+    the element, keywords)."""
     if shape in ("MapTuple", "FlatMapTuple") or kwargs:
         return "any"
-    return "positional" if args else "element"
+    return ("one" if len(args) == 1 else "positional") if args else "element"
 
 
 class BeamCallable(_CallableDoFn):

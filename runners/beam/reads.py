@@ -6,7 +6,9 @@ bundles of about ``desired_bundle_size`` bytes, the bundles (pickled with Beam's
 become the elements of a bounded source stage, Spark spreads them over its partitions, and
 ``ReadBundles`` reads each with the source's own range tracker on an executor, run as a
 FlatMap by the engine's DoFnRunner (``plain.py``: a ``TimestampedValue`` the source yields
-keeps its timestamp, as Beam's output handler keeps it).
+keeps its timestamp, as Beam's output handler keeps it). Beam's ``ReadFromText`` at its
+defaults is read instead as a bounded source of the engine, its lines read in C
+(``text_ranges.py``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from apache_beam.internal import pickler
 
 from sparkbeam.runners.beam.plain import _CONVERTERS, _UNSEEN, augmented, engine_output
 
-__all__ = ["ReadBundles", "split_source"]
+__all__ = ["ReadBundles", "pickled_bundles", "source_bundles"]
 
 _MIN_BUNDLE_BYTES = 1 << 20
 _DEFAULT_BUNDLE_BYTES = 64 << 20
@@ -26,8 +28,8 @@ _DEFAULT_BUNDLE_BYTES = 64 << 20
 _TARGET_BUNDLES = 32
 
 
-def split_source(source: Any) -> tuple[bytes, ...]:
-    """The source's bundles, each pickled (user sources may live in ``__main__``)."""
+def source_bundles(source: Any) -> list[Any]:
+    """The source's ``SourceBundle``s, as its own ``split`` makes them."""
     try:
         estimate = source.estimate_size()
     except Exception:  # a source that cannot estimate is read in bundles of the default size
@@ -36,7 +38,12 @@ def split_source(source: Any) -> tuple[bytes, ...]:
         desired = max(_MIN_BUNDLE_BYTES, int(estimate) // _TARGET_BUNDLES)
     else:
         desired = _DEFAULT_BUNDLE_BYTES
-    return tuple(pickler.dumps(bundle) for bundle in source.split(desired))
+    return list(source.split(desired))
+
+
+def pickled_bundles(bundles: list[Any]) -> tuple[bytes, ...]:
+    """Each bundle pickled by Beam's pickler (user sources may live in ``__main__``)."""
+    return tuple(pickler.dumps(bundle) for bundle in bundles)
 
 
 class ReadBundles:

@@ -11,7 +11,9 @@ translated whole:
   the splittable ParDo of Beam's expansion. Beam's expansion would run too (as any
   splittable DoFn), but the split before the run needs no shuffle to spread the bundles
   and reads a quarter faster (the batch benchmark). The reading ParDo is run as a FlatMap
-  by the engine's own DoFnRunner (``plain.py``).
+  by the engine's own DoFnRunner (``plain.py``); Beam's ``ReadFromText`` at its defaults
+  is read instead as a bounded source of the engine whose lines are read in C
+  (``text_ranges.py``).
 
 Every other composite is walked into, and each primitive is translated by the function
 registered for its type: ``Impulse``, ``ParDo`` (a Beam DoFn run by Beam's DoFnRunner,
@@ -50,12 +52,14 @@ from sparkbeam.runners.beam.batched import BeamBatchedParDoOp, is_batched, takes
 from sparkbeam.runners.beam.grouping import BeamCombineFn, KeyCodec, KeyCodingOp, grouping_coders
 from sparkbeam.runners.beam.pardo import BeamParDoOp, SideInputName, SideView
 from sparkbeam.runners.beam.plain import BeamFnParDoOp, plain_par_do
-from sparkbeam.runners.beam.reads import ReadBundles, split_source
+from sparkbeam.runners.beam.reads import ReadBundles, pickled_bundles, source_bundles
 from sparkbeam.runners.beam.splittable import splittable_ops
 from sparkbeam.runners.beam.stateful import stateful_par_do
+from sparkbeam.runners.beam.text_ranges import TextRangesSource, text_ranges
 from sparkbeam.runners.beam.windowing import engine_windowfn, engine_windowing
 from sparkbeam.runners.core.errors import UnsupportedError
 from sparkbeam.runners.core.ops import (
+    BoundedSourceReadOp,
     CreateOp,
     FlattenOp,
     GroupOp,
@@ -387,6 +391,7 @@ def _key_coded_grouping(
             outputs=(encoded,),
             dofn=_CallableDoFn(codec.encode, "Map"),
             bind=codec.encoder,
+            str_pairs_pass=codec.str_pairs_pass,
             args=(),
             kwargs={},
             output_tags=(None,),
@@ -470,15 +475,20 @@ def _read(t: _Translation, node: Any) -> list[Op] | None:
         output_id = t.pcoll_id(output)
         info = t.infos[output_id]
         try:
-            bundles = split_source(source)
+            bundles = source_bundles(source)
         except Exception as error:
             msg = f"{where}: splitting {source!r} failed: {type(error).__name__}: {error}"
             raise ValueError(msg) from error
-        bundles_id = t.new_pcoll(f"{node.full_label}.bundles", info.windowing, True)
         location = t.location(node)
         reading_label = _reading_label(node)
+        # Beam's ReadFromText at its defaults: its files' lines read in C (text_ranges.py).
+        ranges = text_ranges(bundles)
+        if ranges is not None:
+            reader = TextRangesSource(ranges, reading_label)
+            return [BoundedSourceReadOp(label=reading_label, location=location, inputs=(), outputs=(output_id,), source=reader)]
+        bundles_id = t.new_pcoll(f"{node.full_label}.bundles", info.windowing, True)
         return [
-            CreateOp(label=node.full_label, location=location, inputs=(), outputs=(bundles_id,), values=bundles),
+            CreateOp(label=node.full_label, location=location, inputs=(), outputs=(bundles_id,), values=pickled_bundles(bundles)),
             # Run by the engine's own DoFnRunner as a FlatMap (plain.py), as Beam's Map is.
             BeamFnParDoOp(
                 label=reading_label,

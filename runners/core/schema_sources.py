@@ -15,7 +15,8 @@ disagree:
 - bytes, scanned on the driver at C speed: no quote character at all (quoting rules are
   where CSV readers differ most), no ``\\r`` (line ends), no NUL, no blank-looking line made
   of spaces or control characters (Spark skips it, Python's csv reads one field), valid
-  UTF-8 without a byte-order mark, and, with a header, the same header in every file.
+  UTF-8 without a byte-order mark, and, with a header, the same header in every file and
+  on no other line of it (the plan drops the header line by its text).
 
 What depends on the values (a missing value, a value that does not fit its column, a line
 with another number of fields) is checked by the plan itself as it reads, with the rules of
@@ -45,6 +46,7 @@ _SCAN_CHUNK = 1 << 24
 # a line of spaces or control characters only (Spark's CSV reader skips such lines); the
 # text searched starts with a newline (a literal first character makes the search fast)
 _BLANK_LOOKING = re.compile(rb"\n[\x01-\x09\x0b-\x20]+(?=\n|\Z)")
+_LINE = re.compile(rb"[^\n]+")  # the first non-empty line (without splitting the whole text)
 
 
 class NotASegment(Exception):
@@ -54,12 +56,14 @@ class NotASegment(Exception):
 @attrs.frozen
 class CsvTable:
     """CSV files as the backend reads them: ``files`` (local paths); ``header``: the first
-    line of each is a header; ``width``: fields per record; ``positions``: each column's
+    line of each is a header, ``header_line`` (the same in every file, and no other line
+    of the files is that line); ``width``: fields per record; ``positions``: each column's
     field index; the missing-value and bool spellings of the read (``csvio._Dialect``)."""
 
     label: str
     files: tuple[str, ...]
     header: bool
+    header_line: str | None
     separator: str
     width: int
     positions: tuple[tuple[str, int], ...]
@@ -167,7 +171,7 @@ def csv_table(node: AppliedTransform) -> tuple[tuple[tuple[str, str], ...], CsvT
     if not files or any("://" in path for path in files):
         msg = f"'{label}' reads {read.path!r}, not local files"
         raise NotASegment(msg)
-    headers = [_scan(label, path, dialect.quotechar) for path in files]
+    headers = [_scan(label, path, dialect.quotechar, header=reader.header) for path in files]
     if reader.header:
         first = headers[0]
         for path, header in zip(files, headers):
@@ -186,6 +190,7 @@ def csv_table(node: AppliedTransform) -> tuple[tuple[tuple[str, str], ...], CsvT
         label=label,
         files=files,
         header=reader.header,
+        header_line=headers[0] if reader.header else None,
         separator=dialect.delimiter,
         width=width,
         positions=tuple((field, columns.index(field)) for field in reader.fields),
@@ -222,21 +227,25 @@ def _declined_option(read: ReadFromCsv, dialect: Any, reader: Any) -> str | None
     return next((reason for declined, reason in checks if declined), None)
 
 
-def _scan(label: str, path: str, quotechar: str) -> str | None:
+def _scan(label: str, path: str, quotechar: str, *, header: bool) -> str | None:
     """The file's first line (its header, when it has one), or ``NotASegment`` if its bytes
-    hold what the plan's reader could read differently."""
+    hold what the plan's reader could read differently. With a ``header``, no other line
+    may be the header line (the plan drops the header by its text)."""
     if CompressionTypes.detect_compression_type(path) != CompressionTypes.UNCOMPRESSED:
         msg = f"'{label}' reads the compressed file {path}"
         raise NotASegment(msg)
     quote = quotechar.encode("utf-8")
     decoder = codecs.getincrementaldecoder("utf-8")()
     first_line: bytes | None = None
+    header_lines = 0  # lines equal to the first (with a header)
     tail = b""  # the last, unfinished line of the previous chunk
     with open(path, "rb") as handle:
         while True:
             chunk = handle.read(_SCAN_CHUNK)
             try:
-                decoder.decode(chunk, final=not chunk)
+                # ASCII is UTF-8 (and a check at memory speed) when no sequence is pending.
+                if not (chunk.isascii() and not decoder.getstate()[0]):
+                    decoder.decode(chunk, final=not chunk)
             except UnicodeDecodeError:
                 msg = f"'{label}': {path} is not valid UTF-8"
                 raise NotASegment(msg) from None
@@ -256,10 +265,32 @@ def _scan(label: str, path: str, quotechar: str) -> str | None:
                 msg = f"'{label}': {path} has a line of spaces only (Spark skips it, Python's csv reads a field)"
                 raise NotASegment(msg)
             if first_line is None:
-                first_line = next((line for line in whole.split(b"\n") if line), None)
+                found = _LINE.search(whole)
+                first_line = found.group() if found else None
+            if header and first_line is not None:
+                header_lines += _lines_equal_to(b"\n" + whole, first_line)
+                _check_one_header(label, path, header_lines)
     if tail and _BLANK_LOOKING.search(b"\n" + tail):
         msg = f"'{label}': {path} has a line of spaces only (Spark skips it, Python's csv reads a field)"
         raise NotASegment(msg)
     if first_line is None:
         first_line = tail or None  # a file of one line without its newline
+    if header and tail and tail == first_line:
+        _check_one_header(label, path, header_lines + 1)
     return None if first_line is None else first_line.decode("utf-8")
+
+
+def _lines_equal_to(text: bytes, line: bytes) -> int:
+    """How many lines of ``text`` (starting and ending with a newline) are ``line``, up to two."""
+    needle = b"\n" + line + b"\n"
+    count, at = 0, text.find(needle)
+    while at >= 0 and count < 2:
+        count += 1
+        at = text.find(needle, at + len(needle) - 1)  # the next line starts at this newline
+    return count
+
+
+def _check_one_header(label: str, path: str, header_lines: int) -> None:
+    if header_lines > 1:
+        msg = f"'{label}': {path} repeats its header line in its data (the plan drops the header by its text)"
+        raise NotASegment(msg)

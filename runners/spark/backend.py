@@ -586,7 +586,7 @@ def _test_stream_step(backend: SparkBackend, op: Op, emission: SourceEmission) -
     return Dataset(shipped.mapPartitions(worker.windowed_values))
 
 
-# A schema'd segment: one DataFrame plan, its panes back through Arrow (sql_plan.py).
+# A schema'd segment: one SQL query, its panes back through Arrow (sql_plan.py).
 SPARK.sources.register(SchemaAggregateOp)(sql_plan.read_segment)
 
 

@@ -31,6 +31,7 @@ from sparkbeam.metrics.execution import _CURRENT
 from sparkbeam.runners.core.dofn_invoker import SideInputs
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
 from sparkbeam.runners.core.fused import FusedBody
+from sparkbeam.runners.core.gc_pause import gc_paused
 from sparkbeam.runners.core.grouping_step import key_element
 from sparkbeam.runners.core.holds import HoldPolicy, last_instant, single_pane_timestamp
 from sparkbeam.runners.core.metrics import StepScopedCombineFn, step_scoped
@@ -38,7 +39,6 @@ from sparkbeam.runners.core.ops import GroupOp
 from sparkbeam.runners.core.plan import Stage
 from sparkbeam.runners.core.records import window_of_group_key
 from sparkbeam.runners.spark.metrics import MetricsChannel, metered, task_failed
-from sparkbeam.runners.spark.stage_records import gc_paused
 from sparkbeam.trigger import DefaultTrigger
 from sparkbeam.utils.windowed_value import (
     PANE_INFO_UNKNOWN,

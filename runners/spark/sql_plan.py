@@ -1,7 +1,8 @@
-"""A schema'd segment (``runners/core/schema_segments.py``) as one Spark DataFrame plan.
+"""A schema'd segment (``runners/core/schema_segments.py``) as one Spark SQL query.
 
-The columns come from Spark's own CSV reader (``sql_sources.py``) or, for a ``Create``, from
-the driver as Arrow slices; Spark computes each element's timestamp (µs) and windows,
+The columns come from Spark's own readers (``sql_sources.py``) or, for a ``Create``, from
+the driver as Arrow slices; the plan is SQL text over them (a few calls into the JVM to
+build it); Spark computes each element's timestamp (µs) and windows,
 groups by the key fields and the window, and aggregates with its own functions: no Python
 runs per element. Each (key, window) group also keeps its earliest and latest timestamp,
 from which the pane's timestamp follows the timestamp combiner as on the general path
@@ -15,9 +16,11 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterator
+import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from sparkbeam.runners.core.gc_pause import gc_paused
 from sparkbeam.runners.core.holds import HoldPolicy, last_instant, single_pane_timestamp
 from sparkbeam.runners.core.schema_segments import SchemaAggregateOp
 from sparkbeam.runners.core.schema_sources import ParquetTable
@@ -25,7 +28,12 @@ from sparkbeam.runners.core.sources import SourceEmission
 from sparkbeam.runners.spark import sql_sources
 from sparkbeam.schemas import TIMESTAMP_UNITS, schema_tuple_type
 from sparkbeam.utils.timestamp import MIN_TIMESTAMP, Timestamp
-from sparkbeam.utils.windowed_value import PaneInfo, PaneInfoTiming, WindowedValue
+from sparkbeam.utils.windowed_value import (
+    PaneInfo,
+    PaneInfoTiming,
+    WindowedValue,
+    new_windowed_value,
+)
 from sparkbeam.window import (
     FixedWindows,
     GlobalWindow,
@@ -39,7 +47,7 @@ __all__ = ["aggregate_dataframe", "read_segment"]
 _ROWS = "__rows"
 
 _ARROW_TYPES = {"bool": "bool_", "int": "int64", "float": "float64", "str": "string"}
-_TIMESTAMP, _START, _EARLIEST, _LATEST = "__timestamp", "__window_start", "__earliest", "__latest"
+_TIMESTAMP, _START, _BACK, _EARLIEST, _LATEST = "__timestamp", "__window_start", "__back", "__earliest", "__latest"
 _LATEST_COMBINERS = (TimestampCombiner.OUTPUT_AT_LATEST,)
 
 
@@ -76,9 +84,10 @@ def _slices(shipped: Any, ids: Iterator[Any]) -> Iterator[Any]:
             yield from pa.ipc.open_stream(shipped.value[index])
 
 
-def source_frame(backend: Any, op: SchemaAggregateOp) -> Any:
-    """The columns the plan reads, from the op's files, or from the driver as a DataFrame of
-    the backend's partition count.
+def _source(backend: Any, op: SchemaAggregateOp, view: str) -> tuple[Any, str]:
+    """The relation the plan starts from (files as Spark reads them, or the driver's columns
+    as a DataFrame of the backend's partition count), and the SQL text of the plan's
+    columns over it, read as ``view``.
 
     The driver's columns travel as Arrow IPC slices in one broadcast and become rows in the JVM through
     ``mapInArrow`` over one id per slice: ``createDataFrame`` of a large Arrow table holds
@@ -88,9 +97,9 @@ def source_frame(backend: Any, op: SchemaAggregateOp) -> Any:
 
     names = _column_names(op)
     if isinstance(op.table, ParquetTable):
-        return sql_sources.parquet_frame(backend.spark, op, names)
+        return sql_sources.parquet_files(backend.spark, op), sql_sources.parquet_query(op, names, view)
     if op.table is not None:
-        return sql_sources.csv_frame(backend.spark, op, names)
+        return sql_sources.csv_lines(backend.spark, op), sql_sources.csv_query(op, names, view)
     table = _arrow_table(op, names)
     size = max(1, -(-table.num_rows // backend.num_partitions))
     slices = []
@@ -103,83 +112,105 @@ def source_frame(backend: Any, op: SchemaAggregateOp) -> Any:
     backend.broadcasts.append(shipped)  # unpersisted at the end of the step
     schema = ", ".join(f"{name} {_SPARK_TYPES[op.kind_of_column(source)]}" for source, name in names.items())
     ids = backend.spark.range(0, len(slices), 1, len(slices))
-    return ids.mapInArrow(functools.partial(_slices, shipped), schema)
+    return ids.mapInArrow(functools.partial(_slices, shipped), schema), f"SELECT * FROM {view}"
 
 
-def aggregate_dataframe(frame: Any, op: SchemaAggregateOp, *, exact_sums: bool = False) -> Any:
-    """The DataFrame of (key columns k0.., aggregates a0.., window start, earliest or
-    latest timestamp, rows, and for files the worst problem of a row) per key and window,
-    from ``source_frame``. ``exact_sums``: sum ints as decimals (after a 64-bit sum of a
-    file's column overflowed)."""
-    from pyspark.sql import functions as F
+def _planned(backend: Any, op: SchemaAggregateOp, query: Callable[[str], str]) -> Any:
+    """The DataFrame of ``query(columns)``, SQL text over the SQL text of the plan's columns
+    (``_source``): the whole plan in a few calls into the JVM, where building it a step at
+    a time with DataFrame methods takes hundreds. The source is a temporary view while the
+    query is analysed (the DataFrame keeps the plan it resolved to)."""
+    view = f"__sparkbeam_source_{uuid.uuid4().hex}"
+    source, columns = _source(backend, op, view)
+    source.createOrReplaceTempView(view)
+    try:
+        return backend.spark.sql(query(columns))
+    finally:
+        backend.spark.catalog.dropTempView(view)
 
+
+def source_frame(backend: Any, op: SchemaAggregateOp) -> Any:
+    """The DataFrame of the columns the plan reads (``_source``)."""
+    return _planned(backend, op, lambda columns: columns)
+
+
+def aggregate_query(op: SchemaAggregateOp, columns: str, *, exact_sums: bool = False) -> str:
+    """SQL text of (key columns k0.., aggregates a0.., window start, earliest or latest
+    timestamp, rows, and for files the worst problem of a row) per key and window, over
+    ``columns``, SQL text of the plan's columns (``_source``). ``exact_sums``: sum ints as
+    decimals (after a 64-bit sum of a file's column overflowed)."""
     names = _column_names(op)
     if op.timestamp_column is None:
-        micros = F.lit(MIN_TIMESTAMP.micros).cast("long")
+        micros = f"CAST({MIN_TIMESTAMP.micros} AS bigint)"
     elif op.table is not None:
-        micros = F.col(sql_sources.MICROS)
+        micros = sql_sources.MICROS
     elif op.kind_of_column(op.timestamp_column) == "int":
-        micros = F.col(names[op.timestamp_column]).cast("long") * F.lit(TIMESTAMP_UNITS[op.timestamp_unit])
+        micros = f"CAST({names[op.timestamp_column]} AS bigint) * {TIMESTAMP_UNITS[op.timestamp_unit]}"
     else:
         # Timestamp.of rounds seconds * 1e6 half to even, as bround does.
-        micros = F.bround(F.col(names[op.timestamp_column]) * F.lit(1_000_000.0)).cast("long")
+        micros = f"CAST(bround({names[op.timestamp_column]} * 1000000.0D) AS bigint)"
+    # Each projection reads what the one before computed (Spark keeps a projection whose
+    # expressions are read more than once, rather than repeat them).
+    frame = f"SELECT *, {micros} AS {_TIMESTAMP} FROM ({columns})"
     windowfn = op.windowing.windowfn
     window_columns = []
     if isinstance(windowfn, FixedWindows):
         size, offset = windowfn.size.micros, windowfn.offset.micros
-        # One projection (each DataFrame step is analysed at once, in the JVM).
-        frame = frame.withColumns({_TIMESTAMP: micros, _START: micros - F.pmod(micros - F.lit(offset), F.lit(size))})
+        frame = f"SELECT *, {_TIMESTAMP} - pmod({_TIMESTAMP} - {offset}, {size}) AS {_START} FROM ({frame})"
         window_columns = [_START]
-    else:
-        frame = frame.withColumn(_TIMESTAMP, micros)
     if isinstance(windowfn, SlidingWindows):
         size, period, offset = windowfn.size.micros, windowfn.period.micros, windowfn.offset.micros
-        ts = F.col(_TIMESTAMP)
-        last_start = ts - F.pmod(ts - F.lit(offset), F.lit(period))
         back = -(-size // period)  # at most this many windows hold an element
-        frame = frame.withColumn(
-            _START, F.explode(F.sequence(F.lit(0).cast("long"), F.lit(back - 1).cast("long")))
-        ).withColumn(_START, last_start - F.col(_START) * F.lit(period))
+        frame = f"SELECT *, explode(sequence(CAST(0 AS bigint), CAST({back - 1} AS bigint))) AS {_BACK} FROM ({frame})"
+        last_start = f"({_TIMESTAMP} - pmod({_TIMESTAMP} - {offset}, {period}))"
+        frame = f"SELECT *, {last_start} - {_BACK} * {period} AS {_START} FROM ({frame})"
         # SlidingWindows.assign: the starts after (timestamp - size), back from the last.
-        frame = frame.where(F.col(_START) > ts - F.lit(size))
+        frame = f"SELECT * FROM ({frame}) WHERE {_START} > {_TIMESTAMP} - {size}"
         window_columns = [_START]
-    keys = [F.col(names[source]).alias(f"k{index}") for index, (_, source) in enumerate(op.key_columns)]
-    aggregates = []
+    keys = [names[source] for _, source in op.key_columns]
+    selected = [f"{name} AS k{index}" for index, name in enumerate(keys)] + window_columns
     positions = {name: index for index, (name, _) in enumerate(op.columns)}
     for index, agg in enumerate(op.aggregates):
-        column = F.col(names[agg.column])
+        column = names[agg.column]
         is_int = op.kind_of_column(agg.column) == "int"
         if agg.function in ("sum", "mean") and is_int and (
             exact_sums or (op.table is None and _sum_may_overflow(op, op.data[positions[agg.column]], agg.column))
         ):
             # Python's ints do not overflow: sum exactly, as decimals (back as ints in _panes).
-            column = column.cast("decimal(38,0)")
+            column = f"CAST({column} AS decimal(38,0))"
         # A file's values are unknown before the run: a 64-bit sum that overflows is null
         # (try_sum), and the plan runs again with exact sums.
-        total = F.try_sum(column) if op.table is not None else F.sum(column)
+        total = f"try_sum({column})" if op.table is not None else f"sum({column})"
         if agg.function == "count":
-            expression = F.count(F.lit(1))
+            expression = "count(1)"
         elif agg.function == "sum":
             expression = total
         elif agg.function == "mean":
             # MeanCombineFn: the exact sum over the count, as floats.
-            expression = total.cast("double") / F.count(F.lit(1)).cast("double")
-        elif agg.function == "min":
-            expression = F.min(column)
-        else:
-            expression = F.max(column)
-        aggregates.append(expression.alias(f"a{index}"))
-    extra = [F.count(F.lit(1)).alias(_ROWS)]
+            expression = f"CAST({total} AS double) / CAST(count(1) AS double)"
+        else:  # min, max
+            expression = f"{agg.function}({column})"
+        selected.append(f"{expression} AS a{index}")
+    selected.append(f"count(1) AS {_ROWS}")
     if op.table is not None:
-        extra.append(F.max(sql_sources.PROBLEM).alias(sql_sources.PROBLEM))
+        selected.append(f"max({sql_sources.PROBLEM}) AS {sql_sources.PROBLEM}")
     # The panes' timestamps need the groups' earliest or latest time, unless they are at the
     # end of the window (END_OF_WINDOW, and Beam's batch shortcut for default windowing).
     combiner = op.windowing.timestamp_combiner
     if combiner in _LATEST_COMBINERS:
-        extra.append(F.max(_TIMESTAMP).alias(_LATEST))
+        selected.append(f"max({_TIMESTAMP}) AS {_LATEST}")
     elif combiner != TimestampCombiner.OUTPUT_AT_EOW:
-        extra.append(F.min(_TIMESTAMP).alias(_EARLIEST))
-    return frame.groupBy(*keys, *window_columns).agg(*aggregates, *extra)
+        selected.append(f"min({_TIMESTAMP}) AS {_EARLIEST}")
+    grouped_by = ", ".join(keys + window_columns)
+    # With neither keys nor windows to group by, SQL aggregates no rows into one group; the
+    # general path has no group, and no pane, for no elements.
+    grouping = f"GROUP BY {grouped_by}" if grouped_by else "HAVING count(1) > 0"
+    return f"SELECT {', '.join(selected)} FROM ({frame}) {grouping}"
+
+
+def aggregate_dataframe(backend: Any, op: SchemaAggregateOp, *, exact_sums: bool = False) -> Any:
+    """The DataFrame of ``aggregate_query`` over the op's source: one SQL query."""
+    return _planned(backend, op, functools.partial(aggregate_query, op, exact_sums=exact_sums))
 
 
 def _sum_may_overflow(op: SchemaAggregateOp, values: tuple, column: str) -> bool:
@@ -210,34 +241,40 @@ def _panes(op: SchemaAggregateOp, overlapping_window_rule: bool, groups: Any) ->
         if pa.types.is_decimal(groups.schema.field(name).type):
             values = [None if total is None else int(total) for total in values]  # Python's exact int
         fields.append(values)
-    results = list(map(result_type, *fields)) if fields else [result_type() for _ in range(rows)]
+    # Tuples built in C (a NamedTuple's own __new__ is a Python frame per group).
+    results = list(map(functools.partial(tuple.__new__, result_type), zip(*fields))) if fields else [result_type()] * rows
     if isinstance(windowfn, FixedWindows | SlidingWindows):
         size = windowfn.size.micros
-        by_start: dict[int, tuple[IntervalWindow]] = {}  # few windows, many groups each
-        for start in set(groups.column(_START).to_pylist()):
-            by_start[start] = (IntervalWindow(Timestamp.from_micros(start), Timestamp.from_micros(start + size)),)
-        windows = list(map(by_start.__getitem__, groups.column(_START).to_pylist()))
+        starts = groups.column(_START).to_pylist()
+        window_of = {  # few windows, many groups each
+            start: (IntervalWindow(Timestamp.from_micros(start), Timestamp.from_micros(start + size)),) for start in set(starts)
+        }
     else:
-        windows = [(GlobalWindow(),)] * rows
+        starts = [None] * rows
+        window_of = {None: (GlobalWindow(),)}
+    windows = list(map(window_of.__getitem__, starts))
     if single_pane_stamp is not None:
         timestamps = [single_pane_stamp] * rows
     elif op.windowing.timestamp_combiner == TimestampCombiner.OUTPUT_AT_EOW:
         # At the end of the window, whatever the elements' times: once per window.
-        stamps = {window: holds.pane_timestamp(last_instant(window), holds.output_time(window, MIN_TIMESTAMP.micros)) for (window,) in set(windows)}
-        timestamps = [stamps[window] for (window,) in windows]
+        stamp_of = {
+            start: holds.pane_timestamp(last_instant(window), holds.output_time(window, MIN_TIMESTAMP.micros))
+            for start, (window,) in window_of.items()
+        }
+        timestamps = list(map(stamp_of.__getitem__, starts))
     else:
         times = groups.column(_LATEST if op.windowing.timestamp_combiner in _LATEST_COMBINERS else _EARLIEST).to_pylist()
         timestamps = [
             holds.pane_timestamp(last_instant(window), holds.output_time(window, time))
             for (window,), time in zip(windows, times)
         ]
-    return list(map(WindowedValue, results, timestamps, windows, itertools.repeat(pane, rows)))
+    return list(map(new_windowed_value, zip(results, timestamps, windows, itertools.repeat(pane, rows))))
 
 
 def _groups(backend: Any, op: SchemaAggregateOp) -> Any:
     """The aggregation's groups on the driver, as one Arrow table; with the sums of a
     file's ints exact (again as decimals when a 64-bit sum overflowed)."""
-    groups = aggregate_dataframe(source_frame(backend, op), op).toArrow()
+    groups = aggregate_dataframe(backend, op).toArrow()
     if op.table is None:
         return groups
     _check_records(backend, op, groups)
@@ -247,7 +284,7 @@ def _groups(backend: Any, op: SchemaAggregateOp) -> Any:
         if agg.function in ("sum", "mean") and op.kind_of_column(agg.column) == "int"
     )
     if overflowed:
-        groups = aggregate_dataframe(source_frame(backend, op), op, exact_sums=True).toArrow()
+        groups = aggregate_dataframe(backend, op, exact_sums=True).toArrow()
     return groups
 
 
@@ -285,7 +322,13 @@ def read_segment(backend: Any, op: SchemaAggregateOp, emission: SourceEmission) 
     (made from them only when a later stage runs)."""
     from sparkbeam.runners.spark.backend import Dataset
 
-    panes = _panes(op, backend.overlapping_window_rule, _groups(backend, op))
+    # The plan's jobs run here, before any stage of the step names its jobs: in the run's
+    # job group (which an interrupt cancels and the progress line reads), under its label.
+    backend.current_stage = op.label
+    backend.sc.setJobGroup(backend.job_group, f"{op.label} (SQL plan)", True)
+    groups = _groups(backend, op)
+    with gc_paused():
+        panes = _panes(op, backend.overlapping_window_rule, groups)
     if not panes:
         return Dataset(backend.sc.emptyRDD(), known_empty=True, collected=[])
     slices = max(1, min(backend.num_partitions, len(panes)))

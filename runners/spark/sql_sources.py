@@ -1,10 +1,11 @@
 """Where a SQL plan's columns come from when a file read starts its segment: Spark's own
-reader, with ``ReadFromCsv``'s conversions written as Spark expressions.
+readers, with ``ReadFromCsv``'s conversions written as Spark expressions.
 
 The planner (``runners/core/schema_sources.py``) has made sure the files hold nothing on
-which Spark's CSV reader and Python's ``csv`` module could split records differently (no
-quotes, no ``\\r``, no lines of spaces...). Spark reads each line whole (the header line of
-each file dropped, blank lines skipped, as the general path skips them) and splits it on the
+which a line reader and Python's ``csv`` module could split records differently (no
+quotes, no ``\\r``, no lines of spaces...). Spark's text reader reads each line whole, the
+plan drops each file's header line (by its text: the planner found it on no other line)
+and blank lines (as the general path skips them), and splits each line on the
 separator; each column is converted as ``csvio._Dialect.convert`` converts it (pandas'
 missing values, ints, floats, bools). Each row also gets a *problem* code, the most serious
 of its fields', so that the plan can fail where the general path fails, naming the record:
@@ -27,13 +28,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import attrs
+
 from sparkbeam.runners.core.schema_segments import SchemaAggregateOp
 from sparkbeam.schemas import TIMESTAMP_UNITS
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
 
 __all__ = [
-    "BAD_RECORD", "DISAGREES", "LINE", "MICROS", "MISSING", "MISSING_IN_MIN_MAX", "PROBLEM", "csv_frame", "describe_problem",
-    "parquet_frame",
+    "BAD_RECORD", "DISAGREES", "LINE", "MICROS", "MISSING", "MISSING_IN_MIN_MAX", "PROBLEM", "csv_lines", "csv_query",
+    "describe_problem", "parquet_files", "parquet_query",
 ]
 
 PROBLEM, LINE, MICROS, _FIELDS, _SIZE = "__problem", "__line", "__micros", "__fields", "__size"
@@ -47,54 +50,57 @@ _REGEX_META = ".$|()[]{}^?*+\\"
 _OTHER_DIGITS = "[^\\x00-\\x7f]"  # with a digit somewhere: maybe digits Python reads
 
 
-def csv_frame(spark: Any, op: SchemaAggregateOp, names: dict[str, str]) -> Any:
-    """The plan's columns (``names``: source column -> Spark name) read from the op's CSV
-    files, with the line (``LINE``), its problem code (``PROBLEM``, 0 for none) and its
-    timestamp in µs (``MICROS``) when the segment stamps elements from a column.
+def csv_query(op: SchemaAggregateOp, names: dict[str, str], source: str) -> str:
+    """The plan's columns (``names``: source column -> Spark name) as SQL text over
+    ``source``, the op's files as lines (``csv_lines``), with the line (``LINE``),
+    its problem code (``PROBLEM``, 0 for none) and its timestamp in µs (``MICROS``) when the
+    segment stamps elements from a column.
 
-    The expressions are SQL text: one call into the JVM per column, where building them
-    with ``pyspark.sql.functions`` takes hundreds (a noticeable part of a small job)."""
-    table = op.table
-    if table is None:  # not reached: only file segments come here
-        msg = f"'{op.label}' reads no files"
-        raise TypeError(msg)
-    # One string column per line: no quoting (the planner found no quote characters) and a
-    # separator no line holds (the planner found no NUL), so Spark splits only into lines.
-    lines = spark.read.csv(
-        list(table.files), schema=f"{LINE} string", sep="\u0000", quote="", header=table.header,
-        mode="PERMISSIVE", multiLine=False, encoding="UTF-8",
-    )
+    Each projection computes what the next reads more than once (a field, whether it fits
+    its kind, its value): Spark keeps a projection whose non-trivial expressions are read
+    more than once, where written out inline they would be evaluated once per use."""
+    table = _table(op)
     # A separator as one plain character (or a backslash-escaped one) takes Java's fast split.
     separator = _sql_string(table.separator if table.separator.isalnum() or table.separator not in _REGEX_META else "\\" + table.separator)
-    # Split once; each field then once more in a projection of its own (Spark keeps a
-    # projection whose expressions are read more than once, rather than repeat them).
-    lines = lines.selectExpr(LINE, f"split({LINE}, {separator}, -1) AS {_FIELDS}")
+    # The text reader's lines (``value``) as the read takes them: empty lines skipped (the
+    # planner found no other blank-looking ones), each file's header line dropped (the
+    # planner found it on no other line).
+    kept = "value != ''" + (f" AND value != {_sql_string(table.header_line)}" if table.header else "")
+    split = f"SELECT value AS {LINE}, split(value, {separator}, -1) AS {_FIELDS} FROM {source} WHERE {kept}"
     raws = [f"try_element_at({_FIELDS}, {table.position(column) + 1}) AS {_raw(index)}" for index, (column, _) in enumerate(op.columns)]
-    lines = lines.selectExpr(LINE, f"size({_FIELDS}) AS {_SIZE}", *raws)
-    problems = [f"CASE WHEN {_SIZE} != {table.width} THEN {BAD_RECORD} ELSE 0 END"]
-    columns = [LINE]
+    fields = f"SELECT {LINE}, size({_FIELDS}) AS {_SIZE}, {', '.join(raws)} FROM ({split})"
     uses = _uses(op)
+    tests, values, problems, columns = [], [], [f"CASE WHEN {_SIZE} != {table.width} THEN {BAD_RECORD} ELSE 0 END"], [LINE]
     for index, (column, kind) in enumerate(op.columns):
         used = column in names
-        value, problem = _convert(_raw(index), kind, table, used, _missing_code(uses.get(column, set())))
+        field = _Field(_raw(index), f"__test{index}", f"__value{index}", kind, table, used, _missing_code(uses.get(column, set())))
+        tests.append(f"{field.test()} AS {field.test_name}")
+        if used:
+            values.append(f"{field.value()} AS {field.value_name}")
+        problem = field.problem()
         if column == op.timestamp_column:
-            micros, out_of_range = _timestamp_micros(value, kind, op.timestamp_unit)
+            micros, out_of_range = _timestamp_micros(field.value_name, kind, op.timestamp_unit)
             problem = f"CASE WHEN {out_of_range} THEN {DISAGREES} ELSE {problem} END"
             columns.append(f"{micros} AS {MICROS}")
         problems.append(problem)
         if used:
-            columns.append(f"{value} AS {names[column]}")
-    return lines.selectExpr(*columns, f"greatest({', '.join(problems)}) AS {PROBLEM}")
+            columns.append(f"{field.value_name} AS {names[column]}")
+    tested = f"SELECT *, {', '.join(tests)} FROM ({fields})"
+    valued = f"SELECT *, {', '.join(values)} FROM ({tested})" if values else tested
+    return f"SELECT {', '.join(columns)}, greatest({', '.join(problems)}) AS {PROBLEM} FROM ({valued})"
 
 
-def parquet_frame(spark: Any, op: SchemaAggregateOp, names: dict[str, str]) -> Any:
-    """``csv_frame`` for Parquet files: Spark reads the typed columns as pyarrow does; a
-    missing value (null, None on the general path) is the only problem a value can have."""
-    table = op.table
-    if table is None:  # not reached: only file segments come here
-        msg = f"'{op.label}' reads no files"
-        raise TypeError(msg)
-    frame = spark.read.parquet(*table.files)
+def csv_lines(spark: Any, op: SchemaAggregateOp) -> Any:
+    """The op's CSV files as Spark's text reader reads them: a row per line, in ``value``.
+    (Spark's CSV reader, given one column and a separator no line holds, reads the same
+    lines at a third more CPU; ``csv_query`` drops blank lines and the header as it does.)"""
+    return spark.read.text(list(_table(op).files))
+
+
+def parquet_query(op: SchemaAggregateOp, names: dict[str, str], source: str) -> str:
+    """``csv_query`` for Parquet files (``source`` read by ``spark.read.parquet``): Spark
+    reads the typed columns as pyarrow does; a missing value (null, None on the general
+    path) is the only problem a value can have."""
     uses = _uses(op)
     columns = [f"to_json(struct(*)) AS {LINE}"]
     problems = ["0"]
@@ -111,7 +117,18 @@ def parquet_frame(spark: Any, op: SchemaAggregateOp, names: dict[str, str]) -> A
             columns.append(f"{micros} AS {MICROS}")
         problems.append(problem)
         columns.append(f"{value} AS {names[column]}")
-    return frame.selectExpr(*columns, f"greatest({', '.join(problems)}) AS {PROBLEM}")
+    return f"SELECT {', '.join(columns)}, greatest({', '.join(problems)}) AS {PROBLEM} FROM {source}"
+
+
+def parquet_files(spark: Any, op: SchemaAggregateOp) -> Any:
+    return spark.read.parquet(*_table(op).files)
+
+
+def _table(op: SchemaAggregateOp) -> Any:
+    if op.table is None:  # not reached: only file segments come here
+        msg = f"'{op.label}' reads no files"
+        raise TypeError(msg)
+    return op.table
 
 
 def _raw(index: int) -> str:
@@ -145,37 +162,67 @@ def _missing_code(uses: set[str]) -> int:
     return 0  # a key, a count or an unused column takes None
 
 
-def _convert(raw: str, kind: str, table: Any, used: bool, missing_code: int) -> tuple[str, str]:
-    """``(value, problem code)`` of a field of ``kind`` (SQL text), as ``csvio`` converts it.
-    The usual field is settled by one test; only the rest is classified further."""
-    missing = _sql_in(raw, table.na_values)
-    if kind == "str":
-        return f"CASE WHEN NOT {missing} THEN {raw} END", f"CASE WHEN {missing} THEN {missing_code} ELSE 0 END"
-    if kind == "bool":
-        truth = f"CASE WHEN {_sql_in(raw, table.true_values)} THEN true WHEN {_sql_in(raw, table.false_values)} THEN false END"
-        fits = f"({truth}) IS NOT NULL"
-        if set(table.na_values) & {*table.true_values, *table.false_values}:
-            fits = f"({fits} AND NOT {missing})"
+@attrs.frozen
+class _Field:
+    """A CSV field of ``kind`` as ``csvio`` converts it, as SQL text in three projections:
+    ``test()`` (the one test most fields settle on, named ``test_name``), ``value()`` (named
+    ``value_name``, from the test) and ``problem()``: only a field that fails the test is
+    classified further."""
+
+    raw: str
+    test_name: str
+    value_name: str
+    kind: str
+    table: Any
+    used: bool
+    missing_code: int
+
+    def missing(self) -> str:
+        return _sql_in(self.raw, self.table.na_values)
+
+    def test(self) -> str:
+        """str: whether the field is missing; bool: its truth (null for neither); numbers:
+        whether it fits the kind."""
+        table = self.table
+        if self.kind == "str":
+            return self.missing()
+        if self.kind == "bool":
+            return f"CASE WHEN {_sql_in(self.raw, table.true_values)} THEN true WHEN {_sql_in(self.raw, table.false_values)} THEN false END"
+        pattern = _JAVA_INT if self.kind == "int" else _JAVA_FLOAT
+        fits = f"({self.raw} RLIKE {_sql_string(pattern)})"
+        python_pattern = re.compile(pattern.replace("(?i)", ""), re.IGNORECASE)
+        if any(python_pattern.search(na) for na in table.na_values):  # e.g. na_values=['-1']
+            fits = f"({fits} AND NOT {self.missing()})"
+        return fits
+
+    def _bool_fits(self) -> str:
+        fits = f"({self.test_name} IS NOT NULL)"
+        if set(self.table.na_values) & {*self.table.true_values, *self.table.false_values}:
+            fits = f"({fits} AND NOT {self.missing()})"
+        return fits
+
+    def value(self) -> str:
+        if self.kind == "str":
+            return f"CASE WHEN NOT {self.test_name} THEN {self.raw} END"
+        if self.kind == "bool":
+            return f"CASE WHEN {self._bool_fits()} THEN {self.test_name} END"
+        return f"CASE WHEN {self.test_name} THEN try_cast({self.raw} AS {'bigint' if self.kind == 'int' else 'double'}) END"
+
+    def problem(self) -> str:
+        if self.kind == "str":
+            return f"CASE WHEN {self.test_name} THEN {self.missing_code} ELSE 0 END"
+        if self.kind == "bool":
+            return f"CASE WHEN {self._bool_fits()} THEN 0 WHEN {self.missing()} THEN {self.missing_code} ELSE {BAD_RECORD} END"
+        raw = self.raw
+        # Python reads other scripts' digits, and an int column takes a float (csvio converts it
+        # to a float); neither fits the column Spark reads, and 64 bits hold fewer ints.
+        other_digits = f"({raw} RLIKE {_sql_string(_OTHER_DIGITS)} AND {raw} RLIKE {_sql_string(chr(92) + 'p{Nd}')})"
+        readable_otherwise = f"({other_digits} OR {raw} RLIKE {_sql_string(_JAVA_FLOAT)})" if self.kind == "int" else other_digits
+        fitting = f"CASE WHEN {self.value_name} IS NULL THEN {DISAGREES} ELSE 0 END" if self.used else "0"
         return (
-            f"CASE WHEN {fits} THEN {truth} END",
-            f"CASE WHEN {fits} THEN 0 WHEN {missing} THEN {missing_code} ELSE {BAD_RECORD} END",
+            f"CASE WHEN {self.test_name} THEN {fitting} WHEN {self.missing()} THEN {self.missing_code} "
+            f"WHEN {readable_otherwise} THEN {DISAGREES if self.used else 0} ELSE {BAD_RECORD} END"
         )
-    pattern = _JAVA_INT if kind == "int" else _JAVA_FLOAT
-    fits = f"({raw} RLIKE {_sql_string(pattern)})"
-    python_pattern = re.compile(pattern.replace("(?i)", ""), re.IGNORECASE)
-    if any(python_pattern.search(na) for na in table.na_values):  # e.g. na_values=['-1']
-        fits = f"({fits} AND NOT {missing})"
-    value = f"CASE WHEN {fits} THEN try_cast({raw} AS {'bigint' if kind == 'int' else 'double'}) END"
-    # Python reads other scripts' digits, and an int column takes a float (csvio converts it
-    # to a float); neither fits the column Spark reads, and 64 bits hold fewer ints.
-    other_digits = f"({raw} RLIKE {_sql_string(_OTHER_DIGITS)} AND {raw} RLIKE {_sql_string(chr(92) + 'p{Nd}')})"
-    readable_otherwise = f"({other_digits} OR {raw} RLIKE {_sql_string(_JAVA_FLOAT)})" if kind == "int" else other_digits
-    fitting = f"CASE WHEN ({value}) IS NULL THEN {DISAGREES} ELSE 0 END" if used else "0"
-    problem = (
-        f"CASE WHEN {fits} THEN {fitting} WHEN {missing} THEN {missing_code} "
-        f"WHEN {readable_otherwise} THEN {DISAGREES if used else 0} ELSE {BAD_RECORD} END"
-    )
-    return value, problem
 
 
 def _timestamp_micros(value: str, kind: str, unit: str) -> tuple[str, str]:

@@ -10,10 +10,7 @@ backend (``backend.py``) runs one computation and reads it several ways.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,6 +18,7 @@ import attrs
 from pyspark.serializers import Serializer
 
 from sparkbeam.runners.core.execution import kind_of
+from sparkbeam.runners.core.gc_pause import gc_paused
 from sparkbeam.runners.core.plan import Stage
 from sparkbeam.runners.core.records import Parked, ReleaseAt, Summary
 from sparkbeam.runners.core.steps import StageSummary
@@ -31,7 +29,6 @@ from sparkbeam.utils.windowed_value import WindowedValue, new_windowed_value
 __all__ = [
     "ElementsToTheDriver",
     "as_plain_tuples",
-    "gc_paused",
     "materialise",
     "parked",
     "reports_and",
@@ -81,30 +78,6 @@ def as_plain_tuples(elements: Any) -> Any:
     three times the cost. The driver rebuilds them (``SparkBackend.collect``)."""
     for wv in elements:
         yield tuple(wv)
-
-
-_PAUSES = 0
-_RESUME_GC = False
-_PAUSES_LOCK = threading.Lock()
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """The cyclic GC off for the block (nested or in several threads: off until the last
-    such block ends, then back on if it was on before the first)."""
-    global _PAUSES, _RESUME_GC
-    with _PAUSES_LOCK:
-        if _PAUSES == 0:
-            _RESUME_GC = gc.isenabled()
-            gc.disable()
-        _PAUSES += 1
-    try:
-        yield
-    finally:
-        with _PAUSES_LOCK:
-            _PAUSES -= 1
-            if _PAUSES == 0 and _RESUME_GC:
-                gc.enable()
 
 
 class ElementsToTheDriver(Serializer):

@@ -10,11 +10,13 @@ from apache_beam import pvalue as beam_pvalue
 from apache_beam.metrics import Metrics
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms import window as beam_window
+from apache_beam.utils import timestamp as beam_timestamp
 
 import sparkbeam
 from sparkbeam.metrics.execution import MetricsContainer, MetricsEnvironment
 from sparkbeam.metrics.metricbase import MetricName
 from sparkbeam.runners.beam import grouping as beam_grouping
+from sparkbeam.runners.beam import plain as beam_plain
 from sparkbeam.runners.beam.grouping import BeamCombineFn, KeyCodec
 from sparkbeam.runners.beam.metrics import tracking_for_the_task, tracking_in_place
 from sparkbeam.runners.beam.pardo import BeamParDoOp
@@ -91,6 +93,26 @@ def test_a_restamped_beam_map_is_windowed_by_the_window_into_that_reads_it_at_on
     (runner,) = [r.runner for r in body._runners if r.step == "Stamp"]
     assert isinstance(runner, BeamFnRunner)
     assert runner._into is not None  # the engine's fused Map -> WindowInto path
+
+
+STAMPS = [-1.5, -0.000001, 0, 0.000001, 1767225600.162, 12.3456789, beam_timestamp.Timestamp(7, 123, precision=3)]
+
+
+@pytest.mark.parametrize("extra", [(), ("x",), ("x", "y")], ids=["element", "one", "positional"])
+def test_a_restamped_maps_outputs_keep_beams_microseconds_whatever_its_arguments(extra):
+    p = beam_pipeline()
+    out = (
+        p
+        | beam.Create(range(len(STAMPS)))
+        | "Stamp" >> beam.Map(lambda i, *rest: beam_window.TimestampedValue((i, rest), STAMPS[i]), *extra)
+        | "Time" >> beam.Map(lambda x, t=beam.DoFn.TimestampParam: (x, t.micros))
+    )
+    sparkbeam.capture(out)
+    plan, loop = run_in_engine(p)
+    assert op_labelled(plan, "Stamp").dofn.arguments == ["element", "one", "positional"][len(extra)]
+    assert beam_plain._MICROS_IN_FIELDS  # this Beam's Timestamp: micros read off its fields
+    expected = [((i, extra), beam_timestamp.Timestamp.of(stamp).micros) for i, stamp in enumerate(STAMPS)]
+    assert sorted(emitted_values(plan, loop, out)) == expected
 
 
 def test_beams_output_types_and_undeclared_tags_keep_beams_meaning():
@@ -172,6 +194,27 @@ def test_a_plain_str_key_is_its_own_encoding_and_other_keys_are_encoded():
     assert not KeyCodec("G", beam.coders.PickleCoder()).str_keys_pass
 
 
+def test_a_lifted_combines_str_keyed_pairs_pass_its_encode_key_with_no_call(monkeypatch):
+    calls = []
+    real = KeyCodec.encoder
+
+    def counted(codec):
+        code = real(codec)
+        if codec.label != "CombinePerKey(sum)":
+            return code  # Create's own Reshuffle
+        return lambda element: calls.append(element) or code(element)
+
+    monkeypatch.setattr(KeyCodec, "encoder", counted)
+    p = beam_pipeline()
+    totals = p | beam.Create([("a", 1), ("a", 2), (b"a", 4), (1, 8)]) | beam.CombinePerKey(sum)
+    sparkbeam.capture(totals)
+    plan, loop = run_in_engine(p)
+    assert op_labelled(plan, "CombinePerKey(sum)/EncodeKey").str_pairs_pass
+    assert sorted(emitted_values(plan, loop, totals), key=repr) == [("a", 3), (1, 8), (b"a", 4)]
+    assert calls == [(b"a", 4), (1, 8)]  # the str-keyed pairs went on with no call
+    assert not KeyCodec("G", beam.coders.StrUtf8Coder(), beam.coders.StrUtf8Coder()).str_pairs_pass  # values to encode
+
+
 def test_str_keys_group_apart_from_bytes_and_other_keys_as_in_beam():
     p = beam_pipeline()
     grouped = (
@@ -191,6 +234,7 @@ def test_str_keys_group_apart_from_bytes_and_other_keys_as_in_beam():
 def test_a_lifted_beam_combine_fn_is_called_as_it_is_where_the_tasks_tracking_is_in_place(monkeypatch):
     class Counting(beam.CombineFn):
         def create_accumulator(self):
+            Metrics.counter("combine", "created").inc()
             return 0
 
         def add_input(self, total, x):
@@ -210,12 +254,14 @@ def test_a_lifted_beam_combine_fn_is_called_as_it_is_where_the_tasks_tracking_is
     container = MetricsContainer()
     with MetricsEnvironment.container_scope(container), MetricsEnvironment.step_scope("Sum"):
         assert fn.add_input(0, 1) == 1 and len(wrapped) == 1  # no tracking: Beam's tracker set for the call
+        assert fn.create_accumulator() == 0 and len(wrapped) == 2
         stop = tracking_for_the_task()
         try:
-            assert fn.add_input(1, 2) == 3 and len(wrapped) == 1  # tracking in place: a plain call
+            assert fn.add_input(1, 2) == 3 and len(wrapped) == 2  # tracking in place: a plain call
+            assert fn.create_accumulator() == 0 and len(wrapped) == 2
         finally:
             stop()
-    assert container.counters == {("Sum", MetricName("combine", "added")): 2}
+    assert container.counters == {("Sum", MetricName("combine", "added")): 2, ("Sum", MetricName("combine", "created")): 2}
 
 
 class StampedRange(beam.io.iobase.BoundedSource):
@@ -248,3 +294,25 @@ def test_a_bounded_sources_bundles_are_read_on_the_engines_runner_keeping_beams_
     (reading,) = [op for op in plan.lowered.ops if "SDFBoundedSourceReader" in op.label]
     assert type(reading) is BeamFnParDoOp
     assert sorted(emitted_values(plan, loop, stamped)) == [(0, 0), (1, 10_000_000), (2, 20_000_000)]
+
+
+def test_beams_dofn_runner_converts_a_groupings_one_pane_once_per_bundle_not_per_element(monkeypatch):
+    from sparkbeam.runners.beam import pardo as beam_pardo
+
+    to_beam, to_engine = [], []
+    real_to_beam, real_to_engine = beam_pardo.to_beam_pane, beam_pardo.to_engine_pane
+    monkeypatch.setattr(beam_pardo, "to_beam_pane", lambda pane: to_beam.append(pane) or real_to_beam(pane))
+    monkeypatch.setattr(beam_pardo, "to_engine_pane", lambda pane: to_engine.append(pane) or real_to_engine(pane))
+    p = beam_pipeline()
+    panes = (
+        p
+        | beam.Create([(k, 1) for k in range(20)])
+        | beam.CombinePerKey(sum)
+        | "Pane" >> beam.Map(lambda kv, pane=beam.DoFn.PaneInfoParam: (kv[0], pane.is_first, pane.is_last, pane.timing))
+        | "After" >> beam.Map(lambda x, pane=beam.DoFn.PaneInfoParam: (x, pane.timing))
+    )
+    sparkbeam.capture(panes)
+    plan, loop = run_in_engine(p)
+    on_time = beam.utils.windowed_value.PaneInfoTiming.ON_TIME
+    assert sorted(emitted_values(plan, loop, panes)) == [((k, True, True, on_time), on_time) for k in range(20)]
+    assert len(to_beam) <= 4 and len(to_engine) <= 4  # per runner and bundle, not per element (20)

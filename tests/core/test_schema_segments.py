@@ -7,6 +7,7 @@ import typing
 import pytest
 
 import sparkbeam as beam
+from sparkbeam.runners.core import schema_sources
 from sparkbeam.runners.core.ops import CreateOp, GroupOp, lower
 from sparkbeam.runners.core.plan import plan_stages
 from sparkbeam.runners.core.schema_segments import AggregateSpec, SchemaAggregateOp, find_segments
@@ -208,6 +209,7 @@ def test_a_csv_read_starts_a_segment_with_the_columns_the_read_inferred(tmp_path
     assert op.columns == (("team", "str"), ("points", "int"), ("t", "float"))
     assert op.table.files == (path,) and op.table.header and op.table.width == 3
     assert op.table.positions == (("team", 0), ("points", 1), ("t", 2))
+    assert op.table.header_line == "team,points,t"
     assert only_note(notes).endswith(f"CSV read by the plan ({path})")
 
 
@@ -237,6 +239,9 @@ def test_a_headerless_csv_with_names_and_timestamps_in_milliseconds(tmp_path):
         (SCORES_CSV, {"on_bad_lines": "skip"}, "has on_bad_lines='skip'"),
         (SCORES_CSV, {"skiprows": 0, "escapechar": "\\"}, "sets an escape character"),
         ("team,points,t,ok\nx,3,1.5,True\ny,1,2.0,\n", {}, "the column 'ok' had missing values in the sampled records"),
+        # the plan drops a header by its text (as the general path reads a repeat: a record)
+        ("team,points,t\nteam,points,t\nx,3,1.5\n", {}, "repeats its header line in its data"),
+        ("\nteam,points,t\nx,3,1.5\nteam,points,t", {}, "repeats its header line in its data"),
     ],
 )
 def test_a_csv_read_the_plans_reader_could_read_differently_keeps_the_general_path(tmp_path, content, options, reason):
@@ -245,6 +250,20 @@ def test_a_csv_read_the_plans_reader_could_read_differently_keeps_the_general_pa
     assert not any(isinstance(stage.head, SchemaAggregateOp) for stage in plan.stages)
     assert reason in only_note(notes)
     assert only_note(notes).startswith("general path: ")
+
+
+@pytest.mark.parametrize(
+    ("content", "repeats"),
+    [
+        ("team,points,t\nx,3,1.5\nteam,points,t\ny,1,2.0\n", True),
+        ("team,points,t\nx,3,1.5\nteam,points,tt\nteam,points\n", False),
+    ],
+)
+def test_a_repeated_header_line_is_found_across_scanned_chunks(tmp_path, monkeypatch, content, repeats):
+    monkeypatch.setattr(schema_sources, "_SCAN_CHUNK", 5)
+    path = csv_file(tmp_path, content)
+    _, notes = planned(csv_aggregation(path))
+    assert ("repeats its header line" in only_note(notes)) is repeats
 
 
 def test_csv_files_with_different_headers_keep_the_general_path(tmp_path):

@@ -504,7 +504,7 @@ def test_the_driver_reads_collected_elements_whole_with_the_gc_paused():
 def test_a_gc_pause_nests_and_leaves_a_disabled_gc_disabled():
     import gc
 
-    from sparkbeam.runners.spark.stage_records import gc_paused
+    from sparkbeam.runners.core.gc_pause import gc_paused
 
     with gc_paused():
         with gc_paused():

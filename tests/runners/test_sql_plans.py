@@ -283,3 +283,138 @@ def test_a_csv_record_the_general_path_rejects_fails_the_sql_plan_too(spark, tmp
             run(build, sql_plans=sql_plans)
         assert type(caught.value).__name__ == error, (sql_plans, caught.value)
         assert match in str(caught.value)
+
+
+def test_a_csv_plan_is_built_as_one_query_reading_lines_and_testing_each_field_once(spark, tmp_path, monkeypatch):
+    import threading
+    import types
+
+    from sparkbeam.runners.core.schema_segments import find_segments
+    from sparkbeam.runners.spark import sql_plan
+
+    path = tmp_path / "scores.csv"
+    path.write_text(CSV_SCORES)
+    pipeline = sparkbeam.Pipeline()
+    _ = (
+        pipeline
+        | sparkbeam.io.ReadFromCsv(str(path))
+        | AssignTimestamps("t")
+        | sparkbeam.WindowInto(sparkbeam.window.FixedWindows(60))
+        | sparkbeam.GroupBy("team").aggregate_field("points", sum, "total")
+    )
+    (op,) = [builder.op for builder in find_segments(pipeline).substitutes.values() if hasattr(builder, "op")]
+    backend = types.SimpleNamespace(spark=spark, sc=spark.sparkContext, num_partitions=2, broadcasts=[])
+    client = spark.sparkContext._gateway._gateway_client
+    calls = []
+    send = client.send_command
+    here = threading.get_ident()  # (other threads, e.g. a run's progress line, call too)
+
+    def counted(*args, **kwargs):
+        if threading.get_ident() == here:
+            calls.append(1)
+        return send(*args, **kwargs)
+
+    monkeypatch.setattr(client, "send_command", counted)
+    frame = sql_plan.aggregate_dataframe(backend, op)
+    monkeypatch.undo()
+    # Built with DataFrame methods, the plan took about 240 calls into the JVM.
+    assert len(calls) < 50
+    plan = frame._jdf.queryExecution().executedPlan().toString()
+    assert "FileScan text" in plan
+    # points and t are read (try_cast) once each, not once per expression that reads them
+    assert plan.count("try_cast(") == 2
+    assert not [table.name for table in spark.catalog.listTables() if table.name.startswith("__sparkbeam")]  # the view is dropped
+
+
+def test_the_panes_of_many_groups_are_built_without_cyclic_collections(spark, monkeypatch):
+    import gc
+    import types
+
+    import pyarrow as pa
+
+    from sparkbeam.runners.core.schema_segments import find_segments
+    from sparkbeam.runners.spark import sql_plan
+
+    pipeline = sparkbeam.Pipeline()
+    _ = (
+        scores(_sparkbeam_ns(), pipeline)
+        | AssignTimestamps("t")
+        | sparkbeam.WindowInto(sparkbeam.window.FixedWindows(60))
+        | sparkbeam.GroupBy("team").aggregate_field("points", sum, "total")
+    )
+    (op,) = [builder.op for builder in find_segments(pipeline).substitutes.values() if hasattr(builder, "op")]
+    rows = 20_000
+    groups = pa.table({"k0": [f"team{i}" for i in range(rows)], "a0": list(range(rows)), "__window_start": [60_000_000 * (i % 7) for i in range(rows)]})
+    monkeypatch.setattr(sql_plan, "_groups", lambda backend, op: groups)
+    backend = types.SimpleNamespace(sc=spark.sparkContext, num_partitions=2, overlapping_window_rule=True, job_group="test")
+    collections_seen = []  # while the panes are built
+    build_panes = sql_plan._panes
+
+    def counted(*args):
+        seen = lambda phase, info: collections_seen.append(phase)  # noqa: E731
+        gc.callbacks.append(seen)  # (the collector calls its own list: append to it)
+        try:
+            return build_panes(*args)
+        finally:
+            gc.callbacks.remove(seen)
+
+    monkeypatch.setattr(sql_plan, "_panes", counted)
+    group = spark.sparkContext.getLocalProperty("spark.jobGroup.id")
+    try:
+        panes = sql_plan.read_segment(backend, op, None).collected
+    finally:
+        spark.sparkContext.setLocalProperty("spark.jobGroup.id", group)  # read_segment names its jobs
+        monkeypatch.undo()
+    assert collections_seen == []  # tens of thousands of tuples would set off collections
+    assert gc.isenabled()
+    assert len(panes) == rows
+    pane = panes[rows - 1]
+    assert (pane.value.team, pane.value.total, pane.windows[0].start.micros) == (f"team{rows - 1}", rows - 1, 60_000_000 * ((rows - 1) % 7))
+    assert pane.timestamp.micros == pane.windows[0].end.micros - 1 and type(pane.value).__name__ == "Result"
+
+
+def test_a_csv_plan_checks_its_records_in_the_jobs_of_its_one_query(spark, tmp_path):
+    from sparkbeam.runners.core.clock import ManualClock
+    from sparkbeam.runners.core.ops import lower
+    from sparkbeam.runners.core.plan import plan_stages
+    from sparkbeam.runners.core.schema_segments import find_segments
+    from sparkbeam.runners.core.steps import StepLoop
+    from sparkbeam.runners.spark.backend import SparkBackend
+
+    path = tmp_path / "scores.csv"
+    path.write_text(CSV_SCORES)
+    pipeline = sparkbeam.Pipeline()
+    sparkbeam.capture(
+        pipeline
+        | sparkbeam.io.ReadFromCsv(str(path))
+        | AssignTimestamps("t")
+        | sparkbeam.WindowInto(sparkbeam.window.FixedWindows(60))
+        | sparkbeam.GroupBy("team").aggregate_field("points", sum, "total")
+    )
+    segments = find_segments(pipeline)
+    plan = plan_stages(lower(pipeline, substitutes=segments.substitutes, notes=segments.notes))
+    backend = SparkBackend(spark, num_partitions=2)
+    try:
+        loop = StepLoop(plan, backend, ManualClock(), batch=True)
+        loop.run()
+        jobs = spark.sparkContext.statusTracker().getJobIdsForGroup(backend.job_group)
+    finally:
+        backend.close()
+    (totals,) = plan.lowered.captured
+    emitted = sorted((e.value.team, e.windows[0].start.micros // 10**6, e.value.total) for e in loop.history.emitted_rows(totals))
+    assert emitted == [("x", 0, 11), ("x", 60, 6), ("y", 60, 8), ("y", 120, 3), ("z", 0, 6)]
+    # The scan and the aggregation's shuffle, then its result (adaptive execution runs them
+    # as two jobs): no job to infer a schema, count, or check the records apart.
+    assert 1 <= len(jobs) <= 2
+
+
+def test_a_file_of_no_records_gives_no_pane_with_no_keys_either(spark, tmp_path):
+    path = tmp_path / "empty.csv"
+    path.write_text("team,points,t\n")
+
+    def build(ns, p):
+        return p | ns.beam.io.ReadFromCsv(str(path), dtype={"team": str, "points": int, "t": float}) | ns.beam.GroupBy().aggregate_field("points", sum, "total")
+
+    panes, result = run(build)
+    assert panes == collections.Counter()  # as the general path: no elements, no group
+    assert next(iter(result.watermarks().notes.values())).startswith("SQL plan: ")
