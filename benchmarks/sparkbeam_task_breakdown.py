@@ -21,9 +21,10 @@ import argparse
 import gc
 import io
 import os
+import pickle
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from batch_windowed_scores import add_pairs, parse_line, stamp_line, window_pair
@@ -84,16 +85,23 @@ def _merged(aggregator: Any, items: Iterable, combiners: bool) -> list:
     return list(merger.items())
 
 
-def _shuffle_write(items: Iterable, partitions: int) -> list[bytes]:
-    """What ``partitionBy`` does on the map side: bucket by ``portable_hash``, pickle each bucket."""
+def _shuffle_write(items: Iterable, partitions: int, partition_fn: Callable[[Any], int] | None = None) -> list[bytes]:
+    """What ``partitionBy`` does on the map side: bucket by ``partition_fn`` (PySpark's
+    ``portable_hash`` by default), pickle each bucket."""
     from pyspark.rdd import portable_hash
     from pyspark.serializers import CPickleSerializer
 
     serializer = CPickleSerializer()
+    hashed = partition_fn or portable_hash
     buckets: list[list] = [[] for _ in range(partitions)]
     for key, value in items:
-        buckets[portable_hash(key) % partitions].append((key, value))
+        buckets[hashed(key) % partitions].append((key, value))
     return [serializer.dumps(bucket) for bucket in buckets]
+
+
+def _pickled_batches(lines: list[str], size: int = 1024) -> list[bytes]:
+    """Lines as the JVM sends sparkbeam's ReadFromText lines: pickled lists (not timed)."""
+    return [pickle.dumps(lines[start : start + size]) for start in range(0, len(lines), size)]
 
 
 def _shuffle_read(blobs: list[bytes]) -> list:
@@ -128,7 +136,7 @@ def sparkbeam_phases(splits: list[list[bytes]], partitions: int) -> Phases:
     from sparkbeam.runners.core.ops import lower
     from sparkbeam.runners.core.plan import plan_stages
     from sparkbeam.runners.core.timeline import StepEmissions
-    from sparkbeam.runners.spark import batch_grouping, stage_records, textio, worker
+    from sparkbeam.runners.spark import batch_grouping, stage_records, worker
 
     class CountAndSum(CountAndSumLogic, beam.CombineFn):
         pass
@@ -153,13 +161,12 @@ def sparkbeam_phases(splits: list[list[bytes]], partitions: int) -> Phases:
     holds = HoldPolicy(op.windowing, overlapping_window_rule=True)
     (group_output,) = op.outputs
 
-    # What SparkBackend chains with mapPartitions on the batch path (run_stage, then group).
-    def stamp(lines: Iterable[str]) -> Iterator[Any]:
-        return worker.run_bare_body(read_stage, None, None, read_output, textio._to_windowed(lines))
-
-    def precombine(stamped: Iterable[Any]) -> list[tuple]:
-        # Keying by (key, window) and combining are one loop on the map side.
-        return list(batch_grouping._precombine(op, fn, holds, _NoCounter(), stamped))
+    # What SparkBackend runs on the batch path: the grouping runs the read stage's body in
+    # its map side's pass (batch_grouping._precombine_body), over the lines as values.
+    def stamp_and_precombine(lines: Iterable[str]) -> list[tuple]:
+        return list(
+            batch_grouping._precombine_body(read_stage, None, None, read_output, op, fn, holds, _NoCounter(), True, lines)
+        )
 
     def merge(received: list) -> list:
         return list(batch_grouping._merge_partials(op, fn, holds, 1 << 20, received))
@@ -169,12 +176,19 @@ def sparkbeam_phases(splits: list[list[bytes]], partitions: int) -> Phases:
         return list(worker.run_bare_body(group_stage, None, None, group_output, panes))
 
     def map_task(phases: Phases, raw: list[bytes]) -> list[bytes]:
-        lines = phases.run(READ, lambda: [line.decode() for line in raw])
-        stamped = phases.run(PARSE, lambda: list(stamp(lines)))
-        combined = phases.run(COMBINE, lambda: precombine(stamped))
-        blobs = phases.run(SHUFFLE_WRITE, lambda: _shuffle_write(combined, partitions))
+        # The lines come as the JVM pickles them, in batches (textio._text_lines).
+        batches = _pickled_batches([line.decode() for line in raw])
+        lines = phases.run(READ, lambda: [line for batch in batches for line in pickle.loads(batch)])
+        combined = phases.run(FUSED, lambda: stamp_and_precombine(lines))
+        blobs = phases.run(SHUFFLE_WRITE, lambda: _shuffle_write(combined, partitions, batch_grouping.compact_key_hash))
         phases.count("records shuffled", len(combined))
-        phases.run_streamed(lambda: _shuffle_write(precombine(stamp(line.decode() for line in raw)), partitions))
+        phases.run_streamed(
+            lambda: _shuffle_write(
+                stamp_and_precombine(line for batch in batches for line in pickle.loads(batch)),
+                partitions,
+                batch_grouping.compact_key_hash,
+            )
+        )
         return blobs
 
     def reduce_task(phases: Phases, blobs: list[bytes]) -> bytes:
@@ -261,9 +275,10 @@ def _run_tasks(
     return phases
 
 
-READ = "read lines (utf-8 decode)"
+READ = "read lines (utf-8 decode / unpickle)"
 PARSE = "parse, timestamp, assign window"
 COMBINE = "key, combine before the shuffle"
+FUSED = "parse..combine (sparkbeam: one pass)"
 SHUFFLE_WRITE = "shuffle write (hash, pickle)"
 SHUFFLE_READ = "shuffle read (unpickle)"
 MERGE = "merge after the shuffle"
@@ -277,6 +292,7 @@ PHASE_ORDER = (
     READ,
     PARSE,
     COMBINE,
+    FUSED,
     SHUFFLE_WRITE,
     SHUFFLE_READ,
     MERGE,
@@ -295,6 +311,8 @@ def report(events: int, sparkbeam: Phases, rdd: Phases) -> str:
     ]
     for phase in PHASE_ORDER:
         ours, theirs = sparkbeam.seconds.get(phase), rdd.seconds.get(phase)
+        if phase == FUSED:  # the RDD code's two phases it does in one
+            theirs = rdd.seconds.get(PARSE, 0.0) + rdd.seconds.get(COMBINE, 0.0)
         ratio = f"{ours / theirs:.1f}x" if ours is not None and theirs else "-"
         lines.append(
             f"{phase:<34} {_cell(ours, 11)} {_cell(ours, 9, events)} {_cell(theirs, 8)} "
@@ -306,7 +324,7 @@ def report(events: int, sparkbeam: Phases, rdd: Phases) -> str:
         f"{'total Python CPU':<34} {_cell(total_ours, 11)} {_cell(total_ours, 9, events)} "
         f"{_cell(total_theirs, 8)} {_cell(total_theirs, 9, events)} {total_ours / total_theirs:>6.1f}x"
     )
-    map_phases = (READ, PARSE, COMBINE, SHUFFLE_WRITE)
+    map_phases = (READ, PARSE, COMBINE, FUSED, SHUFFLE_WRITE)
     lines.append(
         f"{'check: map side streamed, GC on':<34} {_cell(sparkbeam.streamed, 11)} "
         f"{_cell(sparkbeam.streamed, 9, events)} {_cell(rdd.streamed, 8)} {_cell(rdd.streamed, 9, events)} "

@@ -27,6 +27,7 @@ from sparkbeam.pvalue import TaggedOutput
 from sparkbeam.runners.core.errors import UserCodeError
 from sparkbeam.runners.core.ops import ParDoOp, SideInputSlot
 from sparkbeam.runners.core.window_assignment import (
+    GLOBAL_WINDOWS,
     cached_assignment,
     fixed_window_parts,
     restamp_assigner,
@@ -168,6 +169,10 @@ class DoFnRunner:
         self.plain = not self.params and not self.contexts and self.finalizer is None and not self.explode_windows
         #: one element through the DoFn (``ElementRunner.process``)
         self.process: Callable[[WindowedValue], None] = self._plain_process() if self.plain else self._process_general
+        #: ``process`` of a value's element in the global window at the minimum timestamp
+        #: with an unknown pane, given the value alone (``FusedBody.receive_global_values``),
+        #: where that is cheaper than building the element; else None
+        self.process_global_value: Callable[[Any], None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
@@ -337,18 +342,24 @@ class DoFnRunner:
         else:
             emit(new_windowed_value((item, wv[1], wv[2], wv[3])))
 
-    def window_restamped_into(self, assign: Callable[[int], tuple], send: Emit) -> None:
+    def window_restamped_into(
+        self, assign: Callable[[int], tuple], send: Emit, send_stamped: Callable[[Any, int, tuple], None] | None = None
+    ) -> None:
         """Window the main output's re-stamped elements (``TimestampedValue``) at once by
         the WindowInto that alone reads it, whose built-in window fn's windows are
         ``assign(micros)`` and whose output ``send`` takes. The element the WindowInto would
         have received, windowed by the input's window fn, is never built. Only where that
-        window fn is built in too: a user's may fail or read the value."""
+        window fn is built in too: a user's may fail or read the value. ``send_stamped``:
+        what reads the WindowInto's output takes an element's parts (``FusedBody.
+        stamped_sender``), so a plain Map's outputs into fixed windows are not built either."""
         if self._cached_restamp is not None:
             self._into = (assign, send)
             if self.plain and self.shape == "Map" and not self.op.kwargs:
-                self.process = self._map_restamped_into(assign, send)
+                self.process = self._map_restamped_into(assign, send, send_stamped)
 
-    def _map_restamped_into(self, assign: Callable[[int], tuple], send: Emit) -> Callable[[WindowedValue], None]:
+    def _map_restamped_into(
+        self, assign: Callable[[int], tuple], send: Emit, send_stamped: Callable[[Any, int, tuple], None] | None
+    ) -> Callable[[WindowedValue], None]:
         """``process`` for a plain Map whose re-stamped outputs go straight to the WindowInto
         (``window_restamped_into``): ``_plain_process``, ``_output`` and ``_restamped_into``
         in one call per element, which is what the idiom ``Map(... TimestampedValue ...) |
@@ -381,8 +392,15 @@ class DoFnRunner:
                 windows = cached_windows(micros - (micros - offset) % size) if cached_windows is not None else None
                 if windows is None:
                     windows = assign(micros)
-                out = new((result.value, micros, windows, unknown))
                 copies = len(wv[2])
+                if send_stamped is not None:
+                    if copies == 1:
+                        send_stamped(result.value, micros, windows)
+                    else:
+                        for _ in range(copies):
+                            send_stamped(result.value, micros, windows)
+                    return
+                out = new((result.value, micros, windows, unknown))
                 if copies == 1:
                     send(out)
                 else:
@@ -391,6 +409,33 @@ class DoFnRunner:
             else:
                 restamped_into(result, wv)
 
+        global_windows = GLOBAL_WINDOWS
+
+        def process_global_value(value: Any) -> None:
+            # process_map_restamped_into of the value's element in the global window at the
+            # minimum timestamp (one input window), built only where an output needs it.
+            try:
+                result = fn(value, *args)
+            except UserCodeError:
+                raise
+            except Exception as error:
+                raise UserCodeError(label, location, error, value) from error
+            if type(result) is stamped:
+                micros = result.timestamp_micros
+                if one_window and low <= micros < high:
+                    windows = cached_windows(micros - (micros - offset) % size) if cached_windows is not None else None
+                    if windows is None:
+                        windows = assign(micros)
+                    if send_stamped is not None:
+                        send_stamped(result.value, micros, windows)
+                    else:
+                        send(new((result.value, micros, windows, unknown)))
+                    return
+                restamped_into(result, new((value, low, global_windows, unknown)))
+                return
+            output(result, new((value, low, global_windows, unknown)))
+
+        self.process_global_value = process_global_value
         return process_map_restamped_into
 
     def _restamped_into(self, item: TimestampedValue, wv: WindowedValue) -> None:

@@ -115,6 +115,15 @@ class BodyBuilder(Protocol):
         """The one op of the body that reads ``pcoll``, when nothing else does (neither
         another op nor the stage's outputs); else None."""
 
+    def receive_global_values(self, pcoll: int, receiver: Receiver, value_receiver: Callable[[Any], None]) -> None:
+        """``value_receiver(value)`` does what ``receiver`` does with that value's element
+        in the global window at the minimum timestamp, with an unknown pane."""
+
+    def stamped_sender(self, pcoll: int) -> Callable[[Any, int, tuple], None] | None:
+        """``send(value, timestamp_micros, windows)``: an element of ``pcoll`` with an
+        unknown pane handed on with no element built, when the body's exit that reads
+        it alone takes that; else None."""
+
 
 def _nothing(op: Any) -> tuple:
     return ()
@@ -322,7 +331,11 @@ def pardo_joiner(make_runner: Callable[[Any, dict[Any, Receiver], SideInputs | N
         runner = StepScopedRunner(op.label, element_runner)
         body.add_runner(runner)
         (source,) = op.inputs
-        body.receive(source, element_runner.process if body.scoped_op is op else runner.process)
+        receiver = element_runner.process if body.scoped_op is op else runner.process
+        body.receive(source, receiver)
+        by_value = getattr(element_runner, "process_global_value", None)
+        if by_value is not None and receiver is element_runner.process:
+            body.receive_global_values(source, receiver, by_value)
 
     return join
 
@@ -340,7 +353,7 @@ def _restamp_into_window_into(op: ParDoOp, body: BodyBuilder, runner: DoFnRunner
     assign = cached_assignment(reader.windowfn)
     if assign is not None:
         (target,) = reader.outputs
-        runner.window_restamped_into(assign, body.sender(target))
+        runner.window_restamped_into(assign, body.sender(target), body.stamped_sender(target))
 
 
 def _join_window_into(op: WindowIntoOp, body: BodyBuilder) -> None:

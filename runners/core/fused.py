@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from itertools import chain, islice
+from itertools import chain, islice, repeat
 
 from sparkbeam.metrics.execution import _CURRENT
 from sparkbeam.runners.core.dofn_invoker import ElementRunner, SideInputs
@@ -31,15 +31,20 @@ from sparkbeam.runners.core.errors import UnsupportedError
 from sparkbeam.runners.core.execution import kind_of
 from sparkbeam.runners.core.ops import FlattenOp, ParDoOp, WindowIntoOp
 from sparkbeam.runners.core.plan import Stage
-from sparkbeam.runners.core.window_assignment import cached_assignment
-from sparkbeam.utils.windowed_value import WindowedValue
+from sparkbeam.runners.core.window_assignment import GLOBAL_WINDOWS, cached_assignment
+from sparkbeam.utils.timestamp import MIN_TIMESTAMP
+from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue, new_windowed_value
 
 __all__ = ["FusedBody"]
 
 Tagged = tuple[int, WindowedValue]
+#: takes an element's value, timestamp (µs) and windows, its pane unknown (``stamped_sender``)
+StampedReceiver = Callable[[object, int, tuple], None]
 
 #: how many input elements a bare body runs before handing their outputs on (``run_bare``)
 CHUNK = 256
+
+_MIN_MICROS = MIN_TIMESTAMP.micros
 
 #: runs an iterator to its end at C speed, keeping nothing (``deque(..., maxlen=0)``)
 _push_all: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend
@@ -48,10 +53,25 @@ _push_all: Callable[[Iterable[object]], None] = deque[object](maxlen=0).extend
 class FusedBody:
     """Executes ``stage.body`` over the elements entering it."""
 
-    def __init__(self, stage: Stage, side_inputs: SideInputs | None = None, *, bare: bool = False) -> None:
+    def __init__(
+        self,
+        stage: Stage,
+        side_inputs: SideInputs | None = None,
+        *,
+        bare: bool = False,
+        stamped_exit: StampedReceiver | None = None,
+    ) -> None:
         """``bare``: the stage has one output, whose elements ``run_bare`` yields without
-        their PCollection id (no pair per element to build and take apart again)."""
+        their PCollection id (no pair per element to build and take apart again).
+        ``stamped_exit``: what reads that output takes an element's parts too,
+        ``stamped_exit(value, timestamp_micros, windows)`` for the element with an unknown
+        pane, so that an op whose output is the stage's alone sends them with no element
+        built (``stamped_sender``); it sees the outputs built as elements, which
+        ``run_bare`` yields, nowhere else."""
         self.stage = stage
+        self._stamped_exit = stamped_exit
+        #: per PCollection, (a receiver, what it does with a value in the global window)
+        self._value_receivers: dict[int, tuple[Callable[[WindowedValue], None], Callable[[object], None]]] = {}
         self.side_inputs = side_inputs
         self._out: list = []
         self._receivers: dict[int, list[Callable[[WindowedValue], None]]] = {}
@@ -119,6 +139,14 @@ class FusedBody:
 
         return send
 
+    def stamped_sender(self, pcoll: int) -> StampedReceiver | None:
+        """``send(value, timestamp_micros, windows)``, the element ``(value,
+        timestamp_micros, windows, PANE_INFO_UNKNOWN)`` handed to what reads ``pcoll`` with
+        no element built, when that is the body's stamped exit alone; else None."""
+        if self._stamped_exit is None or self._reader_counts.get(pcoll) != 1 or pcoll not in self.stage.outputs:
+            return None
+        return self._stamped_exit
+
     def sole_reader(self, pcoll: int) -> object | None:
         """The one op of the body that reads ``pcoll``, when nothing else does (neither
         another op nor the stage's outputs); else None."""
@@ -182,7 +210,25 @@ class FusedBody:
         per element."""
         return chain.from_iterable(self._bare_chunks(pcoll, elements))
 
-    def _bare_chunks(self, pcoll: int, elements: Iterable[WindowedValue]) -> Iterator[list[WindowedValue]]:
+    def run_bare_chunks(self, pcoll: int, elements: Iterable, *, values: bool = False) -> Iterator[list[WindowedValue]]:
+        """``run_bare``'s outputs as the lists it hands on (each emptied once the reader
+        resumes it), for a reader that takes a list at a time. ``values``: the elements
+        come as their values alone, each in the global window at the minimum timestamp
+        with an unknown pane (a text file's lines), and go to the one reader of ``pcoll``
+        that way when it takes them so (``receive_global_values``), else as elements."""
+        return self._bare_chunks(pcoll, elements, values)
+
+    def run_bare_values(self, pcoll: int, values: Iterable) -> Iterator[WindowedValue]:
+        """``run_bare`` over elements given as their values alone (``run_bare_chunks``)."""
+        return chain.from_iterable(self._bare_chunks(pcoll, values, True))
+
+    def receive_global_values(self, pcoll: int, receiver: Callable[[WindowedValue], None], value_receiver: Callable[[object], None]) -> None:
+        """``value_receiver(value)`` does what ``receiver`` (a receiver of ``pcoll``) does
+        with the element of that value in the global window at the minimum timestamp,
+        with an unknown pane: used for such elements when ``receiver`` alone reads them."""
+        self._value_receivers[pcoll] = (receiver, value_receiver)
+
+    def _bare_chunks(self, pcoll: int, elements: Iterable, values: bool = False) -> Iterator[list[WindowedValue]]:
         out = self._out
         for runner in self._runners:
             runner.start()
@@ -190,6 +236,12 @@ class FusedBody:
         try:
             receivers = self._receivers.get(pcoll, [])
             (receive,) = receivers if len(receivers) == 1 else (self.sender(pcoll),)
+            if values:
+                receiver, value_receiver = self._value_receivers.get(pcoll, (None, None))
+                if value_receiver is not None and receive is receiver:
+                    receive = value_receiver
+                else:  # the elements built, as a source would have made them
+                    elements = map(new_windowed_value, zip(elements, repeat(_MIN_MICROS), repeat(GLOBAL_WINDOWS), repeat(PANE_INFO_UNKNOWN)))
             seen = 0
             iterator = iter(elements)
             while True:

@@ -82,6 +82,12 @@ class Dataset:
     rdd: Any
     known_empty: bool = False
     collected: list | None = None
+    #: the bare body that makes ``rdd``, when a batch grouping may run it in its own pass
+    #: (nothing else reads ``rdd``)
+    upstream: batch_grouping.UpstreamBody | None = None
+    #: the same elements' values alone, when each is in the global window at the minimum
+    #: timestamp with an unknown pane (a text file's lines): a body reads them so
+    values: Any = None
 
 
 class EngineFactory:
@@ -200,9 +206,14 @@ class SparkBackend:
         if len(inputs) == 1 and len(stage.outputs) == 1:
             # The common chain: its elements need no PCollection ids in or out.
             ((pcoll, source),) = inputs.items()
-            body = source.rdd.mapPartitions(self._metered(worker.run_bare_body, stage_records.shippable(stage), side, counters, pcoll))
+            shipped = stage_records.shippable(stage)
+            by_value = source.values is not None
+            run = worker.run_bare_body_on_values if by_value else worker.run_bare_body
+            entering = source.values if by_value else source.rdd
+            body = entering.mapPartitions(self._metered(run, shipped, side, counters, pcoll))
             body.setName(stage.name)
-            outputs = self._bare_output(stage, body, source.known_empty, wanted)
+            upstream = batch_grouping.UpstreamBody(entering, shipped, side, counters, pcoll, by_value)
+            outputs = self._bare_output(stage, body, source.known_empty, wanted, upstream)
         else:
             entering = [
                 Dataset(d.rdd.mapPartitions(functools.partial(worker.tagged, pcoll)), d.known_empty)
@@ -235,8 +246,12 @@ class SparkBackend:
             for pcoll in stage.outputs
         }
 
-    def _bare_output(self, stage: Stage, rdd: Any, known_empty: bool, wanted: frozenset[int]) -> dict[int, Dataset]:
-        """``_split`` for a body that yields its one output's elements bare (``run_bare_body``)."""
+    def _bare_output(
+        self, stage: Stage, rdd: Any, known_empty: bool, wanted: frozenset[int], upstream: batch_grouping.UpstreamBody | None = None
+    ) -> dict[int, Dataset]:
+        """``_split`` for a body that yields its one output's elements bare (``run_bare_body``);
+        ``upstream``: that body, for a batch grouping to run in its own pass when it alone
+        reads the output."""
         (pcoll,) = stage.outputs
         # Persisted only when read more than once (``shared_outputs`` counts the collect of
         # a captured or side-input output as a reader): an output only collected is read by
@@ -244,7 +259,8 @@ class SparkBackend:
         if stage.shared_outputs:
             rdd = rdd.persist()
             self.step_cache.append(rdd)
-        return {pcoll: Dataset(rdd, known_empty)}
+            upstream = None
+        return {pcoll: Dataset(rdd, known_empty, upstream=upstream)}
 
     def _run_grouping(
         self,
@@ -431,7 +447,7 @@ class SparkBackend:
         (head_output,) = grouping.outputs
         counters = (self.sc.accumulator(0), self.sc.accumulator(0))
         panes = batch_grouping.group(
-            new.rdd, grouping, self.num_partitions, self.overlapping_window_rule, counters[0], self._channel()
+            new.rdd, grouping, self.num_partitions, self.overlapping_window_rule, counters[0], self._channel(), new.upstream
         )
         body_counters = (self.sc.accumulator(0), self.sc.accumulator(0))
         if len(stage.outputs) == 1:
@@ -548,7 +564,8 @@ def _parallelize(backend: SparkBackend, op: Op, emission: SourceEmission) -> Dat
 
 @SPARK.sources.register(ReadTextOp)
 def _read_text(backend: SparkBackend, op: ReadTextOp, emission: SourceEmission) -> Dataset:
-    return Dataset(textio.read_text(backend.sc, op))
+    rdd, values = textio.read_text(backend.sc, op)
+    return Dataset(rdd, values=values)
 
 
 @SPARK.sources.register(BoundedSourceReadOp)

@@ -18,21 +18,30 @@ functions per element; the merge after the shuffle is PySpark's merger, which sp
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Iterator
+import os
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 from typing import Any
+
+import attrs
+from pyspark.rdd import portable_hash
 
 from sparkbeam.combine import CombineFn, accumulator_from
 from sparkbeam.metrics.execution import _CURRENT
+from sparkbeam.runners.core.dofn_invoker import SideInputs
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
+from sparkbeam.runners.core.fused import FusedBody
 from sparkbeam.runners.core.gc_pause import gc_paused
 from sparkbeam.runners.core.grouping_step import key_element
 from sparkbeam.runners.core.holds import HoldPolicy, last_instant, single_pane_timestamp
 from sparkbeam.runners.core.metrics import StepScopedCombineFn, step_scoped
 from sparkbeam.runners.core.ops import GroupOp
+from sparkbeam.runners.core.plan import Stage
 from sparkbeam.runners.core.records import window_of_group_key
 from sparkbeam.runners.spark.metrics import MetricsChannel, metered, task_failed
 from sparkbeam.trigger import DefaultTrigger
 from sparkbeam.utils.windowed_value import (
+    PANE_INFO_UNKNOWN,
     PaneInfo,
     PaneInfoTiming,
     WindowedValue,
@@ -40,7 +49,7 @@ from sparkbeam.utils.windowed_value import (
 )
 from sparkbeam.window import GlobalWindow, IntervalWindow
 
-__all__ = ["applies", "group"]
+__all__ = ["MapSideTable", "UpstreamBody", "applies", "compact_key_hash", "group"]
 
 
 def applies(op: GroupOp) -> bool:
@@ -95,85 +104,243 @@ class _SetUpOnce:
 MAX_TABLE_ENTRIES = 100_000
 
 
-def _precombine(
-    op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, counter: Any, elements: Iterable[WindowedValue]
-) -> Iterator[tuple[tuple, list]]:
-    """(compact (key, window), [accumulator, hold]) per key and window of one partition:
-    the combine lifted before the shuffle.
+class MapSideTable:
+    """One partition's map side of a batch grouping: an accumulator per compact (key,
+    window), filled by ``add_elements`` (a list of elements, one loop) and, from a fused
+    body whose re-stamping Map feeds the grouping (``add_stamped``), one element at a time
+    with no element built. Its records go to the shuffle as (compact key, (accumulator,
+    hold)).
 
-    One loop with the CombineFn's ``add_input`` called directly: no element is copied to
-    take its key off, the hold is taken per element only when the timestamp combiner reads
-    timestamps, and the metrics step is set once around the loop rather than per call.
+    The CombineFn's ``add_input`` is called directly: no element is copied to take its key
+    off, the hold is taken per element only when the timestamp combiner reads timestamps,
+    and the metrics step is the combine's own around each call. The accumulators are a
+    dict of their own (holds in another, when kept) and the records are tuples: a list per
+    entry or record stays tracked by Python's cyclic garbage collector, so that a
+    partition's worth of them reaches its oldest generation and sets off full collections
+    of the worker's heap (a tuple of untracked values is untracked at its first collection).
+
+    The table is bounded: once it holds ``MAX_TABLE_ENTRIES`` groups (or, for a GroupByKey,
+    buffered values), its records move to ``flushed``, to go on to the shuffle, and it
+    starts afresh.
     """
-    fn = holder.get()
-    scoped = fn if isinstance(fn, StepScopedCombineFn) else None
-    raw = scoped.fn if scoped is not None else fn
-    add_input, create = raw.add_input, raw.create_accumulator
-    output_time = holds.output_time
-    combine_holds = holds.combine
-    per_element_hold = not holds.depends_only_on_window
-    counts_values = op.combine_fn is None  # a GroupByKey: its accumulators grow per element
-    interval_window = IntervalWindow
-    table: dict[tuple, list] = {}
-    held = 0
-    seen = 0
-    current = _CURRENT
-    outer_step = current.step
-    if scoped is not None:
-        current.step = scoped.precombine
-    try:
-        for wv in elements:
-            seen += 1
-            value = wv[0]
-            if type(value) is tuple and len(value) == 2:
-                key, inner = value
-            else:
-                try:
-                    key, keyed = key_element(op, wv)
-                except TransformError as error:
-                    raise UserCodeError(op.label, op.location, error) from None
-                inner = keyed.value
-            for window in wv[2]:
-                # records.group_key, inlined: this is once per element and window.
-                if type(window) is interval_window:
-                    compact: tuple = (key, window._bounds)
+
+    def __init__(self, op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy) -> None:
+        fn = holder.get()
+        scoped = fn if isinstance(fn, StepScopedCombineFn) else None
+        self.op = op
+        self.fn = scoped.fn if scoped is not None else fn
+        #: the combine's metrics step, or None to leave the current one
+        self.step = scoped.precombine if scoped is not None else None
+        self.holds = holds
+        self.per_element_hold = not holds.depends_only_on_window
+        self.counts_values = op.combine_fn is None  # a GroupByKey: its accumulators grow per element
+        # Cleared in place when flushed, never replaced: ``add_stamped`` holds them.
+        self.accumulators: dict[tuple, Any] = {}
+        self.held_times: dict[tuple, Any] = {}  # per_element_hold only
+        #: groups (or a GroupByKey's values) in the table
+        self.held = 0
+        #: elements added, in all
+        self.seen = 0
+        #: records of the tables that filled up, for the shuffle
+        self.flushed: list[tuple[tuple, tuple]] = []
+        #: ``add_stamped(value, micros, windows)``: what ``add_elements`` does for the
+        #: element ``(value, micros, windows, PANE_INFO_UNKNOWN)``
+        self.add_stamped: Callable[[Any, int, tuple], None] = self._stamped_adder()
+
+    def add_elements(self, elements: Iterable[WindowedValue]) -> None:
+        op, raw, holds = self.op, self.fn, self.holds
+        add_input, create = raw.add_input, raw.create_accumulator
+        output_time, combine_holds = holds.output_time, holds.combine
+        per_element_hold, counts_values = self.per_element_hold, self.counts_values
+        accumulators, held_times = self.accumulators, self.held_times
+        interval_window = IntervalWindow
+        absent = _ABSENT
+        held = self.held
+        seen = 0
+        current = _CURRENT
+        outer_step = current.step
+        if self.step is not None:
+            current.step = self.step
+        try:
+            for wv in elements:
+                seen += 1
+                value = wv[0]
+                if type(value) is tuple and len(value) == 2:
+                    key, inner = value
                 else:
-                    compact = (key, window)
-                entry = table.get(compact)
-                try:
-                    if entry is None:
-                        created = create()
-                        added = add_input(created, inner)
-                        if added is None:
-                            accumulator_from(raw, "add_input", added, created)
-                        table[compact] = [added, output_time(window, wv[1]) if per_element_hold else None]
-                        held += 1
+                    try:
+                        key, keyed = key_element(op, wv)
+                    except TransformError as error:
+                        raise UserCodeError(op.label, op.location, error) from None
+                    inner = keyed.value
+                for window in wv[2]:
+                    # records.group_key, inlined: this is once per element and window.
+                    if type(window) is interval_window:
+                        compact: tuple = (key, window._bounds)
                     else:
-                        accumulator = entry[0]
+                        compact = (key, window)
+                    accumulator = accumulators.get(compact, absent)
+                    try:
+                        if accumulator is absent:
+                            accumulator = create()
+                            held += 1
+                            if per_element_hold:
+                                held_times[compact] = output_time(window, wv[1])
+                        else:
+                            if per_element_hold:
+                                held_times[compact] = combine_holds(held_times[compact], output_time(window, wv[1]))
+                            if counts_values:
+                                held += 1
                         added = add_input(accumulator, inner)
                         if added is None:
                             accumulator_from(raw, "add_input", added, accumulator)
-                        entry[0] = added
-                        if per_element_hold:
-                            entry[1] = combine_holds(entry[1], output_time(window, wv[1]))
-                        if counts_values:
-                            held += 1
-                except Exception as error:
-                    raise UserCodeError(op.label, op.location, error, inner) from error
-            if held >= MAX_TABLE_ENTRIES:
-                current.step = outer_step
-                yield from table.items()
-                table = {}
-                held = 0
-                if scoped is not None:
-                    current.step = scoped.precombine
+                        accumulators[compact] = added
+                    except Exception as error:
+                        raise UserCodeError(op.label, op.location, error, inner) from error
+                if held >= MAX_TABLE_ENTRIES:
+                    self.flushed.extend(self.drain())
+                    held = 0
+        finally:
+            current.step = outer_step
+            self.seen += seen
+            self.held = held
+
+    def _stamped_adder(self) -> Callable[[Any, int, tuple], None]:
+        """``add_stamped``: for a (key, value) pair in one interval window under holds
+        that need no timestamps, the loop of ``add_elements`` for that one element, else
+        ``add_elements`` of the element built."""
+        unknown = PANE_INFO_UNKNOWN
+
+        def add_built(value: Any, micros: int, windows: tuple) -> None:
+            self.add_elements((new_windowed_value((value, micros, windows, unknown)),))
+
+        if self.per_element_hold or self.counts_values:
+            return add_built
+        op, raw, step = self.op, self.fn, self.step
+        add_input, create = raw.add_input, raw.create_accumulator
+        accumulators = self.accumulators
+        interval_window = IntervalWindow
+        absent = _ABSENT
+        current = _CURRENT
+
+        def add_stamped(value: Any, micros: int, windows: tuple) -> None:
+            if type(value) is not tuple or len(value) != 2 or len(windows) != 1 or type(windows[0]) is not interval_window:
+                add_built(value, micros, windows)
+                return
+            key, inner = value
+            compact = (key, windows[0]._bounds)
+            accumulator = accumulators.get(compact, absent)
+            outer_step = current.step
+            if step is not None:
+                current.step = step
+            try:
+                if accumulator is absent:
+                    accumulator = create()
+                    self.held += 1
+                added = add_input(accumulator, inner)
+                if added is None:
+                    accumulator_from(raw, "add_input", added, accumulator)
+            except Exception as error:
+                raise UserCodeError(op.label, op.location, error, inner) from error
+            current.step = outer_step
+            accumulators[compact] = added
+            self.seen += 1
+            if self.held >= MAX_TABLE_ENTRIES:
+                self.flushed.extend(self.drain())
+
+        return add_stamped
+
+    def take_flushed(self) -> list[tuple[tuple, tuple]]:
+        """The records of the tables that filled up since last asked."""
+        flushed, self.flushed = self.flushed, []
+        return flushed
+
+    def drain(self) -> list[tuple[tuple, tuple]]:
+        """The table's records; the table starts afresh."""
+        accumulators, held_times = self.accumulators, self.held_times
+        if held_times:
+            records = [(compact, (accumulator, held_times[compact])) for compact, accumulator in accumulators.items()]
+        else:
+            records = [(compact, (accumulator, None)) for compact, accumulator in accumulators.items()]
+        accumulators.clear()
+        held_times.clear()
+        self.held = 0
+        return records
+
+
+#: what ``dict.get`` gives for a group not in the table (an accumulator may be None)
+_ABSENT = object()
+
+#: how many elements the map side takes from its input at a time (``_precombine``)
+CHUNK = 256
+
+
+def _precombine(
+    op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, counter: Any, elements: Iterable[WindowedValue]
+) -> Iterator[tuple[tuple, tuple]]:
+    """(compact (key, window), (accumulator, hold)) per key and window of one partition:
+    the combine lifted before the shuffle (``MapSideTable``), for elements from an RDD."""
+    table = MapSideTable(op, holder, holds)
+    iterator = iter(elements)
+    try:
+        while True:
+            chunk = list(islice(iterator, CHUNK))
+            table.add_elements(chunk)
+            if table.flushed:
+                yield from table.take_flushed()
+            if len(chunk) < CHUNK:
+                break
     except Exception:
         task_failed()
         raise
-    finally:
-        current.step = outer_step
-    counter.add(seen)
-    yield from table.items()
+    counter.add(table.seen)
+    yield from table.drain()
+
+
+def _precombine_body(
+    stage: Stage,
+    side_broadcast: Any,
+    body_counters: Any,
+    pcoll: int,
+    op: GroupOp,
+    holder: _SetUpOnce,
+    holds: HoldPolicy,
+    counter: Any,
+    values: bool,
+    elements: Iterable[Any],
+) -> Iterator[tuple[tuple, tuple]]:
+    """``_precombine`` over the output of the upstream stage's bare body, run in the same
+    pass (``UpstreamBody``): the body's outputs fill the table as it makes them, a list
+    at a time, and a re-stamping Map's into fixed windows one at a time with no element
+    built (``MapSideTable.add_stamped``)."""
+    table = MapSideTable(op, holder, holds)
+    side = SideInputs(side_broadcast.value) if side_broadcast is not None else None
+    body = FusedBody(stage, side, bare=True, stamped_exit=table.add_stamped)
+    for chunk in body.run_bare_chunks(pcoll, elements, values=values):
+        table.add_elements(chunk)
+        if table.flushed:
+            yield from table.take_flushed()
+    # Spark has consumed the body's whole output: the bundle is done.
+    body.finalize_bundle()
+    if body_counters is not None:
+        body_counters[0].add(body.elements_in)
+        body_counters[1].add(table.seen)  # what the body emitted, stamped or built
+    counter.add(table.seen)
+    yield from table.drain()
+
+
+@attrs.frozen
+class UpstreamBody:
+    """The bare fused body of the stage upstream of a batch grouping, not yet run, that
+    the grouping alone reads (``SparkBackend._bare_output``): the grouping runs it in its
+    map side's pass (``_precombine_body``) rather than over its output RDD."""
+
+    source: Any  # the RDD of the body's input elements
+    stage: Any  # the stage as shipped (stage_records.shippable)
+    side: Any  # its side inputs' broadcast, or None
+    counters: Any  # its (elements in, elements out) accumulators
+    pcoll: int  # the PCollection its elements enter as
+    values: bool = False  # ``source`` holds the elements' values alone (FusedBody.run_bare_chunks)
 
 
 def _merge_partials(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, memory_limit: int, pairs: Iterable[tuple]) -> Iterator[tuple]:
@@ -184,28 +351,27 @@ def _merge_partials(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, memory_l
     merge = functools.partial(_merge_combiners, op, holder, holds)
     merger: Any = ExternalMerger(Aggregator(_unchanged, merge, merge), memory_limit)
     # The merger holds every partial until the panes go out, so the GC's passes while they
-    # arrive free nothing, and each pass over the old generation rescans all of them (the
-    # partials' lists are never untracked): about a fifth of the merge's CPU for 30,000
+    # arrive free nothing, and each pass over the old generation rescans all of them (what
+    # the merge builds is tracked until a pass untracks it): about a fifth of the merge's CPU for 30,000
     # groups in a partition (more where the heap is bigger). A spill collects explicitly.
     with gc_paused():
         merger.mergeCombiners(iter(pairs))
     return merger.items()
 
 
-def _unchanged(combiner: list) -> list:
+def _unchanged(combiner: tuple) -> tuple:
     return combiner
 
 
-def _merge_combiners(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, left: list, right: list) -> list:
+def _merge_combiners(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, left: tuple, right: tuple) -> tuple:
     fn = holder.get()
     try:
         both = [left[0], right[0]]
-        left[0] = accumulator_from(fn, "merge_accumulators", fn.merge_accumulators(both), both)
+        merged = accumulator_from(fn, "merge_accumulators", fn.merge_accumulators(both), both)
     except Exception as error:
         task_failed()
         raise UserCodeError(op.label, op.location, error) from error
-    left[1] = holds.combine(left[1], right[1])
-    return left
+    return merged, holds.combine(left[1], right[1])
 
 
 def _panes(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, pairs: Iterable[tuple]) -> Iterator[WindowedValue]:
@@ -251,17 +417,50 @@ def _panes(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, pairs: Iterable[t
         yield new_windowed_value(((key, output), timestamp, in_windows, pane))
 
 
+# Spark starts every Python worker with the same PYTHONHASHSEED (portable_hash refuses to
+# run without one), so that str and bytes hash alike in every worker.
+_HASH_SEEDED = "PYTHONHASHSEED" in os.environ
+
+
+def compact_key_hash(compact: tuple) -> int:
+    """The shuffle's partition function: ``hash`` of a compact key whose user key is a
+    str, int or bytes and whose window is an interval window's bounds (ints), which
+    hashes in C; PySpark's ``portable_hash`` of anything else (it hashes None alike in
+    every process, and calls itself per member of a tuple, five Python calls for a
+    compact key). Any function that gives equal keys one partition in every worker will
+    do: a batch grouping's shuffle meets no state partitioned before it."""
+    key, window = compact
+    kind = type(key)
+    if type(window) is tuple and (kind is str or kind is int or kind is bytes) and _HASH_SEEDED:
+        return hash(compact)
+    return portable_hash(compact)
+
+
 def group(
-    rdd: Any, op: GroupOp, num_partitions: int, overlapping_window_rule: bool, counter: Any, channel: MetricsChannel
+    rdd: Any,
+    op: GroupOp,
+    num_partitions: int,
+    overlapping_window_rule: bool,
+    counter: Any,
+    channel: MetricsChannel,
+    upstream: UpstreamBody | None = None,
 ) -> Any:
-    """An RDD of the panes of ``op`` over ``rdd`` (one per key and window)."""
-    from pyspark.rdd import _parse_memory, portable_hash
+    """An RDD of the panes of ``op`` over ``rdd`` (one per key and window); over the
+    output of ``upstream``, run in the same pass, when given (``rdd`` is then its output,
+    unused)."""
+    from pyspark.rdd import _parse_memory
 
     fn = _SetUpOnce(step_scoped(op.combine_fn, op.label) if op.combine_fn is not None else _ListCombineFn())
     holds = HoldPolicy(op.windowing, overlapping_window_rule=overlapping_window_rule)
     memory_limit = _parse_memory(rdd.context.getConf().get("spark.python.worker.memory", "512m"))
-    partials = rdd.mapPartitions(functools.partial(metered, channel, _precombine, op, fn, holds, counter))
-    shuffled = partials.partitionBy(num_partitions, portable_hash)
+    if upstream is not None:
+        precombine = functools.partial(
+            metered, channel, _precombine_body, upstream.stage, upstream.side, upstream.counters, upstream.pcoll, op, fn, holds, counter, upstream.values
+        )
+        partials = upstream.source.mapPartitions(precombine)
+    else:
+        partials = rdd.mapPartitions(functools.partial(metered, channel, _precombine, op, fn, holds, counter))
+    shuffled = partials.partitionBy(num_partitions, compact_key_hash)
     merged = shuffled.mapPartitions(
         functools.partial(metered, channel, _merge_partials, op, fn, holds, memory_limit), preservesPartitioning=True
     )

@@ -33,6 +33,7 @@ __all__ = [
     "keyed_for_state",
     "precombined",
     "run_bare_body",
+    "run_bare_body_on_values",
     "run_body",
     "stateful_partition_step",
     "tagged",
@@ -83,6 +84,24 @@ def run_bare_body(
     the output's elements out, neither paired with its PCollection id."""
     body = FusedBody(stage, _side(side_broadcast), bare=True)
     yield from body.run_bare(pcoll, elements)
+    body.finalize_bundle()
+    if counters is not None:
+        counters[0].add(body.elements_in)
+        counters[1].add(body.elements_out)
+
+
+def run_bare_body_on_values(
+    stage: Stage,
+    side_broadcast: Any,
+    counters: Any,
+    pcoll: int,
+    values: Iterable[Any],
+) -> Iterator[WindowedValue]:
+    """``run_bare_body`` over elements given as their values alone, each in the global
+    window at the minimum timestamp with an unknown pane (a text file's lines):
+    ``FusedBody.run_bare_values``."""
+    body = FusedBody(stage, _side(side_broadcast), bare=True)
+    yield from body.run_bare_values(pcoll, values)
     body.finalize_bundle()
     if counters is not None:
         counters[0].add(body.elements_in)

@@ -346,3 +346,28 @@ def test_a_restamping_map_into_fixed_windows_looks_cached_windows_up_without_cal
     assert calls == [8 * S]  # the first builds the window; the second finds it in the cache
     assert [wv.windows for wv in out] == [(IntervalWindow(7, 14),)] * 2
     assert out[0].windows is out[1].windows
+
+
+@pytest.mark.parametrize("restamping", [True, False])
+def test_values_in_the_global_window_reach_a_restamping_map_as_values_and_anything_else_as_elements(monkeypatch, restamping):
+    from sparkbeam.runners.core import dofn_invoker, fused
+
+    built: list = []
+
+    def counting(fields):
+        built.append(fields)
+        return WindowedValue(*fields)
+
+    monkeypatch.setattr(dofn_invoker, "new_windowed_value", counting)
+    monkeypatch.setattr(fused, "new_windowed_value", counting)
+    if restamping:
+        transforms = (beam.Map(lambda x: window.TimestampedValue(x, 75)), beam.WindowInto(FixedWindows(60)))
+    else:
+        transforms = (beam.Map(lambda x: x + "!"),)
+    body, source = _body(*transforms)
+    by_value = list(body.run_bare_values(source, ["a", "b"]))
+    # Built by the body: the outputs, and the inputs only for a reader that needs them.
+    assert len(built) == (2 if restamping else 4)
+    as_elements = list(_body(*transforms)[0].run_bare(source, [_global("a"), _global("b")]))
+    assert by_value == as_elements
+    assert body.elements_in == 2 and body.elements_out == 2
