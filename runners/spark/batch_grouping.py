@@ -222,6 +222,7 @@ class MapSideTable:
         interval_window = IntervalWindow
         absent = _ABSENT
         current = _CURRENT
+        unnamed = type(current).step  # what ``_CURRENT.step`` reads where no step was named
 
         def add_stamped(value: Any, micros: int, windows: tuple) -> None:
             if type(value) is not tuple or len(value) != 2 or len(windows) != 1 or type(windows[0]) is not interval_window:
@@ -230,11 +231,15 @@ class MapSideTable:
             key, inner = value
             compact = (key, windows[0]._bounds)
             accumulator = accumulators.get(compact, absent)
-            outer_step = current.step
+            new_group = accumulator is absent
+            # The metrics step is named through this thread's own dict of ``_CURRENT``
+            # (one thread-local lookup, not three: this is once per element).
+            names = current.__dict__
+            outer_step = names.get("step", unnamed)
             if step is not None:
-                current.step = step
+                names["step"] = step
             try:
-                if accumulator is absent:
+                if new_group:
                     accumulator = create()
                     self.held += 1
                 added = add_input(accumulator, inner)
@@ -242,10 +247,11 @@ class MapSideTable:
                     accumulator_from(raw, "add_input", added, accumulator)
             except Exception as error:
                 raise UserCodeError(op.label, op.location, error, inner) from error
-            current.step = outer_step
+            names["step"] = outer_step
             accumulators[compact] = added
             self.seen += 1
-            if self.held >= MAX_TABLE_ENTRIES:
+            # Only a new group fills the table further.
+            if new_group and self.held >= MAX_TABLE_ENTRIES:
                 self.flushed.extend(self.drain())
 
         return add_stamped

@@ -5,6 +5,7 @@ input and one output passes bare elements, TimestampedValue keeps integer micros
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 import sparkbeam as beam
@@ -371,3 +372,32 @@ def test_values_in_the_global_window_reach_a_restamping_map_as_values_and_anythi
     as_elements = list(_body(*transforms)[0].run_bare(source, [_global("a"), _global("b")]))
     assert by_value == as_elements
     assert body.elements_in == 2 and body.elements_out == 2
+
+
+@pytest.mark.parametrize("extra", [(), (TimestampedValue,), (TimestampedValue, 75)])
+def test_a_maps_extra_arguments_reach_it_as_given_on_each_one_call_path(extra):
+    # One extra argument is passed as such (no ``*args`` per element); none or several as before.
+    calls: list = []
+
+    def stamp(value, *args):
+        calls.append((value, *args))
+        return TimestampedValue(value, 75)
+
+    map_fn = core.Map(stamp, *extra).fn
+    assign = cached_assignment(FixedWindows(60))
+    plain = DoFnRunner(ParDoOp(**{**attrs.asdict(_pardo(map_fn), recurse=False), "args": extra}), {None: [].append}, None)
+    restamped: list = []
+    into = DoFnRunner(ParDoOp(**{**attrs.asdict(_pardo(map_fn), recurse=False), "args": extra}), {None: [].append}, None)
+    into.window_restamped_into(assign, restamped.append, lambda value, micros, windows: restamped.append((value, micros)))
+    assert (plain.process.__name__, into.process.__name__) == ("process_map", "process_map_restamped_into")
+    for process in (plain.process, into.process, into.process_global_value):
+        bound = dict(zip(process.__code__.co_freevars, (cell.cell_contents for cell in process.__closure__)))
+        assert bound["one_arg"] is (len(extra) == 1)
+        if len(extra) == 1:
+            assert bound["arg"] is TimestampedValue
+    plain.process(_global("a"))
+    into.process(_global("b"))
+    into.process_global_value("c")
+    assert calls == [("a", *extra), ("b", *extra), ("c", *extra)]
+    assert all(arg is given for call in calls for arg, given in zip(call[1:], extra))
+    assert restamped == [("b", 75 * S), ("c", 75 * S)]

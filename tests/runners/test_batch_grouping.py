@@ -558,3 +558,46 @@ def test_the_merge_after_the_shuffle_runs_with_the_gc_paused():
     panes = list(batch_grouping._merge_partials(op, holder, holds, 64, partials + partials))
     assert sorted(accumulator for _, (accumulator, _) in panes) == [4, 8, 18]
     assert paused == [True] * 3 and gc.isenabled()
+
+
+class _StepRecordingSumFn(SumFn):
+    """A SumFn that notes the metrics step each ``add_input`` runs in."""
+
+    def __init__(self) -> None:
+        self.steps: list[str] = []
+
+    def add_input(self, accumulator, element):
+        self.steps.append(_CURRENT.step)
+        return super().add_input(accumulator, element)
+
+
+def test_the_stamped_path_names_the_combine_step_and_restores_the_callers():
+    import threading
+
+    combine_fn = _StepRecordingSumFn()
+    op = _op(combine_fn)
+    holder = batch_grouping._SetUpOnce(step_scoped(op.combine_fn, op.label))
+    holds = HoldPolicy(op.windowing, overlapping_window_rule=True)
+    table = batch_grouping.MapSideTable(op, holder, holds)
+    after: list[str] = []
+
+    def add_in_a_fresh_thread() -> None:
+        # A thread that never named a step: it reads the default before and after.
+        table.add_stamped(("a", 1), 1 * S, (IntervalWindow(0, 10),))
+        after.append(_CURRENT.step)
+
+    worker = threading.Thread(target=add_in_a_fresh_thread)
+    worker.start()
+    worker.join()
+    outer = _CURRENT.step
+    _CURRENT.step = "Stamp"
+    try:
+        table.add_stamped(("a", 2), 2 * S, (IntervalWindow(0, 10),))
+        table.add_stamped(("b", 3), 3 * S, (IntervalWindow(0, 10),))
+        assert _CURRENT.step == "Stamp"
+    finally:
+        _CURRENT.step = outer
+    assert after == [""]
+    assert combine_fn.steps == ["Sum/Precombine"] * 3
+    assert table.seen == 3
+    assert table.drain() == [(("a", (0, 10 * S)), (3, None)), (("b", (0, 10 * S)), (3, None))]
