@@ -57,6 +57,16 @@ def tagged(pcoll: int, elements: Iterable[WindowedValue]) -> Iterator[tuple[int,
         yield (pcoll, wv)
 
 
+def _end_bundle(body: FusedBody, counters: Any) -> None:
+    """Spark has consumed the task's whole output: the bundle is done, and the body's
+    element counts go to the stage's accumulators (``counters``: in, out; None when the
+    stage keeps none)."""
+    body.finalize_bundle()
+    if counters is not None:
+        counters[0].add(body.elements_in)
+        counters[1].add(body.elements_out)
+
+
 def run_body(
     stage: Stage,
     side_broadcast: Any,
@@ -66,11 +76,7 @@ def run_body(
     """A stage's fused body over one partition; yields (pcoll, element) for the stage's outputs."""
     body = FusedBody(stage, _side(side_broadcast))
     yield from body.run(elements)
-    # Spark has consumed the task's whole output: the bundle is done.
-    body.finalize_bundle()
-    if counters is not None:
-        counters[0].add(body.elements_in)
-        counters[1].add(body.elements_out)
+    _end_bundle(body, counters)
 
 
 def run_bare_body(
@@ -84,10 +90,7 @@ def run_bare_body(
     the output's elements out, neither paired with its PCollection id."""
     body = FusedBody(stage, _side(side_broadcast), bare=True)
     yield from body.run_bare(pcoll, elements)
-    body.finalize_bundle()
-    if counters is not None:
-        counters[0].add(body.elements_in)
-        counters[1].add(body.elements_out)
+    _end_bundle(body, counters)
 
 
 def run_bare_body_on_values(
@@ -102,10 +105,7 @@ def run_bare_body_on_values(
     ``FusedBody.run_bare_values``."""
     body = FusedBody(stage, _side(side_broadcast), bare=True)
     yield from body.run_bare_values(pcoll, values)
-    body.finalize_bundle()
-    if counters is not None:
-        counters[0].add(body.elements_in)
-        counters[1].add(body.elements_out)
+    _end_bundle(body, counters)
 
 
 def keyed_elements(op: GroupOp, elements: Iterable[WindowedValue]) -> Iterator[tuple[Any, WindowedValue]]:
