@@ -5,6 +5,7 @@ from __future__ import annotations
 from sparkbeam.combine import CombineFn
 from sparkbeam.runners.core.clock import ManualClock
 from sparkbeam.runners.core.grouping import GroupingStats, build_grouping_engine
+from sparkbeam.runners.core.ops import GroupOp
 from sparkbeam.trigger import (
     AccumulationMode,
     DefaultTrigger,
@@ -121,3 +122,21 @@ def run_batch(windowing: Windowing, *seconds: float, **options) -> list[Windowed
     panes += key.fire()
     assert key.engine.is_empty(key.state)
     return panes
+
+
+class CountingAccumulator:
+    """Stands in for a Spark accumulator: what was added, summed."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def add(self, amount: int) -> None:
+        self.total += amount
+
+
+def sum_op(combine_fn=None, combiner=None) -> GroupOp:
+    """The GroupOp of a ``"Sum"`` grouping in fixed 10-second windows (a combine when
+    ``combine_fn`` is given), stamping its panes by ``combiner`` (end of window by default)."""
+    options = {} if combiner is None else {"timestamp_combiner": combiner}
+    windowing = Windowing(FixedWindows(10), **options)
+    return GroupOp(label="Sum", location="here.py:1", inputs=(1,), outputs=(2,), windowing=windowing, combine_fn=combine_fn)
