@@ -204,20 +204,3 @@ def test_skip_if_empty_writes_no_shard(spark, tmp_path):
     p.run()
     names = sorted(os.listdir(tmp_path / "out"))
     assert names == ["y-00000-of-00001"]
-
-
-@pytest.mark.spark
-def test_the_default_reader_hands_lines_over_in_pickled_batches_that_read_as_text_file(spark, tmp_path):
-    from pyspark.serializers import BatchedSerializer, CPickleSerializer
-
-    from sparkbeam.runners.spark import textio
-
-    sc = spark.sparkContext
-    path = str(tmp_path / "in.txt")
-    with open(path, "wb") as handle:
-        handle.write(b"".join(SAMPLES) + b"\xef\xbb\xbfbom\nlast")
-    lines = textio._text_lines(sc, path)
-    # Unpickled in C, a batch at a time (sc.textFile's lines come with a Python call each).
-    assert lines._jrdd_deserializer == BatchedSerializer(CPickleSerializer())
-    assert lines.collect() == sc.textFile(path).collect()
-    assert lines.getNumPartitions() == sc.textFile(path).getNumPartitions()
