@@ -5,11 +5,14 @@ other through Hadoop's file system (HDFS, and any file system Spark is configure
 reads each file's lines by the rules of Beam's text source (``runners/core/text_lines.py``):
 local files in byte ranges, several tasks per file, each range read on an executor in a few
 C calls; a compressed file whole in one task, as Beam reads it; a file on a cluster file
-system (which the executors' Python cannot open) whole through Spark's ``binaryFiles``. A coder other than ``StrUtf8Coder``, a delimiter or an
-escape character split each file whole with ``split_records``. Writing is atomic: each
-shard is written under a temporary directory beside the output, and only when every shard
-is written are they renamed to Beam's shard names; a failed job leaves nothing under the
-final names.
+system (which the executors' Python cannot open) whole through Spark's ``binaryFiles``. A
+coder other than ``StrUtf8Coder``, a delimiter or an escape character split each file whole
+with ``split_records``. Nothing is read by Spark's text reader, which also ends lines at a
+lone ``\r``, drops a byte-order mark and replaces bytes that are not UTF-8.
+
+Writing is atomic: each shard is written under a temporary directory beside the output,
+and only when every shard is written are they renamed to Beam's shard names; a failed job
+leaves nothing under the final names.
 """
 
 from __future__ import annotations

@@ -15,20 +15,16 @@ import sparkbeam as beam
 from sparkbeam.runners.core.ops import ReadTextOp
 from sparkbeam.runners.spark import textio
 from tests.io.conftest import run
-from tests.io.test_textio_coders import read_with_beam
 
 TRICKY = "\ufeffcaf\u00e9\r\n\r\n\u65e5\u672c\u8a9e\nlone\rcarriage\n\n\rstarts with a return\r\r\nno final newline\r".encode()
 
 #: name -> (pattern relative to the folder, ReadFromText's options on both sides)
 READS = {
     "plain": ("tricky.txt", {}),
-    "headers": ("tricky.txt", {"skip_header_lines": 2}),
     "ends kept": ("tricky.txt", {"strip_trailing_newlines": False}),
-    "more header than lines": ("short.txt", {"skip_header_lines": 3}),
-    "gzip by extension": ("tricky.txt.gz", {"skip_header_lines": 1}),
-    "bzip2 by extension": ("tricky.txt.bz2", {}),
-    "deflate by extension": ("tricky.txt.deflate", {"strip_trailing_newlines": False}),
-    "gzip named": ("packed.data", {"compression_type": "gzip"}),
+    "headers, one file all header": ("*.txt", {"skip_header_lines": 2}),
+    "compressed by extension": ("tricky.txt.*", {"skip_header_lines": 1}),
+    "gzip named": ("packed.data", {"compression_type": "gzip", "strip_trailing_newlines": False}),
     "glob with empty files": ("part-*", {}),
     "glob with headers": ("part-*", {"skip_header_lines": 1}),
     "nothing matches": ("absent-*", {"validate": False}),
@@ -46,6 +42,14 @@ def write_files(folder):
     (folder / "part-1").write_bytes(b"\n")
     (folder / "part-2").write_bytes(b"head\nx\r\ny\r")
     (folder / "part-3").write_bytes(b"\r\n\r\n")
+
+
+def beams_lines(path):
+    """The lines apache_beam's ReadFromText reads, from its source (no pipeline: cheaper)."""
+    import apache_beam as apache_beam
+
+    source = apache_beam.io.ReadFromText(path)._source
+    return list(source.read(source.get_range_tracker(None, None)))
 
 
 _BEAM_READ: list = []
@@ -93,10 +97,10 @@ def test_a_line_that_is_not_utf8_fails_as_beams_read_fails_naming_the_read_and_t
     path = tmp_path / "bad.txt"
     path.write_bytes(b"fine\nnot \xff utf-8\r\nfine again\n")
     with pytest.raises(UnicodeDecodeError) as beams:
-        read_with_beam(str(path))
+        beams_lines(str(path))
     with pytest.raises(UnicodeDecodeError) as ours:
         run(lambda p: p | "Lines" >> beam.io.ReadFromText(str(path)))
-    assert str(ours.value) == str(beams.value).split(" [while running")[0]
+    assert str(ours.value) == str(beams.value)
     notes = " ".join(getattr(ours.value, "__notes__", []))
     assert "'Lines'" in notes and "bad.txt" in notes
 
@@ -112,4 +116,4 @@ def test_the_default_read_cuts_a_file_into_ranges_and_hands_on_its_lines_as_valu
     # The values alone (the fused bodies take them so), read in several ranges of the one file.
     assert values is not None and values.getNumPartitions() == max(2, sc.defaultParallelism)
     assert values.collect() == [wv.value for wv in rdd.collect()]
-    assert sorted(values.collect(), key=repr) == read_with_beam(str(path))
+    assert values.collect() == beams_lines(str(path))
