@@ -10,8 +10,9 @@ where wall-clock timings do not::
 
     python benchmarks/sparkbeam_task_breakdown.py --events 1000000
 
-It leaves out what the JVM does (reading the file, moving shuffle blocks, scheduling),
-which is about the same for both. It calls private sparkbeam functions: when the Spark
+It leaves out what the JVM does (reading the file for the RDD code, moving shuffle blocks,
+scheduling); sparkbeam's lines are read from bytes in memory (its executors read the file
+from the page cache). It calls private sparkbeam functions: when the Spark
 backend's batch path changes, this replay must follow it.
 """
 
@@ -21,10 +22,10 @@ import argparse
 import gc
 import io
 import os
-import pickle
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from itertools import chain
 from typing import Any
 
 from batch_windowed_scores import add_pairs, parse_line, stamp_line, window_pair
@@ -99,9 +100,15 @@ def _shuffle_write(items: Iterable, partitions: int, partition_fn: Callable[[Any
     return [serializer.dumps(bucket) for bucket in buckets]
 
 
-def _pickled_batches(lines: list[str], size: int = 1024) -> list[bytes]:
-    """Lines as the JVM sends sparkbeam's ReadFromText lines: pickled lists (not timed)."""
-    return [pickle.dumps(lines[start : start + size]) for start in range(0, len(lines), size)]
+def _range_lines(split: bytes) -> Iterator[str]:
+    """A split's lines as sparkbeam's ReadFromText reads a byte range of its file on an
+    executor (runners/spark/textio.py): a block at a time, a few C calls per block."""
+    from sparkbeam.runners.core.text_lines import TextRange, read_ranges
+
+    def open_split(path: str, compression: str) -> io.BytesIO:
+        return io.BytesIO(split)
+
+    return chain.from_iterable(read_ranges((TextRange("split", 0, len(split)),), open_split))
 
 
 def _shuffle_read(blobs: list[bytes]) -> list:
@@ -176,15 +183,15 @@ def sparkbeam_phases(splits: list[list[bytes]], partitions: int) -> Phases:
         return list(worker.run_bare_body(group_stage, None, None, group_output, panes))
 
     def map_task(phases: Phases, raw: list[bytes]) -> list[bytes]:
-        # The lines come as the JVM pickles them, in batches (textio._text_lines).
-        batches = _pickled_batches([line.decode() for line in raw])
-        lines = phases.run(READ, lambda: [line for batch in batches for line in pickle.loads(batch)])
+        # The lines of the split's byte range, read in Python (textio._range_lines).
+        split = b"\n".join(raw) + b"\n"
+        lines = phases.run(READ, lambda: list(_range_lines(split)))
         combined = phases.run(FUSED, lambda: stamp_and_precombine(lines))
         blobs = phases.run(SHUFFLE_WRITE, lambda: _shuffle_write(combined, partitions, batch_grouping.compact_key_hash))
         phases.count("records shuffled", len(combined))
         phases.run_streamed(
             lambda: _shuffle_write(
-                stamp_and_precombine(line for batch in batches for line in pickle.loads(batch)),
+                stamp_and_precombine(_range_lines(split)),
                 partitions,
                 batch_grouping.compact_key_hash,
             )
@@ -275,7 +282,7 @@ def _run_tasks(
     return phases
 
 
-READ = "read lines (utf-8 decode / unpickle)"
+READ = "read lines (a byte range / utf-8 decode)"
 PARSE = "parse, timestamp, assign window"
 COMBINE = "key, combine before the shuffle"
 FUSED = "parse..combine (sparkbeam: one pass)"

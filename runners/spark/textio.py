@@ -1,10 +1,18 @@
 """ReadFromText and WriteToText on Spark.
 
-Reading expands the glob with Hadoop's file system (local paths, HDFS, and any file system
-Spark is configured for) and reads with ``textFile``'s reader, which decompresses ``.gz``
-and ``.bz2`` by extension, its lines handed to Python in pickled batches (``_text_lines``). Writing is atomic: each shard is written under a temporary
-directory beside the output, and only when every shard is written are they renamed to
-Beam's shard names; a failed job leaves nothing under the final names.
+Reading matches a local pattern as Beam does (``FileSystems``, Beam's glob syntax) and any
+other through Hadoop's file system (HDFS, and any file system Spark is configured for), and
+reads each file's lines by the rules of Beam's text source (``runners/core/text_lines.py``):
+local files in byte ranges, several tasks per file, each range read on an executor in a few
+C calls; a compressed file whole in one task, as Beam reads it; a file on a cluster file
+system (which the executors' Python cannot open) whole through Spark's ``binaryFiles``. A
+coder other than ``StrUtf8Coder``, a delimiter or an escape character split each file whole
+with ``split_records``. Nothing is read by Spark's text reader, which also ends lines at a
+lone ``\r``, drops a byte-order mark and replaces bytes that are not UTF-8.
+
+Writing is atomic: each shard is written under a temporary directory beside the output,
+and only when every shard is written are they renamed to Beam's shard names; a failed job
+leaves nothing under the final names.
 """
 
 from __future__ import annotations
@@ -12,60 +20,70 @@ from __future__ import annotations
 import bz2
 import functools
 import gzip
+import io
 import os
-import zlib
 from collections.abc import Iterable, Iterator
-from itertools import repeat
+from itertools import chain, repeat
 from typing import Any
+
+import attrs
 
 from sparkbeam.coders.coders import ToBytesCoder
 from sparkbeam.io import commits
+from sparkbeam.io.filesystem import CompressionTypes, compressed_stream
+from sparkbeam.io.filesystems import FileSystems
 from sparkbeam.io.filewrites import FileSink
-from sparkbeam.io.textio import WriteToText, split_records
-from sparkbeam.runners.core.errors import TransformError, UserCodeError
+from sparkbeam.io.localfilesystem import LocalFileSystem
+from sparkbeam.io.textio import ReadFromText, WriteToText, split_records
+from sparkbeam.runners.core.errors import TransformError, UserCodeError, add_note
 from sparkbeam.runners.core.ops import ReadTextOp, WriteTextOp
 from sparkbeam.runners.core.steps import StepParams
+from sparkbeam.runners.core.text_lines import TextRange, bundle_ranges, read_ranges, stream_lines
 from sparkbeam.runners.core.window_assignment import GLOBAL_WINDOWS
 from sparkbeam.utils.timestamp import MIN_TIMESTAMP
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue, new_windowed_value
 from sparkbeam.window import GlobalWindow
 
-__all__ = ["TextFileSink", "expand_glob", "local_prefix", "read_text", "write_text"]
+__all__ = ["MatchedFile", "TextFileSink", "local_prefix", "matched_files", "read_text", "write_text"]
+
+#: the most bytes a task reads: Hadoop's local block size, the most a ``textFile`` split held
+_MAX_BUNDLE = 32 << 20
+#: the fewest bytes a task reads (unless the files hold fewer): a task costs more than
+#: reading a MiB of lines, so small files are read together
+_MIN_BUNDLE = 1 << 20
 
 
-def expand_glob(sc: Any, pattern: str) -> list[str]:
-    """The files matching ``pattern``, sorted, through Hadoop's FileSystem API."""
+@attrs.frozen
+class MatchedFile:
+    """A file a read's pattern matched: ``path`` (a local path when ``local``, else its URL)."""
+
+    path: str
+    size: int
+    local: bool
+
+
+def matched_files(sc: Any, pattern: str) -> list[MatchedFile]:
+    """The files matching ``pattern``, sorted: a local pattern (a path, ``file://``) with
+    Beam's glob syntax through ``FileSystems``, as Beam matches it; another through
+    Hadoop's FileSystem API (a folder matched stands for its files, hidden ones and
+    ``_``-named ones left out)."""
+    filesystem = FileSystems.get_filesystem(pattern)
+    if isinstance(filesystem, LocalFileSystem):
+        (result,) = filesystem.match([pattern])
+        found = [MatchedFile(m.path, m.size_in_bytes, True) for m in result.metadata_list if not filesystem.is_directory(m.path)]
+        return sorted(found, key=lambda f: f.path)
     jvm = sc._jvm
     path = jvm.org.apache.hadoop.fs.Path(pattern)
     fs = path.getFileSystem(sc._jsc.hadoopConfiguration())
-    statuses = fs.globStatus(path) or []
-    files = []
-    for status in statuses:
+    statuses: list[Any] = []
+    for status in fs.globStatus(path) or []:
         if status.isDirectory():
-            for child in fs.listStatus(status.getPath()):
-                if child.isFile() and not child.getPath().getName().startswith((".", "_")):
-                    files.append(child.getPath().toString())
+            statuses.extend(
+                child for child in fs.listStatus(status.getPath()) if child.isFile() and not child.getPath().getName().startswith((".", "_"))
+            )
         else:
-            files.append(status.getPath().toString())
-    return sorted(files)
-
-
-def _text_lines(sc: Any, paths: str, min_partitions: int | None = None) -> Any:
-    """The lines of ``paths`` (comma-separated) as ``sc.textFile`` reads them (Hadoop's
-    line reader, UTF-8 decoded in the JVM), handed to Python in pickled batches.
-
-    ``textFile`` sends each line framed on its own, which PySpark's Python reads with three
-    Python-level calls per line (length, bytes, decode); a batch of lines pickled by the
-    JVM is a list of ``str`` that Python unpickles in C, for less CPU on the two sides
-    together (the JVM pickles, Python does nearly nothing). The lines are the same strings.
-    """
-    from pyspark.rdd import RDD
-    from pyspark.serializers import BatchedSerializer, CPickleSerializer
-
-    partitions = min_partitions if min_partitions is not None else min(sc.defaultParallelism, 2)  # textFile's default
-    lines = sc._jsc.textFile(paths, partitions)
-    pickled = sc._jvm.org.apache.spark.api.python.SerDeUtil.javaToPython(lines)
-    return RDD(pickled, sc, BatchedSerializer(CPickleSerializer()))
+            statuses.append(status)
+    return sorted((MatchedFile(status.getPath().toString(), status.getLen(), False) for status in statuses), key=lambda f: f.path)
 
 
 def _to_windowed(lines: Iterable[str]) -> Iterator[WindowedValue]:
@@ -75,34 +93,68 @@ def _to_windowed(lines: Iterable[str]) -> Iterator[WindowedValue]:
     return map(new_windowed_value, fields)
 
 
-def _skip_header(count: int, index: int, lines: Iterator[str]) -> Iterator[str]:
-    if index == 0:
-        for _ in range(count):
-            next(lines, None)
-    return lines
+def _compression_of(source: ReadFromText, path: str) -> str:
+    if source.compression_type == CompressionTypes.AUTO:  # by extension, as Beam
+        return CompressionTypes.detect_compression_type(path)
+    return source.compression_type
 
 
-def _decompressed(compression: str, path: str, data: bytes) -> bytes:
-    if compression == "auto":  # by extension, as Beam
-        compression = "gzip" if path.endswith(".gz") else "bzip2" if path.endswith(".bz2") else "deflate" if path.endswith(".deflate") else "uncompressed"
-    if compression == "gzip":
-        return gzip.decompress(data)
-    if compression == "bzip2":
-        return bz2.decompress(data)
-    if compression == "deflate":
-        return zlib.decompress(data)
-    return data
+def _open_local(path: str, compression: str) -> Any:
+    raw = open(path, "rb", buffering=0)  # noqa: SIM115 - closed with the stream
+    return compressed_stream(raw, "rb", compression, path)
+
+
+def _failed(op: ReadTextOp, path: str, error: Exception) -> UserCodeError:
+    add_note(error, f"while reading {path}")
+    return UserCodeError(op.label, op.location, error)
+
+
+def _range_blocks(op: ReadTextOp, bundles: Iterable[tuple[TextRange, ...]]) -> Iterator[list[str]]:
+    source = op.source
+    for ranges in bundles:
+        for whole in ranges:
+            try:
+                yield from read_ranges(
+                    (whole,), _open_local, skip_header_lines=source.skip_header_lines, keep_ends=not source.strip_trailing_newlines
+                )
+            except Exception as error:
+                raise _failed(op, whole.path, error) from error
+
+
+def _range_lines(op: ReadTextOp, bundles: Iterable[tuple[TextRange, ...]]) -> Iterator[str]:
+    """The lines of the task's ranges, by Beam's rules (``text_lines``), read a block at a
+    time and handed on by ``chain`` (no Python frame per line)."""
+    return chain.from_iterable(_range_blocks(op, bundles))
+
+
+def _whole_file_blocks(op: ReadTextOp, files: Iterable[tuple[str, bytes]]) -> Iterator[list[str]]:
+    source = op.source
+    for path, data in files:
+        try:
+            stream = compressed_stream(io.BytesIO(data), "rb", _compression_of(source, path), path)
+            yield from stream_lines(stream, source.skip_header_lines, not source.strip_trailing_newlines)
+        except Exception as error:
+            raise _failed(op, path, error) from error
+
+
+def _whole_file_lines(op: ReadTextOp, files: Iterable[tuple[str, bytes]]) -> Iterator[str]:
+    """The lines of whole files (path, bytes), by Beam's rules (``text_lines``)."""
+    return chain.from_iterable(_whole_file_blocks(op, files))
 
 
 def _decoded_lines(op: ReadTextOp, files: Iterable[tuple[str, bytes]]) -> Iterator[WindowedValue]:
-    """Beam's line splitting and the source's coder over whole files (path, bytes)."""
+    """Beam's record splitting and the source's coder over whole files (path, bytes)."""
     source = op.source
     window = (GlobalWindow(),)
     start = MIN_TIMESTAMP.micros
     decode = source.coder.decode
     for path, data in files:
+        try:
+            content = compressed_stream(io.BytesIO(data), "rb", _compression_of(source, path), path).read()
+        except Exception as error:
+            raise _failed(op, path, error) from error
         records = split_records(
-            _decompressed(source.compression_type, path, data),
+            content,
             delimiter=source.delimiter,
             escapechar=source.escapechar,
             strip_trailing_newlines=source.strip_trailing_newlines,
@@ -121,26 +173,26 @@ def read_text(sc: Any, op: ReadTextOp) -> tuple[Any, Any]:
     """The RDD of the read's elements, and of their values alone when each element is its
     line in the global window at the minimum timestamp with an unknown pane (else None)."""
     source = op.source
-    files = expand_glob(sc, source.file_pattern)
+    matched = matched_files(sc, source.file_pattern)
+    if not matched and source.validate:
+        msg = f"'{op.label}' (applied at {op.location}): no files match {source.file_pattern!r}"
+        raise TransformError(msg)
+    files = [f for f in matched if f.size > 0]  # an empty file has no lines (Beam skips it)
     if not files:
-        if source.validate:
-            msg = f"'{op.label}' (applied at {op.location}): no files match {source.file_pattern!r}"
-            raise TransformError(msg)
         return sc.emptyRDD(), None
-    if source.splits_lines_in_python():
-        # Whole files as bytes: Spark's text reader decodes UTF-8 in the JVM and splits on a
-        # lone \r too, so a coder would not see the file's bytes and lines would differ.
-        contents = sc.binaryFiles(",".join(files), minPartitions=max(1, min(len(files), sc.defaultParallelism)))
-        return contents.mapPartitions(functools.partial(_decoded_lines, op)), None
-    if source.skip_header_lines:
-        # Headers are per file, so each file is read on its own (its first partition skips them).
-        per_file = [
-            _text_lines(sc, path, 1).mapPartitionsWithIndex(functools.partial(_skip_header, source.skip_header_lines))
-            for path in files
-        ]
-        lines = sc.union(per_file)
+    if source.splits_lines_in_python() or not all(f.local for f in files):
+        # Whole files as bytes, through the JVM (which reaches any file system Spark does).
+        contents = sc.binaryFiles(",".join(f.path for f in files), minPartitions=max(1, min(len(files), sc.defaultParallelism)))
+        if source.splits_lines_in_python():
+            return contents.mapPartitions(functools.partial(_decoded_lines, op)), None
+        lines = contents.mapPartitions(functools.partial(_whole_file_lines, op))
     else:
-        lines = _text_lines(sc, ",".join(files))
+        ranges = tuple(TextRange(f.path, 0, f.size, _compression_of(source, f.path)) for f in files)
+        total = sum(f.size for f in files)
+        size = min(_MAX_BUNDLE, max(_MIN_BUNDLE, -(-total // max(1, sc.defaultParallelism))))
+        bundles = [ranges for _, ranges in bundle_ranges(ranges, size)]
+        lines = sc.parallelize(bundles, len(bundles)).mapPartitions(functools.partial(_range_lines, op))
+        lines.setName(f"{op.label} ({len(bundles)} bundles of lines)")
     return lines.mapPartitions(_to_windowed), lines
 
 

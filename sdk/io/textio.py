@@ -7,11 +7,17 @@ Both are primitives the runner executes with Spark's own file reading and writin
 are atomic (a failed run leaves nothing under the final names). Streaming runs write one
 committed directory per step (``out/counts-step-00000042/counts-00000-of-00001.txt``).
 
+A read gives exactly the lines Beam's ``ReadFromText`` gives: a line ends at ``\n`` or
+``\r\n`` (a lone ``\r`` stays in its line), a byte-order mark stays a character, bytes that
+are not UTF-8 fail the read with ``UnicodeDecodeError``, compressed files are read by their
+extension (``compression_type='auto'``), empty files have no lines. At the defaults the
+runner reads byte ranges of each file in parallel, a few C calls per range.
+
 ``coder=`` works as in Beam: a read decodes each line's bytes with it (default
 ``StrUtf8Coder``), a write encodes each element with it (default ``ToBytesCoder``: bytes
 as they are, anything else as ``str()`` in UTF-8). A read with another coder, a
-``delimiter``, an ``escapechar`` or ``strip_trailing_newlines=False`` splits lines the way
-Beam does (on ``\n`` and ``\r\n``, or on the delimiter), in Python on the executors.
+``delimiter`` or an ``escapechar`` splits each file whole the way Beam does (on ``\n`` and
+``\r\n``, or on the delimiter), in Python on the executors.
 """
 
 from __future__ import annotations
@@ -35,10 +41,14 @@ __all__ = ["ReadAllFromText", "ReadFromText", "ReadFromTextWithFilename", "Write
 _COMPRESSIONS = {"auto", "uncompressed", "gzip", "bzip2", "deflate"}
 
 
-def _compression(owner: str, value: Any) -> str:
+#: a read decompresses what Beam's reader does (zstd needs ``zstandard``, as in Beam)
+_READ_COMPRESSIONS = {*_COMPRESSIONS, "lzma", "zstd"}
+
+
+def _compression(owner: str, value: Any, known: set[str] = _COMPRESSIONS) -> str:
     name = str(getattr(value, "value", value) or "auto").lower()
-    if name not in _COMPRESSIONS:
-        msg = f"{owner}: compression_type must be one of {sorted(_COMPRESSIONS)}, got {value!r}"
+    if name not in known:
+        msg = f"{owner}: compression_type must be one of {sorted(known)}, got {value!r}"
         raise ValueError(msg)
     return name
 
@@ -152,7 +162,7 @@ class ReadFromText(PTransform):
             raise ValueError(msg)
         _check_delimiters("ReadFromText", delimiter, escapechar)
         self.file_pattern = file_pattern
-        self.compression_type = _compression("ReadFromText", compression_type)
+        self.compression_type = _compression("ReadFromText", compression_type, _READ_COMPRESSIONS)
         self.strip_trailing_newlines = strip_trailing_newlines
         self.coder = _coder("ReadFromText", coder, "decode")
         self.validate = validate
@@ -164,13 +174,9 @@ class ReadFromText(PTransform):
         return "ReadFromText"
 
     def splits_lines_in_python(self) -> bool:
-        """Whether the read needs Beam's own line splitting and decoding (not Spark's text reader)."""
-        return (
-            type(self.coder) is not StrUtf8Coder
-            or not self.strip_trailing_newlines
-            or self.delimiter is not None
-            or self.escapechar is not None
-        )
+        """Whether each file is split whole and each record decoded by the coder in Python
+        (``split_records``), rather than read in UTF-8 lines by byte ranges."""
+        return type(self.coder) is not StrUtf8Coder or self.delimiter is not None or self.escapechar is not None
 
     def infer_output_type(self, unused_input_type: Any) -> Any:
         try:

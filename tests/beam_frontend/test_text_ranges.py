@@ -4,10 +4,12 @@ against Beam's reader directly, on generated files and cuts, with no Spark."""
 
 from __future__ import annotations
 
+import functools
 import gzip
 import importlib
 import io
 import itertools
+import os
 import random
 
 import apache_beam as beam
@@ -20,10 +22,10 @@ from apache_beam.utils import timestamp as beam_timestamp
 
 import sparkbeam
 from sparkbeam.io.iobase import read_bundle
-from sparkbeam.runners.beam import text_ranges as text_ranges_module
 from sparkbeam.runners.beam.plain import BeamFnParDoOp
 from sparkbeam.runners.beam.reads import source_bundles
 from sparkbeam.runners.beam.text_ranges import TextRange, TextRangesSource, range_lines, text_ranges
+from sparkbeam.runners.core import text_lines
 from sparkbeam.runners.core.ops import BoundedSourceReadOp
 from tests.beam_frontend.engine import emitted_values, run_in_engine
 
@@ -52,9 +54,9 @@ def beams_reading(path: str, size: int, start: int, stop: int, buffer_size: int)
     return list(single.read(single.get_range_tracker(start, stop)))
 
 
-def outcome(read, *args):
+def outcome(read, *args, **options):
     try:
-        return read(*args)
+        return read(*args, **options)
     except UnicodeDecodeError as error:
         return (type(error), str(error))
 
@@ -77,8 +79,51 @@ def test_every_range_reads_what_beams_text_source_reads_for_it(tmp_path):
     assert checked > 1500
 
 
+def beams_lines(path: str, start: int, stop: int | None, **options) -> list[str]:
+    """What Beam's ``_TextSource`` with ``options`` reads of ``path``'s range (all of a
+    compressed file, which Beam never splits)."""
+    size = os.path.getsize(path)
+    source = textio._TextSource(path, 0, CompressionTypes.AUTO, options.pop("strip", True), beam_coders.StrUtf8Coder(), validate=False, **options)
+    single = filebasedsource._SingleFileSource(source, path, 0, size, splittable=stop is not None)
+    return list(single.read(single.get_range_tracker(start, stop)))
+
+
+def read_as_ranges(ranges: tuple[TextRange, ...], **options) -> list[str]:
+    def open_file(path: str, compression: str):
+        raw = open(path, "rb")  # noqa: SIM115 - closed with the stream
+        return gzip.GzipFile(fileobj=raw) if compression == "gzip" else raw
+
+    return [line for block in text_lines.read_ranges(ranges, open_file, **options) for line in block]
+
+
+@pytest.mark.parametrize("header", [0, 1, 3])
+@pytest.mark.parametrize("strip", [True, False])
+def test_headers_kept_ends_and_compressed_files_read_as_beams_text_source_reads_them(tmp_path, monkeypatch, header, strip):
+    monkeypatch.setattr(text_lines, "BLOCK", 5)  # a compressed stream's blocks cut lines too
+    monkeypatch.setattr(text_lines, "TAIL_CHUNK", 4)
+    checked = 0
+    for seed in range(120):
+        rng = random.Random(seed)
+        data = generated(rng, bad=seed % 10 == 9)
+        if not data:
+            continue
+        plain, packed = tmp_path / f"lines-{seed}.txt", tmp_path / f"lines-{seed}.txt.gz"
+        plain.write_bytes(data)
+        packed.write_bytes(gzip.compress(data))
+        beams = functools.partial(outcome, beams_lines)
+        ours = functools.partial(outcome, read_as_ranges)
+        for start, stop in cuts(rng, len(data)):
+            expected = beams(str(plain), start, stop, skip_header_lines=header, strip=strip)
+            got = ours((TextRange(str(plain), start, stop),), skip_header_lines=header, keep_ends=not strip)
+            assert got == expected, f"seed {seed}: {data!r}[{start}:{stop}]"
+            checked += 1
+        expected = beams(str(packed), 0, None, skip_header_lines=header, strip=strip)
+        assert ours((TextRange(str(packed), 0, 1, "gzip"),), skip_header_lines=header, keep_ends=not strip) == expected, f"seed {seed}: {data!r}"
+    assert checked > 300
+
+
 def test_a_last_line_longer_than_a_read_ahead_is_read_to_its_end(tmp_path, monkeypatch):
-    monkeypatch.setattr(text_ranges_module, "_TAIL_CHUNK", 3)
+    monkeypatch.setattr(text_lines, "TAIL_CHUNK", 3)
     data = b"first\r\n" + b"x" * 20 + b"\r\n" + b"y" * 10
     path = tmp_path / "long.txt"
     path.write_bytes(data)
@@ -106,7 +151,7 @@ def test_beams_own_split_of_a_file_gives_its_ranges_and_its_lines(tmp_path):
 
 @pytest.mark.parametrize("readers", [1, 2, 3, 50])
 def test_the_source_cut_for_any_number_of_readers_reads_every_files_lines_once(tmp_path, monkeypatch, readers):
-    monkeypatch.setattr(text_ranges_module, "_BLOCK", 97)  # blocks within a bundle, too
+    monkeypatch.setattr(text_lines, "BLOCK", 97)  # blocks within a bundle, too
     rng = random.Random(readers)
     for index in range(4):
         (tmp_path / f"part-{index}.txt").write_bytes(b"".join(generated(rng) for _ in range(20)))
