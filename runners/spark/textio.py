@@ -4,11 +4,13 @@ Reading matches a local pattern as Beam does (``FileSystems``, Beam's glob synta
 other through Hadoop's file system (HDFS, and any file system Spark is configured for), and
 reads each file's lines by the rules of Beam's text source (``runners/core/text_lines.py``):
 local files in byte ranges, several tasks per file, each range read on an executor in a few
-C calls; a compressed file whole in one task, as Beam reads it; a file on a cluster file
-system (which the executors' Python cannot open) whole through Spark's ``binaryFiles``. A
-coder other than ``StrUtf8Coder``, a delimiter or an escape character split each file whole
-with ``split_records``. Nothing is read by Spark's text reader, which also ends lines at a
-lone ``\r``, drops a byte-order mark and replaces bytes that are not UTF-8.
+C calls; a compressed file whole in one task, as Beam reads it. A coder other than
+``StrUtf8Coder``, a delimiter or an escape character split each file whole with
+``split_records``. Files on a cluster file system (which the executors' Python cannot open)
+are read through the JVM: plain lines by Spark's splittable text reader (a file of any
+size, split over tasks; it also ends lines at a lone ``\r``, keeps a byte-order mark and
+replaces bytes that are not UTF-8: the README lists this difference), anything else whole
+through Spark's ``binaryFiles``.
 
 Writing is atomic: each shard is written under a temporary directory beside the output,
 and only when every shard is written are they renamed to Beam's shard names; a failed job
@@ -137,6 +139,30 @@ def _whole_file_blocks(op: ReadTextOp, files: Iterable[tuple[str, bytes]]) -> It
             raise _failed(op, path, error) from error
 
 
+def _spark_text_lines(sc: Any, paths: list[str], header_lines: int) -> Any:
+    """The lines of ``paths`` as Spark's ``textFile`` reads them (Hadoop's line reader,
+    UTF-8 decoded in the JVM), handed to Python in batches the JVM pickles (``textFile``
+    frames each line on its own, which costs PySpark's Python three calls per line)."""
+    from pyspark.rdd import RDD
+    from pyspark.serializers import BatchedSerializer, CPickleSerializer
+
+    def read(joined: str, partitions: int) -> Any:
+        pickled = sc._jvm.org.apache.spark.api.python.SerDeUtil.javaToPython(sc._jsc.textFile(joined, partitions))
+        return RDD(pickled, sc, BatchedSerializer(CPickleSerializer()))
+
+    if not header_lines:
+        return read(",".join(paths), min(sc.defaultParallelism, 2))  # textFile's default
+    # Headers are per file, so each file is read on its own (its first partition skips them).
+    return sc.union([read(path, 1).mapPartitionsWithIndex(functools.partial(_skip_header, header_lines)) for path in paths])
+
+
+def _skip_header(count: int, index: int, lines: Iterator[str]) -> Iterator[str]:
+    if index == 0:
+        for _ in range(count):
+            next(lines, None)
+    return lines
+
+
 def _whole_file_lines(op: ReadTextOp, files: Iterable[tuple[str, bytes]]) -> Iterator[str]:
     """The lines of whole files (path, bytes), by Beam's rules (``text_lines``)."""
     return chain.from_iterable(_whole_file_blocks(op, files))
@@ -180,7 +206,14 @@ def read_text(sc: Any, op: ReadTextOp) -> tuple[Any, Any]:
     files = [f for f in matched if f.size > 0]  # an empty file has no lines (Beam skips it)
     if not files:
         return sc.emptyRDD(), None
-    if source.splits_lines_in_python() or not all(f.local for f in files):
+    on_cluster_fs = not all(f.local for f in files)
+    plain = not source.splits_lines_in_python() and source.strip_trailing_newlines
+    if on_cluster_fs and plain and all(_compression_of(source, f.path) == CompressionTypes.UNCOMPRESSED for f in files):
+        # The executors' Python cannot open an hdfs:// or s3a:// file, and whole files would
+        # have to fit in a task's memory (and under 2 GB): Spark's splittable text reader,
+        # with its three differences from Beam's lines (README).
+        lines = _spark_text_lines(sc, [f.path for f in files], source.skip_header_lines)
+    elif source.splits_lines_in_python() or on_cluster_fs:
         # Whole files as bytes, through the JVM (which reaches any file system Spark does).
         contents = sc.binaryFiles(",".join(f.path for f in files), minPartitions=max(1, min(len(files), sc.defaultParallelism)))
         if source.splits_lines_in_python():
