@@ -43,7 +43,7 @@ from sparkbeam.core import _CallableDoFn
 from sparkbeam.pvalue import TaggedOutput
 from sparkbeam.runners.beam.elements import to_engine
 from sparkbeam.runners.beam.metrics import tracking_for_the_task
-from sparkbeam.runners.core.dofn_invoker import DoFnRunner, SideInputs
+from sparkbeam.runners.core.dofn_invoker import DirectCall, DoFnRunner, SideInputs
 from sparkbeam.runners.core.execution import pardo_joiner, register_kind
 from sparkbeam.runners.core.ops import ParDoOp
 from sparkbeam.window import FixedWindows, GlobalWindows, Sessions, TimestampedValue
@@ -153,14 +153,19 @@ def _micros_in_fields() -> bool:
 _MICROS_IN_FIELDS = _micros_in_fields()
 
 
-def _stamped(item: Any) -> TimestampedValue:
-    stamped = _new_stamped(TimestampedValue)
-    _set_stamped_value(stamped, item.value)
+def _stamped_parts(item: Any) -> tuple[Any, int]:
+    """(value, timestamp in µs) of Beam's ``TimestampedValue``."""
     timestamp = item.timestamp
     if _MICROS_IN_FIELDS and type(timestamp) is _BeamTimestamp and timestamp._precision == 6:
-        _set_stamped_micros(stamped, timestamp._seconds * 1_000_000 + timestamp._subseconds)
-    else:
-        _set_stamped_micros(stamped, timestamp.micros)
+        return item.value, timestamp._seconds * 1_000_000 + timestamp._subseconds
+    return item.value, timestamp.micros
+
+
+def _stamped(item: Any) -> TimestampedValue:
+    value, micros = _stamped_parts(item)
+    stamped = _new_stamped(TimestampedValue)
+    _set_stamped_value(stamped, value)
+    _set_stamped_micros(stamped, micros)
     return stamped
 
 
@@ -359,6 +364,11 @@ class BeamFnRunner(DoFnRunner):
     def __init__(self, op: ParDoOp, emitters: dict[str | None, Emit], side_inputs: SideInputs | None) -> None:
         super().__init__(op, emitters, side_inputs)
         self._stop_tracking: Callable[[], None] | None = None
+        dofn = op.dofn
+        if isinstance(dofn, BeamCallable) and dofn.shape == "Map" and dofn.arguments != "any":
+            # The fused re-stamping Map calls the user's function itself and reads Beam's
+            # TimestampedValue as it is: no wrapper call and no engine copy per element.
+            self.direct_call = DirectCall(dofn.beam_fn, _failure_in(dofn.label), beam_window.TimestampedValue, _stamped_parts, engine_output)
 
     def start(self) -> None:
         self._stop_tracking = tracking_for_the_task()
@@ -380,5 +390,18 @@ def _dropped(wv: Any) -> None:
     return None
 
 
+def _failure_in(label: str) -> Callable[[Exception], BaseException]:
+    """What a failure of the function becomes, as the wrapper call would raise it (``augmented``)."""
+
+    def failure(error: Exception) -> BaseException:
+        renamed = augmented(error, label)
+        if renamed is not error:
+            renamed.__cause__ = error  # as ``raise augmented(...) from error``
+        return renamed
+
+    return failure
+
+
 # A ParDo in every way but for its DoFn's runner (the engine's, with Beam's tag rule).
-register_kind(BeamFnParDoOp, like=ParDoOp, join_body=pardo_joiner(BeamFnRunner))
+# Its runner reads the metrics step at each update: a fused body may name it per chunk.
+register_kind(BeamFnParDoOp, like=ParDoOp, join_body=pardo_joiner(BeamFnRunner), body_code="pardo")

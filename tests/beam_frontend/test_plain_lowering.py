@@ -316,3 +316,83 @@ def test_beams_dofn_runner_converts_a_groupings_one_pane_once_per_bundle_not_per
     on_time = beam.utils.windowed_value.PaneInfoTiming.ON_TIME
     assert sorted(emitted_values(plan, loop, panes)) == [((k, True, True, on_time), on_time) for k in range(20)]
     assert len(to_beam) <= 4 and len(to_engine) <= 4  # per runner and bundle, not per element (20)
+
+
+def stamp_number(line):
+    Metrics.counter("stamp", "seen").inc()
+    return beam_window.TimestampedValue(("k", int(line)), int(line))
+
+
+def read_stamp_and_sum(path, stamp=stamp_number):
+    p = beam_pipeline()
+    _ = (
+        p
+        | "Read" >> beam.io.ReadFromText(str(path))
+        | "Stamp" >> beam.Map(stamp)
+        | "Minutes" >> beam.WindowInto(beam_window.FixedWindows(60))
+        | "Sum" >> beam.CombinePerKey(sum)
+    )
+    plan = plan_of(p)
+    (stage,) = [s for s in plan.stages if any(op.label == "Stamp" for op in s.body)]
+    (source,) = stage.head.outputs
+    assert stage.head.source.yields_plain_values  # the lines may enter the stage as values
+    return plan, stage, source
+
+
+def test_a_read_and_one_restamping_map_take_the_lines_as_values_in_the_maps_step_named_per_chunk(tmp_path):
+    path = tmp_path / "numbers.txt"
+    path.write_text("1\n2\n65\n")
+    plan, stage, source = read_stamp_and_sum(path)
+    body = FusedBody(stage, bare=True)
+    # The key codec before the grouping reports no metrics: the Map is the body's one user code.
+    assert body.scoped_op is op_labelled(plan, "Stamp")
+    (receive,) = body._receivers[source]
+    assert receive.__name__ == "process_map_restamped_into"  # no StepScopedRunner around it
+    (runner,) = [r.runner for r in body._runners]
+    assert runner.direct_call.fn is stamp_number  # the user's function, no wrapper call of ours
+    assert body._value_receivers[source] == (receive, runner.process_global_value)
+    container = MetricsContainer()
+    with MetricsEnvironment.container_scope(container), MetricsEnvironment.step_scope("outer"):
+        by_value = [tuple(wv) for wv in body.run_bare_values(source, ["1", "2", "65"])]
+        assert MetricsEnvironment.current_step() == "outer"
+        by_element = [tuple(wv) for wv in FusedBody(stage, bare=True).run_bare(source, [sparkbeam_wv(line) for line in ["1", "2", "65"]])]
+    assert by_value == by_element
+    assert [(value, micros) for value, micros, _, _ in by_value] == [(("k", 1), 1_000_000), (("k", 2), 2_000_000), (("k", 65), 65_000_000)]
+    assert container.counters == {("Stamp", MetricName("stamp", "seen")): 6}
+
+
+def test_a_failure_of_a_restamping_map_called_directly_is_named_as_beam_names_it(tmp_path):
+    from sparkbeam.runners.core.errors import UserCodeError
+
+    path = tmp_path / "numbers.txt"
+    path.write_text("1\nnot a number\n")
+    _, stage, source = read_stamp_and_sum(path)
+    for run in (FusedBody(stage, bare=True).run_bare_values, FusedBody(stage, bare=True).run_bare):
+        lines = ["1", "oops"] if run.__name__ == "run_bare_values" else [sparkbeam_wv("1"), sparkbeam_wv("oops")]
+        with pytest.raises(UserCodeError) as failed:
+            list(run(source, lines))
+        assert failed.value.label == "Stamp"
+        assert type(failed.value.error) is ValueError
+        assert str(failed.value.error).endswith(" [while running 'Stamp']")
+        assert type(failed.value.error.__cause__) is ValueError  # the function's own, as it raised it
+
+
+def test_a_beam_dofn_alone_in_its_body_runs_in_its_step_named_per_chunk():
+    class Counted(beam.DoFn):
+        def process(self, x, w=beam.DoFn.WindowParam):
+            Metrics.counter("dofn", "seen").inc()
+            yield x
+
+    p = beam_pipeline()
+    sparkbeam.capture(p | beam.Create([("k", 1)]) | "Group" >> beam.GroupByKey() | "Counted" >> beam.ParDo(Counted()))
+    plan = plan_of(p)
+    (stage,) = [s for s in plan.stages if any(op.label == "Counted" for op in s.body)]
+    body = FusedBody(stage)
+    assert type(body.scoped_op) is BeamParDoOp  # beside it, the grouping's key codec alone
+    (source,) = body.scoped_op.inputs  # pushed past the codec: what it would hand on
+    container = MetricsContainer()
+    with MetricsEnvironment.container_scope(container), MetricsEnvironment.step_scope("outer"):
+        outputs = [wv.value for _, wv in body.run([(source, sparkbeam_wv(1)), (source, sparkbeam_wv(2))])]
+        assert MetricsEnvironment.current_step() == "outer"
+    assert outputs == [1, 2]
+    assert container.counters == {("Counted", MetricName("dofn", "seen")): 2}
