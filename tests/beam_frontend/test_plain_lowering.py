@@ -64,12 +64,13 @@ def test_what_needs_beams_dofn_runner_keeps_it():
 
     p = beam_pipeline()
     xs = p | beam.Create([1, 2])
-    _ = xs | "WithWindow" >> beam.Map(lambda x, w=beam.DoFn.WindowParam: (x, w))
+    _ = xs | "WithWindow" >> beam.Map(lambda x, n, w=beam.DoFn.WindowParam: (x, w), 3)  # an argument too
+    _ = xs | "WithKey" >> beam.Map(lambda x, k=beam.DoFn.KeyParam: (x, k))
     _ = xs | "WithSide" >> beam.Map(lambda x, side: x, beam.pvalue.AsList(xs))
     _ = xs | "DoFnClass" >> beam.ParDo(Keep())
     _ = xs | "Sliding" >> beam.WindowInto(beam_window.SlidingWindows(10, 5)) | "AfterSliding" >> beam.Map(lambda x: x)
     plan = plan_of(p)
-    for label in ("WithWindow", "WithSide", "DoFnClass", "AfterSliding"):
+    for label in ("WithWindow", "WithKey", "WithSide", "DoFnClass", "AfterSliding"):
         assert type(op_labelled(plan, label)) is BeamParDoOp, label
     checked = beam_pipeline("--runtime_type_check")
     _ = checked | beam.Create([1]) | "Checked" >> beam.Map(lambda x: x)
@@ -396,3 +397,38 @@ def test_a_beam_dofn_alone_in_its_body_runs_in_its_step_named_per_chunk():
         assert MetricsEnvironment.current_step() == "outer"
     assert outputs == [1, 2]
     assert container.counters == {("Counted", MetricName("dofn", "seen")): 2}
+
+
+def test_maps_taking_beams_window_timestamp_or_pane_get_beams_objects_from_the_engines_runner():
+    from apache_beam.utils import windowed_value as beam_wv
+
+    p = beam_pipeline()
+    windowed = (
+        p
+        | beam.Create([1, 2, 65])
+        | "Stamp" >> beam.Map(lambda x: beam_window.TimestampedValue(("k", x), x))
+        | "Minutes" >> beam.WindowInto(beam_window.FixedWindows(60))
+    )
+
+    def seen(kv, w=beam.DoFn.WindowParam, t=beam.DoFn.TimestampParam, pane=beam.DoFn.PaneInfoParam):
+        return kv[1], type(w) is beam_window.IntervalWindow, w.start.micros, type(t) is beam_timestamp.Timestamp, t.micros, pane is beam_wv.PANE_INFO_UNKNOWN
+
+    outputs = {
+        "Seen": windowed | "Seen" >> beam.Map(seen),
+        "Flat": windowed | "Flat" >> beam.FlatMap(lambda kv, w=beam.DoFn.WindowParam: [kv[1]] * (w.start.micros // 60_000_000 + 1)),
+        "Kept": windowed | "Kept" >> beam.Filter(lambda kv, t=beam.DoFn.TimestampParam: t.micros > 1_500_000),
+        "Panes": windowed | beam.GroupByKey() | "Panes" >> beam.Map(lambda kv, pane=beam.DoFn.PaneInfoParam: (sorted(kv[1]), pane.timing, pane.is_first)),
+    }
+    for pcoll in outputs.values():
+        sparkbeam.capture(pcoll)
+    plan, loop = run_in_engine(p)
+    kinds = {label: op_labelled(plan, label).dofn.params for label in outputs}
+    assert kinds == {"Seen": ("window", "timestamp", "pane"), "Flat": ("window",), "Kept": ("timestamp",), "Panes": ("pane",)}
+    assert all(type(op_labelled(plan, label)) is BeamFnParDoOp for label in outputs)  # not Beam's DoFnRunner
+    values = {label: sorted(emitted_values(plan, loop, pcoll)) for label, pcoll in outputs.items()}
+    assert values == {
+        "Seen": [(1, True, 0, True, 1_000_000, True), (2, True, 0, True, 2_000_000, True), (65, True, 60_000_000, True, 65_000_000, True)],
+        "Flat": [1, 2, 65, 65],
+        "Kept": [("k", 2), ("k", 65)],
+        "Panes": [([1, 2], beam_wv.PaneInfoTiming.ON_TIME, True), ([65], beam_wv.PaneInfoTiming.ON_TIME, True)],
+    }
