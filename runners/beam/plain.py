@@ -393,7 +393,7 @@ class BeamCallable(_CallableDoFn):
         return {"beam_fn": self.beam_fn, "shape": self.shape, "label": self.label, "arguments": self.arguments, "params": self.params}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["beam_fn"], state["shape"], state["label"], state["arguments"], state["params"])  # type: ignore[misc]
+        self.__init__(state["beam_fn"], state["shape"], state["label"], state["arguments"], state.get("params", ()))  # type: ignore[misc]
 
     def __repr__(self) -> str:
         return f"BeamCallable({self.beam_fn!r}, {self.shape!r})"
