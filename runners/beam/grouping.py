@@ -194,7 +194,7 @@ def _join_key_coding(op: KeyCodingOp, body: BodyBuilder) -> None:
     body.receive(source, receive)
 
 
-register_kind(KeyCodingOp, like=ParDoOp, join_body=_join_key_coding)
+register_kind(KeyCodingOp, like=ParDoOp, join_body=_join_key_coding, body_code="none")
 
 
 class BeamCombineFn(CombineFn):

@@ -225,4 +225,6 @@ class BeamDoFnRunner:
 
 
 # A ParDo in every way (planning, side inputs, what must pickle) but for its DoFn's runner.
-register_kind(BeamParDoOp, like=ParDoOp, join_body=pardo_joiner(BeamDoFnRunner))
+# Beam's metric updates read the step at each update (metrics.py): a fused body may name it
+# per chunk.
+register_kind(BeamParDoOp, like=ParDoOp, join_body=pardo_joiner(BeamDoFnRunner), body_code="pardo")

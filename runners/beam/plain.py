@@ -18,16 +18,21 @@ thin wrapper (``_BeamCall``) that keeps what Beam's runner does differently:
 - an exception from the function gets Beam's "[while running 'label']" suffix, as Beam's
   ``DoFnRunner`` adds it;
 - Beam's ``Metrics`` in the function reach the task's metrics: the tracker Beam's metrics
-  update is made current for the bundle, not per element.
+  update is made current for the bundle, not per element;
+- a function that takes Beam's ``DoFn.WindowParam``, ``TimestampParam`` or
+  ``PaneInfoParam`` after the element (and nothing else) gets Beam's objects for them,
+  by position, once per window when it takes its window (``_process_with_params``);
+- the fused re-stamping Map calls the user's function itself (``DirectCall``).
 
-Anything else (a DoFn class, side inputs, DoFn parameters such as ``DoFn.WindowParam``,
-runtime type checks, inputs whose elements may be in several windows, where Beam multiplies
-a ``WindowedValue`` output's windows) keeps Beam's ``DoFnRunner`` (``pardo.py``).
+Anything else (a DoFn class, side inputs, other DoFn parameters, runtime type checks,
+inputs whose elements may be in several windows, where Beam multiplies a
+``WindowedValue`` output's windows) keeps Beam's ``DoFnRunner`` (``pardo.py``).
 ``ReadBundle`` (``reads.py``), which reads a bounded source's bundle, is run the same way.
 """
 
 from __future__ import annotations
 
+import inspect
 import traceback
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -41,11 +46,13 @@ from apache_beam.utils import windowed_value as beam_wv
 
 from sparkbeam.core import _CallableDoFn
 from sparkbeam.pvalue import TaggedOutput
-from sparkbeam.runners.beam.elements import to_engine
+from sparkbeam.runners.beam.elements import to_beam_pane, to_beam_windows, to_engine
 from sparkbeam.runners.beam.metrics import tracking_for_the_task
-from sparkbeam.runners.core.dofn_invoker import DoFnRunner, SideInputs
+from sparkbeam.runners.core.dofn_invoker import DirectCall, DoFnRunner, SideInputs
+from sparkbeam.runners.core.errors import UserCodeError
 from sparkbeam.runners.core.execution import pardo_joiner, register_kind
 from sparkbeam.runners.core.ops import ParDoOp
+from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue, new_windowed_value
 from sparkbeam.window import FixedWindows, GlobalWindows, Sessions, TimestampedValue
 from sparkbeam.windowing import Windowing
 
@@ -105,6 +112,36 @@ def _takes_dofn_params(signature: Any) -> bool:
     return False
 
 
+#: Beam's DoFn parameters a plain function may take, whose values the engine's runner
+#: passes as Beam's (``BeamFnRunner``): the element's window, timestamp and pane
+_PARAM_KINDS = {beam.DoFn.WindowParam: "window", beam.DoFn.TimestampParam: "timestamp", beam.DoFn.PaneInfoParam: "pane"}
+
+
+def _param_kinds(fn: Callable, shape: str, transform: Any) -> tuple[str, ...] | None:
+    """What each parameter of the user's function after the element asks for, in order
+    (``_PARAM_KINDS``), when every one of them is one of those Beam parameters, the
+    function is a Map's, FlatMap's or Filter's, and nothing else is passed to it; else
+    None (Beam's DoFnRunner runs it). Beam passes them by position, as the engine does."""
+    if shape not in ("Map", "FlatMap", "Filter") or transform.args or transform.kwargs:
+        return None
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if not parameters or parameters[0].kind not in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD):
+        return None
+    if isinstance(parameters[0].default, _DOFN_PARAM):
+        return None
+    kinds = []
+    for parameter in parameters[1:]:
+        default = parameter.default
+        kind = _PARAM_KINDS.get(default) if type(default) is _DOFN_PARAM else None
+        if kind is None or parameter.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD:
+            return None
+        kinds.append(kind)
+    return tuple(kinds)
+
+
 #: window fns that put each element in exactly one window, where Beam's handling of a
 #: ``WindowedValue`` output (its windows times the input's) is the engine's (taken as is)
 _ONE_WINDOW_FNS = (GlobalWindows, FixedWindows, Sessions)
@@ -116,14 +153,21 @@ def plain_par_do(node: Any, signature: Any, base: dict[str, Any], windowing: Win
     transform = node.transform
     if type(transform.fn) is not beam_core.CallableWrapperDoFn or node.side_inputs or type_checked:
         return None
-    if _takes_dofn_params(signature) or type(windowing.windowfn) not in _ONE_WINDOW_FNS:
+    if type(windowing.windowfn) not in _ONE_WINDOW_FNS:
         return None
     fn, shape = beam_callable_shape(transform.fn)
+    params: tuple[str, ...] = ()
+    if _takes_dofn_params(signature):
+        found = _param_kinds(fn, shape, transform)
+        if found is None:
+            return None
+        params = found
     tags = tuple(None if tag in (None, "None") else tag for tag, pc in node.outputs.items() if isinstance(pc, beam_pvalue.PCollection))
     args, kwargs = tuple(transform.args), dict(transform.kwargs)
+    arguments = "positional" if params else _arguments(shape, args, kwargs)
     return BeamFnParDoOp(
         **base,
-        dofn=BeamCallable(fn, shape, base["label"], _arguments(shape, args, kwargs)),
+        dofn=BeamCallable(fn, shape, base["label"], arguments, params),
         args=args,
         kwargs=kwargs,
         output_tags=tags,
@@ -153,14 +197,19 @@ def _micros_in_fields() -> bool:
 _MICROS_IN_FIELDS = _micros_in_fields()
 
 
-def _stamped(item: Any) -> TimestampedValue:
-    stamped = _new_stamped(TimestampedValue)
-    _set_stamped_value(stamped, item.value)
+def _stamped_parts(item: Any) -> tuple[Any, int]:
+    """(value, timestamp in µs) of Beam's ``TimestampedValue``."""
     timestamp = item.timestamp
     if _MICROS_IN_FIELDS and type(timestamp) is _BeamTimestamp and timestamp._precision == 6:
-        _set_stamped_micros(stamped, timestamp._seconds * 1_000_000 + timestamp._subseconds)
-    else:
-        _set_stamped_micros(stamped, timestamp.micros)
+        return item.value, timestamp._seconds * 1_000_000 + timestamp._subseconds
+    return item.value, timestamp.micros
+
+
+def _stamped(item: Any) -> TimestampedValue:
+    value, micros = _stamped_parts(item)
+    stamped = _new_stamped(TimestampedValue)
+    _set_stamped_value(stamped, value)
+    _set_stamped_micros(stamped, micros)
     return stamped
 
 
@@ -321,13 +370,16 @@ def _arguments(shape: str, args: tuple, kwargs: dict) -> str:
 
 class BeamCallable(_CallableDoFn):
     """A Beam function as the engine's callable DoFn of one shape (see the module docs).
+    ``params``: the Beam DoFn parameters it takes after the element (``_param_kinds``),
+    whose values ``BeamFnRunner`` passes after the element, by position.
 
     The call that wraps the user's function is made again where the DoFn is unpickled."""
 
-    def __init__(self, beam_fn: Callable, shape: str, label: str, arguments: str = "any") -> None:
+    def __init__(self, beam_fn: Callable, shape: str, label: str, arguments: str = "any", params: tuple[str, ...] = ()) -> None:
         self.beam_fn = beam_fn
         self.label = label
         self.arguments = arguments
+        self.params = params
         if shape in ("FlatMap", "FlatMapTuple"):
             call = _flat_call(beam_fn, label)
         else:
@@ -338,10 +390,10 @@ class BeamCallable(_CallableDoFn):
         return self.label
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"beam_fn": self.beam_fn, "shape": self.shape, "label": self.label, "arguments": self.arguments}
+        return {"beam_fn": self.beam_fn, "shape": self.shape, "label": self.label, "arguments": self.arguments, "params": self.params}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["beam_fn"], state["shape"], state["label"], state["arguments"])  # type: ignore[misc]
+        self.__init__(state["beam_fn"], state["shape"], state["label"], state["arguments"], state.get("params", ()))  # type: ignore[misc]
 
     def __repr__(self) -> str:
         return f"BeamCallable({self.beam_fn!r}, {self.shape!r})"
@@ -359,6 +411,16 @@ class BeamFnRunner(DoFnRunner):
     def __init__(self, op: ParDoOp, emitters: dict[str | None, Emit], side_inputs: SideInputs | None) -> None:
         super().__init__(op, emitters, side_inputs)
         self._stop_tracking: Callable[[], None] | None = None
+        dofn = op.dofn
+        if isinstance(dofn, BeamCallable) and dofn.params:
+            # Called with Beam's values of its parameters (not one call per element as the
+            # engine's plain DoFns are: never the fused re-stamping Map's call).
+            self.plain = False
+            self.process = _process_with_params(self, dofn.params)
+        elif isinstance(dofn, BeamCallable) and dofn.shape == "Map" and dofn.arguments != "any":
+            # The fused re-stamping Map calls the user's function itself and reads Beam's
+            # TimestampedValue as it is: no wrapper call and no engine copy per element.
+            self.direct_call = DirectCall(dofn.beam_fn, _failure_in(dofn.label), beam_window.TimestampedValue, _stamped_parts, engine_output)
 
     def start(self) -> None:
         self._stop_tracking = tracking_for_the_task()
@@ -380,5 +442,71 @@ def _dropped(wv: Any) -> None:
     return None
 
 
+def _process_with_params(runner: BeamFnRunner, kinds: tuple[str, ...]) -> Callable[[WindowedValue], None]:
+    """``process`` of a function that takes Beam's DoFn parameters (``_param_kinds``): each
+    element's window, timestamp and pane as Beam's objects, after the element, by
+    position, as Beam's DoFnRunner passes them; one call per window when it takes its
+    window, as Beam makes it. Consecutive elements' windows and panes are converted once.
+    Beam's DoFnRunner would build Beam's element for each and convert every output back."""
+    call, shape, label, location = runner.fn, runner.shape, runner.label, runner.location
+    output, emit, guard_iter = runner._output, runner.main_emit, runner._guard_iter
+    per_window = "window" in kinds
+    engine_windows: Any = None
+    beam_windows: Any = None
+    engine_pane: Any = None
+    beam_pane: Any = None
+
+    def process(wv: WindowedValue) -> None:
+        nonlocal engine_windows, beam_windows, engine_pane, beam_pane
+        windows = wv[2]
+        if per_window and len(windows) != 1:
+            for window in windows:  # as Beam's DoFnRunner makes them: the pane unknown
+                process(new_windowed_value((wv[0], wv[1], (window,), PANE_INFO_UNKNOWN)))
+            return
+        params = []
+        for kind in kinds:
+            if kind == "window":
+                if windows is not engine_windows:
+                    engine_windows, beam_windows = windows, to_beam_windows(windows)
+                params.append(beam_windows[0])
+            elif kind == "timestamp":
+                params.append(_BeamTimestamp(micros=wv[1]))
+            else:
+                pane = wv[3]
+                if pane is not engine_pane:
+                    engine_pane, beam_pane = pane, to_beam_pane(pane)
+                params.append(beam_pane)
+        value = wv[0]
+        try:
+            result = call(value, *params)  # Beam's outputs made the engine's, failures named
+        except UserCodeError:
+            raise
+        except Exception as error:
+            raise UserCodeError(label, location, error, value) from error
+        if shape == "Map":
+            output(result, wv)
+        elif shape == "Filter":
+            if result:
+                emit(wv)
+        elif result is not None:
+            for item in guard_iter(result, value):
+                output(item, wv)
+
+    return process
+
+
+def _failure_in(label: str) -> Callable[[Exception], BaseException]:
+    """What a failure of the function becomes, as the wrapper call would raise it (``augmented``)."""
+
+    def failure(error: Exception) -> BaseException:
+        renamed = augmented(error, label)
+        if renamed is not error:
+            renamed.__cause__ = error  # as ``raise augmented(...) from error``
+        return renamed
+
+    return failure
+
+
 # A ParDo in every way but for its DoFn's runner (the engine's, with Beam's tag rule).
-register_kind(BeamFnParDoOp, like=ParDoOp, join_body=pardo_joiner(BeamFnRunner))
+# Its runner reads the metrics step at each update: a fused body may name it per chunk.
+register_kind(BeamFnParDoOp, like=ParDoOp, join_body=pardo_joiner(BeamFnRunner), body_code="pardo")

@@ -18,7 +18,9 @@ The ranges are read as a bounded source of the engine (``TextRangesSource`` unde
 range's tens of thousands of lines) are all held at the end of its fused stage before they
 go on, and that many objects alive at once set Python's cyclic GC scanning again and again
 (a third of the map side's time in the batch benchmark). A source's elements enter their
-stage one by one instead, as the lines of sparkbeam's own ``ReadFromText`` do.
+stage one by one instead, as the lines of sparkbeam's own ``ReadFromText`` do; and as
+values alone (``yields_plain_values``), with no element built per line where the stage's
+first ParDo takes them so.
 """
 
 from __future__ import annotations
@@ -105,6 +107,10 @@ class TextRangesSource(BoundedSource):
     def get_range_tracker(self, start_position: Any, stop_position: Any) -> OffsetRangeTracker:
         # Read whole (sparkbeam splits no bundle while reading it): the tracker is not consulted.
         return OffsetRangeTracker(0, self.estimate_size())
+
+    #: its records are lines (``str``), each an element in the global window at the minimum
+    #: timestamp: the engine hands them to the stage as values (``iobase.read_bundle_values``)
+    yields_plain_values = True
 
     def read(self, range_tracker: Any) -> Iterator[str]:
         """The lines of every range, read a block at a time and handed on by ``chain`` (no

@@ -15,6 +15,8 @@ import inspect
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
+import attrs
+
 from sparkbeam.core import _CallableDoFn
 from sparkbeam.dofn import (
     BundleFinalizer,
@@ -36,7 +38,7 @@ from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue, new_windowed_value
 from sparkbeam.window import FixedWindows, GlobalWindow, GlobalWindows, TimestampedValue, WindowFn
 
-__all__ = ["DoFnRunner", "ElementRunner", "SideInputs", "side_window_for"]
+__all__ = ["DirectCall", "DoFnRunner", "ElementRunner", "SideInputs", "side_window_for"]
 
 Emit = Callable[[WindowedValue], None]
 _MIN_MICROS = MIN_TIMESTAMP.micros
@@ -121,6 +123,27 @@ def _param_names(fn: Callable) -> dict[str, Any]:
     }
 
 
+class _NoOutput:
+    """A type no output is of."""
+
+
+@attrs.frozen
+class DirectCall:
+    """How the fused re-stamping Map (``DoFnRunner._map_restamped_into``) calls a front
+    end's function with no wrapper call of the front end's around each call: ``fn`` is
+    called as the Map's function (the element's value, then the Map's arguments);
+    ``failure(error)`` is what its exception becomes before the engine names the
+    transform; an output of ``stamped_type`` (the front end's re-stamped value) is read by
+    ``stamped_parts(output) -> (value, timestamp_micros)``; any other output becomes the
+    engine's through ``as_engine`` (a value stays as it is)."""
+
+    fn: Callable[..., Any]
+    failure: Callable[[Exception], BaseException]
+    stamped_type: type
+    stamped_parts: Callable[[Any], tuple[Any, int]]
+    as_engine: Callable[[Any], Any]
+
+
 class DoFnRunner:
     """Runs one ParDo's DoFn over a bundle, pushing outputs to ``emitters`` by tag."""
 
@@ -173,6 +196,9 @@ class DoFnRunner:
         #: with an unknown pane, given the value alone (``FusedBody.receive_global_values``),
         #: where that is cheaper than building the element; else None
         self.process_global_value: Callable[[Any], None] | None = None
+        #: how the fused re-stamping Map calls a front end's function itself (set by the
+        #: front end's runner before the body joins); None: ``self.fn`` as it is
+        self.direct_call: DirectCall | None = None
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
@@ -364,8 +390,16 @@ class DoFnRunner:
         """``process`` for a plain Map whose re-stamped outputs go straight to the WindowInto
         (``window_restamped_into``): ``_plain_process``, ``_output`` and ``_restamped_into``
         in one call per element, which is what the idiom ``Map(... TimestampedValue ...) |
-        WindowInto(...)`` costs. Any other output takes ``_output``."""
-        fn, label, location, args = self.fn, self.label, self.location, self.op.args
+        WindowInto(...)`` costs. Any other output takes ``_output``. A front end's function
+        is called as ``direct_call`` says, with no wrapper call around it."""
+        label, location, args = self.label, self.location, self.op.args
+        direct = self.direct_call
+        fn = self.fn if direct is None else direct.fn
+        # The front end's re-stamped type and the rest of its hooks (a type no output is of,
+        # for the engine's own function: its outputs are the engine's already).
+        foreign, foreign_parts = (_NoOutput, None) if direct is None else (direct.stamped_type, direct.stamped_parts)
+        failure = None if direct is None else direct.failure
+        as_engine = None if direct is None else direct.as_engine
         one_arg, arg = _one_extra_arg(args)
         output = self._output
         restamped_into = self._restamped_into
@@ -385,11 +419,18 @@ class DoFnRunner:
             except UserCodeError:
                 raise
             except Exception as error:
-                raise UserCodeError(label, location, error, value) from error
-            if type(result) is not stamped:
-                output(result, wv)
+                raise UserCodeError(label, location, error if failure is None else failure(error), value) from error
+            kind = type(result)
+            if kind is stamped:
+                out, micros = result.value, result.timestamp_micros
+            elif kind is foreign:
+                try:
+                    out, micros = foreign_parts(result)  # type: ignore[misc]
+                except Exception as error:
+                    raise UserCodeError(label, location, error, value) from error
+            else:
+                output(result if as_engine is None else as_engine(result), wv)
                 return
-            micros = result.timestamp_micros
             if one_window and low <= micros < high:
                 windows = cached_windows(micros - (micros - offset) % size) if cached_windows is not None else None
                 if windows is None:
@@ -397,19 +438,19 @@ class DoFnRunner:
                 copies = len(wv[2])
                 if send_stamped is not None:
                     if copies == 1:
-                        send_stamped(result.value, micros, windows)
+                        send_stamped(out, micros, windows)
                     else:
                         for _ in range(copies):
-                            send_stamped(result.value, micros, windows)
+                            send_stamped(out, micros, windows)
                     return
-                out = new((result.value, micros, windows, unknown))
+                element = new((out, micros, windows, unknown))
                 if copies == 1:
-                    send(out)
+                    send(element)
                 else:
                     for _ in range(copies):
-                        send(out)
+                        send(element)
             else:
-                restamped_into(result, wv)
+                restamped_into(result if kind is stamped else as_engine(result), wv)  # type: ignore[misc]
 
         global_windows = GLOBAL_WINDOWS
 
@@ -421,21 +462,29 @@ class DoFnRunner:
             except UserCodeError:
                 raise
             except Exception as error:
-                raise UserCodeError(label, location, error, value) from error
-            if type(result) is stamped:
-                micros = result.timestamp_micros
-                if one_window and low <= micros < high:
-                    windows = cached_windows(micros - (micros - offset) % size) if cached_windows is not None else None
-                    if windows is None:
-                        windows = assign(micros)
-                    if send_stamped is not None:
-                        send_stamped(result.value, micros, windows)
-                    else:
-                        send(new((result.value, micros, windows, unknown)))
-                    return
-                restamped_into(result, new((value, low, global_windows, unknown)))
+                raise UserCodeError(label, location, error if failure is None else failure(error), value) from error
+            kind = type(result)
+            if kind is stamped:
+                out, micros = result.value, result.timestamp_micros
+            elif kind is foreign:
+                try:
+                    out, micros = foreign_parts(result)  # type: ignore[misc]
+                except Exception as error:
+                    raise UserCodeError(label, location, error, value) from error
+            else:
+                output(result if as_engine is None else as_engine(result), new((value, low, global_windows, unknown)))
                 return
-            output(result, new((value, low, global_windows, unknown)))
+            if one_window and low <= micros < high:
+                windows = cached_windows(micros - (micros - offset) % size) if cached_windows is not None else None
+                if windows is None:
+                    windows = assign(micros)
+                if send_stamped is not None:
+                    send_stamped(out, micros, windows)
+                else:
+                    send(new((out, micros, windows, unknown)))
+                return
+            engine_stamped = result if kind is stamped else as_engine(result)  # type: ignore[misc]
+            restamped_into(engine_stamped, new((value, low, global_windows, unknown)))
 
         self.process_global_value = process_global_value
         return process_map_restamped_into

@@ -154,6 +154,12 @@ class OpKind:
     endless: bool = False
     #: a source that scripts processing time too (TestStream): the run's clock is manual
     scripts_processing_time: bool = False
+    #: for an element-wise op, what its code is to a fused body that names one ParDo's
+    #: metrics step itself (``fused.py``): "pardo", a ParDo joined by ``pardo_joiner``
+    #: (it runs its runner's ``process`` unwrapped when the body names its step); "none",
+    #: an op whose code reports no metrics (a key codec), which may run in any step;
+    #: None, not known (the body then names no step itself)
+    body_code: str | None = None
 
     def __attrs_post_init__(self) -> None:
         needs = {Role.SOURCE: ("source_state", self.source_state), Role.ELEMENT_WISE: ("join_body", self.join_body)}
@@ -172,6 +178,8 @@ def register_kind(op_type: type, role: Role | None = None, *, like: type | None 
     front end's ParDo whose DoFns run on other machinery is a ParDo but for its runner)."""
     if like is not None:
         base = _KINDS[like]
+        if "join_body" in hooks:  # joins its own way: what its code is, it says itself
+            hooks.setdefault("body_code", None)
         kind = attrs.evolve(base, op_type=op_type, role=role or base.role, **hooks)
     elif role is None:
         msg = f"register_kind({op_type.__name__}): give its role, or the op type it is like"
@@ -411,6 +419,7 @@ register_kind(
     Role.ELEMENT_WISE,
     join_body=pardo_joiner(DoFnRunner),
     shipped_parts=lambda op: (("DoFn", op.dofn), ("arguments", (op.args, op.kwargs))),
+    body_code="pardo",
 )
 register_kind(WindowIntoOp, Role.ELEMENT_WISE, join_body=_join_window_into)
 register_kind(FlattenOp, Role.ELEMENT_WISE, join_body=_join_flatten)

@@ -10,8 +10,10 @@ Per element the body costs as few Python calls as it can (#11 item 2):
 - ops join in reverse body order, so that when an op asks for the sender of its output
   every reader of that output has joined: a PCollection read by one receiver gets that
   receiver itself as its sender, with no loop over a list in between;
-- a body whose only user code is one ParDo (``scoped_op``; the rest built-in WindowIntos
-  and Flattens, which run none) names that ParDo's metrics step itself around what it
+- a body whose only user code is one ParDo (``scoped_op``; the rest built-in WindowIntos,
+  Flattens and ops such as a key codec, which report no metrics: ``OpKind.body_code``;
+  the ParDo the engine's own or a front end's joined the same way) names that ParDo's
+  metrics step itself around what it
   pushes (a chunk of elements in ``run_bare``, each element in ``run``) instead of
   through a wrapper call per element (``StepScopedRunner``). Everything the elements
   reach in the body then runs in that step, which is where it ran before too; what feeds
@@ -281,16 +283,19 @@ class FusedBody:
 
 def _only_user_code(body: Iterable[object]) -> ParDoOp | None:
     """The ParDo that is the body's only user code (the other ops are WindowIntos of a
-    built-in window fn and Flattens), or None. Exactly ParDoOp: a front end's ParDo runs
-    on machinery of its own."""
+    built-in window fn, Flattens and ops that run no user code), or None. A ParDo is one
+    whose kind says ``pardo_joiner`` joins it (``OpKind.body_code``): the engine's own, or
+    a front end's that runs the same way; one that joins its own way is not known to."""
     pardos = []
     for op in body:
         kind = type(op)
-        if kind is ParDoOp:
-            pardos.append(op)
-        elif kind is WindowIntoOp:
+        if kind is WindowIntoOp:
             if cached_assignment(op.windowfn) is None:  # type: ignore[attr-defined]
                 return None
         elif kind is not FlattenOp:
-            return None
+            code = kind_of(op).body_code
+            if code == "pardo":
+                pardos.append(op)
+            elif code != "none":
+                return None
     return pardos[0] if len(pardos) == 1 else None

@@ -573,8 +573,8 @@ def _read_bounded_source(backend: SparkBackend, op: BoundedSourceReadOp, emissio
     """The source split on the driver, one partition per bundle, read on the executors."""
     from sparkbeam.runners.spark.bounded_reads import read_bounded_source
 
-    rdd, empty = read_bounded_source(backend.sc, op)
-    return Dataset(rdd, known_empty=empty)
+    rdd, empty, values = read_bounded_source(backend.sc, op)
+    return Dataset(rdd, known_empty=empty, values=values)
 
 
 @SPARK.sources.register(TestStreamOp)

@@ -25,7 +25,10 @@ bundle becomes one Spark partition, read on an executor with
 ``source.read(source.get_range_tracker(start, stop))``. The elements are in the global
 window at the minimum timestamp, unless ``read`` yields ``TimestampedValue``. Sources
 must pickle (they travel to the executors). No dynamic splitting happens while a bundle
-is read.
+is read. A source whose ``read`` never yields a ``TimestampedValue`` may say so
+(``yields_plain_values``, sparkbeam's own): its records are then handed to the stage
+that reads them as values, with no element built per record where that stage takes them
+so (a text file's lines); a ``TimestampedValue`` it yields all the same fails the read.
 
 **Writing.** ``pcoll | Write(sink)`` runs Beam's protocol for a bounded PCollection:
 ``sink.initialize_write()`` once, a ``Writer`` per bundle (or per shard, when the sink has
@@ -37,13 +40,14 @@ from __future__ import annotations
 import collections
 import random
 from collections.abc import Iterator
+from itertools import chain, islice, repeat
 from typing import Any
 
 from sparkbeam import pvalue
 from sparkbeam.beam_surface import module_getattr
 from sparkbeam.core import Create, DoFn, FlatMap, GroupByKey, Map, ParDo, WindowInto
 from sparkbeam.ptransform import PTransform
-from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
+from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue, new_windowed_value
 from sparkbeam.window import GlobalWindow, GlobalWindows
 
 __all__ = [
@@ -94,6 +98,11 @@ class BoundedSource(SourceBase):
     def read(self, range_tracker: RangeTracker) -> Iterator[Any]:
         """The records whose split points the tracker lets the read claim."""
         raise NotImplementedError
+
+    #: sparkbeam's own (Beam's sources have no such thing): ``read`` yields plain values
+    #: only, never a ``TimestampedValue``, so a runner may read them as values
+    #: (``read_bundle_values``) rather than as elements (see the module docs)
+    yields_plain_values: bool = False
 
     def default_output_coder(self) -> Any:
         from sparkbeam.coders import registry
@@ -182,19 +191,70 @@ def split_source(source: BoundedSource, parallelism: int, where: str) -> list[So
 
 _GLOBAL = (GlobalWindow(),)
 
+#: records read before they are handed on together (``read_bundle``, ``read_bundle_values``)
+_RECORD_CHUNK = 256
+
+
+def _record_chunks(bundle: SourceBundle) -> Iterator[list[Any]]:
+    tracker = bundle.source.get_range_tracker(bundle.start_position, bundle.stop_position)
+    records = iter(bundle.source.read(tracker))
+    while True:
+        chunk = list(islice(records, _RECORD_CHUNK))
+        if chunk:
+            yield chunk
+        if len(chunk) < _RECORD_CHUNK:
+            return
+
 
 def read_bundle(bundle: SourceBundle) -> Iterator[WindowedValue]:
-    """The elements of one bundle, in the global window (a ``TimestampedValue`` keeps its time)."""
+    """The elements of one bundle, in the global window (a ``TimestampedValue`` keeps its
+    time; one from a source that ``yields_plain_values`` fails the read)."""
+    if getattr(bundle.source, "yields_plain_values", False) is True:
+        return chain.from_iterable(map(_global_elements, map(_plain_values, _record_chunks(bundle), repeat(bundle.source))))
+    return chain.from_iterable(map(_as_elements, _record_chunks(bundle)))
+
+
+def _global_elements(values: list[Any]) -> list[WindowedValue]:
+    from sparkbeam.utils.timestamp import MIN_TIMESTAMP
+
+    # Built in C, with no Python frame per value.
+    return list(map(new_windowed_value, zip(values, repeat(MIN_TIMESTAMP.micros), repeat(_GLOBAL), repeat(PANE_INFO_UNKNOWN))))
+
+
+def _as_elements(records: list[Any]) -> list[WindowedValue]:
     from sparkbeam.utils.timestamp import MIN_TIMESTAMP
     from sparkbeam.window import TimestampedValue
 
-    tracker = bundle.source.get_range_tracker(bundle.start_position, bundle.stop_position)
+    if not any(map(isinstance, records, repeat(TimestampedValue))):
+        return _global_elements(records)  # plain values: the common chunk
     start = MIN_TIMESTAMP.micros
-    for record in bundle.source.read(tracker):
-        if isinstance(record, TimestampedValue):
-            yield WindowedValue(record.value, record.timestamp_micros, _GLOBAL, PANE_INFO_UNKNOWN)
-        else:
-            yield WindowedValue(record, start, _GLOBAL, PANE_INFO_UNKNOWN)
+    return [
+        WindowedValue(record.value, record.timestamp_micros, _GLOBAL, PANE_INFO_UNKNOWN)
+        if isinstance(record, TimestampedValue)
+        else WindowedValue(record, start, _GLOBAL, PANE_INFO_UNKNOWN)
+        for record in records
+    ]
+
+
+def read_bundle_values(bundle: SourceBundle) -> Iterator[Any]:
+    """The records of one bundle of a source that ``yields_plain_values``: the values of
+    the elements ``read_bundle`` gives, each in the global window at the minimum
+    timestamp with an unknown pane, which the reader builds only if it needs them. A
+    ``TimestampedValue`` among them fails the read: as a value it would lose its time."""
+    return chain.from_iterable(map(_plain_values, _record_chunks(bundle), repeat(bundle.source)))
+
+
+def _plain_values(records: list[Any], source: BoundedSource) -> list[Any]:
+    from sparkbeam.window import TimestampedValue
+
+    if any(map(isinstance, records, repeat(TimestampedValue))):
+        stamped = next(record for record in records if isinstance(record, TimestampedValue))
+        msg = (
+            f"{type(source).__name__} says it yields plain values (yields_plain_values), but its "
+            f"read() yielded {stamped!r}; set yields_plain_values = False to keep its timestamps"
+        )
+        raise TypeError(msg)
+    return records
 
 
 class ReadBoundedSource(PTransform):

@@ -64,12 +64,13 @@ def test_what_needs_beams_dofn_runner_keeps_it():
 
     p = beam_pipeline()
     xs = p | beam.Create([1, 2])
-    _ = xs | "WithWindow" >> beam.Map(lambda x, w=beam.DoFn.WindowParam: (x, w))
+    _ = xs | "WithWindow" >> beam.Map(lambda x, n, w=beam.DoFn.WindowParam: (x, w), 3)  # an argument too
+    _ = xs | "WithKey" >> beam.Map(lambda x, k=beam.DoFn.KeyParam: (x, k))
     _ = xs | "WithSide" >> beam.Map(lambda x, side: x, beam.pvalue.AsList(xs))
     _ = xs | "DoFnClass" >> beam.ParDo(Keep())
     _ = xs | "Sliding" >> beam.WindowInto(beam_window.SlidingWindows(10, 5)) | "AfterSliding" >> beam.Map(lambda x: x)
     plan = plan_of(p)
-    for label in ("WithWindow", "WithSide", "DoFnClass", "AfterSliding"):
+    for label in ("WithWindow", "WithKey", "WithSide", "DoFnClass", "AfterSliding"):
         assert type(op_labelled(plan, label)) is BeamParDoOp, label
     checked = beam_pipeline("--runtime_type_check")
     _ = checked | beam.Create([1]) | "Checked" >> beam.Map(lambda x: x)
@@ -316,3 +317,118 @@ def test_beams_dofn_runner_converts_a_groupings_one_pane_once_per_bundle_not_per
     on_time = beam.utils.windowed_value.PaneInfoTiming.ON_TIME
     assert sorted(emitted_values(plan, loop, panes)) == [((k, True, True, on_time), on_time) for k in range(20)]
     assert len(to_beam) <= 4 and len(to_engine) <= 4  # per runner and bundle, not per element (20)
+
+
+def stamp_number(line):
+    Metrics.counter("stamp", "seen").inc()
+    return beam_window.TimestampedValue(("k", int(line)), int(line))
+
+
+def read_stamp_and_sum(path, stamp=stamp_number):
+    p = beam_pipeline()
+    _ = (
+        p
+        | "Read" >> beam.io.ReadFromText(str(path))
+        | "Stamp" >> beam.Map(stamp)
+        | "Minutes" >> beam.WindowInto(beam_window.FixedWindows(60))
+        | "Sum" >> beam.CombinePerKey(sum)
+    )
+    plan = plan_of(p)
+    (stage,) = [s for s in plan.stages if any(op.label == "Stamp" for op in s.body)]
+    (source,) = stage.head.outputs
+    assert stage.head.source.yields_plain_values  # the lines may enter the stage as values
+    return plan, stage, source
+
+
+def test_a_read_and_one_restamping_map_take_the_lines_as_values_in_the_maps_step_named_per_chunk(tmp_path):
+    path = tmp_path / "numbers.txt"
+    path.write_text("1\n2\n65\n")
+    plan, stage, source = read_stamp_and_sum(path)
+    body = FusedBody(stage, bare=True)
+    # The key codec before the grouping reports no metrics: the Map is the body's one user code.
+    assert body.scoped_op is op_labelled(plan, "Stamp")
+    (receive,) = body._receivers[source]
+    assert receive.__name__ == "process_map_restamped_into"  # no StepScopedRunner around it
+    (runner,) = [r.runner for r in body._runners]
+    assert runner.direct_call.fn is stamp_number  # the user's function, no wrapper call of ours
+    assert body._value_receivers[source] == (receive, runner.process_global_value)
+    container = MetricsContainer()
+    with MetricsEnvironment.container_scope(container), MetricsEnvironment.step_scope("outer"):
+        by_value = [tuple(wv) for wv in body.run_bare_values(source, ["1", "2", "65"])]
+        assert MetricsEnvironment.current_step() == "outer"
+        by_element = [tuple(wv) for wv in FusedBody(stage, bare=True).run_bare(source, [sparkbeam_wv(line) for line in ["1", "2", "65"]])]
+    assert by_value == by_element
+    assert [(value, micros) for value, micros, _, _ in by_value] == [(("k", 1), 1_000_000), (("k", 2), 2_000_000), (("k", 65), 65_000_000)]
+    assert container.counters == {("Stamp", MetricName("stamp", "seen")): 6}
+
+
+def test_a_failure_of_a_restamping_map_called_directly_is_named_as_beam_names_it(tmp_path):
+    from sparkbeam.runners.core.errors import UserCodeError
+
+    path = tmp_path / "numbers.txt"
+    path.write_text("1\nnot a number\n")
+    _, stage, source = read_stamp_and_sum(path)
+    for run in (FusedBody(stage, bare=True).run_bare_values, FusedBody(stage, bare=True).run_bare):
+        lines = ["1", "oops"] if run.__name__ == "run_bare_values" else [sparkbeam_wv("1"), sparkbeam_wv("oops")]
+        with pytest.raises(UserCodeError) as failed:
+            list(run(source, lines))
+        assert failed.value.label == "Stamp"
+        assert type(failed.value.error) is ValueError
+        assert str(failed.value.error).endswith(" [while running 'Stamp']")
+        assert type(failed.value.error.__cause__) is ValueError  # the function's own, as it raised it
+
+
+def test_a_beam_dofn_alone_in_its_body_runs_in_its_step_named_per_chunk():
+    class Counted(beam.DoFn):
+        def process(self, x, w=beam.DoFn.WindowParam):
+            Metrics.counter("dofn", "seen").inc()
+            yield x
+
+    p = beam_pipeline()
+    sparkbeam.capture(p | beam.Create([("k", 1)]) | "Group" >> beam.GroupByKey() | "Counted" >> beam.ParDo(Counted()))
+    plan = plan_of(p)
+    (stage,) = [s for s in plan.stages if any(op.label == "Counted" for op in s.body)]
+    body = FusedBody(stage)
+    assert type(body.scoped_op) is BeamParDoOp  # beside it, the grouping's key codec alone
+    (source,) = body.scoped_op.inputs  # pushed past the codec: what it would hand on
+    container = MetricsContainer()
+    with MetricsEnvironment.container_scope(container), MetricsEnvironment.step_scope("outer"):
+        outputs = [wv.value for _, wv in body.run([(source, sparkbeam_wv(1)), (source, sparkbeam_wv(2))])]
+        assert MetricsEnvironment.current_step() == "outer"
+    assert outputs == [1, 2]
+    assert container.counters == {("Counted", MetricName("dofn", "seen")): 2}
+
+
+def test_maps_taking_beams_window_timestamp_or_pane_get_beams_objects_from_the_engines_runner():
+    from apache_beam.utils import windowed_value as beam_wv
+
+    p = beam_pipeline()
+    windowed = (
+        p
+        | beam.Create([1, 2, 65])
+        | "Stamp" >> beam.Map(lambda x: beam_window.TimestampedValue(("k", x), x))
+        | "Minutes" >> beam.WindowInto(beam_window.FixedWindows(60))
+    )
+
+    def seen(kv, w=beam.DoFn.WindowParam, t=beam.DoFn.TimestampParam, pane=beam.DoFn.PaneInfoParam):
+        return kv[1], type(w) is beam_window.IntervalWindow, w.start.micros, type(t) is beam_timestamp.Timestamp, t.micros, pane is beam_wv.PANE_INFO_UNKNOWN
+
+    outputs = {
+        "Seen": windowed | "Seen" >> beam.Map(seen),
+        "Flat": windowed | "Flat" >> beam.FlatMap(lambda kv, w=beam.DoFn.WindowParam: [kv[1]] * (w.start.micros // 60_000_000 + 1)),
+        "Kept": windowed | "Kept" >> beam.Filter(lambda kv, t=beam.DoFn.TimestampParam: t.micros > 1_500_000),
+        "Panes": windowed | beam.GroupByKey() | "Panes" >> beam.Map(lambda kv, pane=beam.DoFn.PaneInfoParam: (sorted(kv[1]), pane.timing, pane.is_first)),
+    }
+    for pcoll in outputs.values():
+        sparkbeam.capture(pcoll)
+    plan, loop = run_in_engine(p)
+    kinds = {label: op_labelled(plan, label).dofn.params for label in outputs}
+    assert kinds == {"Seen": ("window", "timestamp", "pane"), "Flat": ("window",), "Kept": ("timestamp",), "Panes": ("pane",)}
+    assert all(type(op_labelled(plan, label)) is BeamFnParDoOp for label in outputs)  # not Beam's DoFnRunner
+    values = {label: sorted(emitted_values(plan, loop, pcoll)) for label, pcoll in outputs.items()}
+    assert values == {
+        "Seen": [(1, True, 0, True, 1_000_000, True), (2, True, 0, True, 2_000_000, True), (65, True, 60_000_000, True, 65_000_000, True)],
+        "Flat": [1, 2, 65, 65],
+        "Kept": [("k", 2), ("k", 65)],
+        "Panes": [([1, 2], beam_wv.PaneInfoTiming.ON_TIME, True), ([65], beam_wv.PaneInfoTiming.ON_TIME, True)],
+    }

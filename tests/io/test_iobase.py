@@ -4,8 +4,10 @@ apache_beam reading the same source; range trackers as Beam's; Write(Sink)."""
 from __future__ import annotations
 
 import collections
+import itertools
 import os
 
+import attrs
 import pytest
 from apache_beam.io import iobase as beam_iobase
 from apache_beam.io import range_trackers as beam_trackers
@@ -13,6 +15,9 @@ from apache_beam.io import range_trackers as beam_trackers
 import sparkbeam as beam
 from sparkbeam.io import iobase, range_trackers
 from sparkbeam.runners.core.memory import run_in_memory
+from sparkbeam.utils.timestamp import MIN_TIMESTAMP
+from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN
+from sparkbeam.window import GlobalWindow
 from tests.oracle import assert_same_as_beam
 
 
@@ -142,6 +147,57 @@ def test_a_failing_read_names_the_transform(request, backend):
         else:
             run_in_memory(p)
     assert "ReadBroken" in "\n".join(getattr(failure.value, "__notes__", [])) + str(failure.value)
+
+
+class PlainNumbers(OurNumbers):
+    yields_plain_values = True
+
+
+class StampedAtLast(OurNumbers):
+    """Plain values, then one TimestampedValue a few chunks in."""
+
+    def read(self, tracker):
+        from sparkbeam.window import TimestampedValue
+
+        for value in super().read(tracker):
+            yield TimestampedValue(value, 5) if value == 600 else value
+
+
+def test_a_sources_records_are_elements_in_the_global_window_and_keep_the_times_it_gives():
+    bundle = iobase.SourceBundle(1, StampedAtLast(700), 0, 700)  # chunks of plain values, one not
+    elements = list(iobase.read_bundle(bundle))
+    assert [wv.value for wv in elements] == list(range(700))
+    assert {(wv.timestamp_micros, wv.windows, wv.pane_info) for wv in elements if wv.value != 600} == {
+        (MIN_TIMESTAMP.micros, (GlobalWindow(),), PANE_INFO_UNKNOWN)
+    }
+    assert elements[600].timestamp_micros == 5_000_000
+
+
+def test_a_source_of_plain_values_is_read_as_its_values_and_one_that_is_not_fails_naming_it():
+    plain = iobase.SourceBundle(1, PlainNumbers(600), 0, 600)
+    values = iobase.read_bundle_values(plain)
+    assert type(values) is itertools.chain  # handed on from lists, with no Python frame per value
+    assert list(values) == list(range(600)) == [wv.value for wv in iobase.read_bundle(plain)]
+
+    class Lying(StampedAtLast):
+        yields_plain_values = True
+
+    lying = iobase.SourceBundle(1, Lying(700), 0, 700)
+    for read in (iobase.read_bundle_values, iobase.read_bundle):  # on every backend
+        with pytest.raises(TypeError, match=r"Lying says it yields plain values.*TimestampedValue"):
+            list(read(lying))
+
+
+def test_spark_reads_a_source_of_plain_values_as_its_values_too(spark):
+    from sparkbeam.runners.core.ops import BoundedSourceReadOp
+    from sparkbeam.runners.spark.bounded_reads import read_bounded_source
+
+    op = BoundedSourceReadOp(label="ReadPlain", location="here", inputs=(), outputs=(), source=PlainNumbers(30, fixed_bundles=3))
+    elements, empty, values = read_bounded_source(spark.sparkContext, op)
+    assert not empty
+    assert sorted(values.collect()) == list(range(30))  # what a stage taking values reads
+    assert sorted((wv.value, wv.timestamp_micros) for wv in elements.collect()) == [(v, MIN_TIMESTAMP.micros) for v in range(30)]
+    assert read_bounded_source(spark.sparkContext, attrs.evolve(op, source=OurNumbers(30)))[2] is None
 
 
 def test_what_read_cannot_read_is_refused_at_construction():
