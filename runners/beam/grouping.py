@@ -36,7 +36,7 @@ from apache_beam.typehints import typehints
 
 from sparkbeam.combine import CombineFn
 from sparkbeam.metrics.execution import _CURRENT
-from sparkbeam.runners.beam.metrics import _EngineTracker, beam_metrics
+from sparkbeam.runners.beam.metrics import _EngineTracker, beam_metrics, tracking_for_the_task
 from sparkbeam.runners.beam.metrics import _get_tracker as _current_tracker
 from sparkbeam.runners.core.errors import UserCodeError
 from sparkbeam.runners.core.execution import BodyBuilder, register_kind
@@ -226,6 +226,14 @@ class BeamCombineFn(CombineFn):
         if type(tracker) is _EngineTracker and tracker.container is _CURRENT.container and tracker.container is not None:
             return self.fn.add_input(mutable_accumulator, element)
         return beam_metrics(self.fn.add_input, mutable_accumulator, element)
+
+    def direct_calls(self) -> tuple[Any, Callable[[], None]]:
+        """(Beam's CombineFn itself, a function that ends this): for a run of calls in this
+        thread, as the batch map side makes (``MapSideTable``), that call Beam's
+        ``create_accumulator`` and ``add_input`` directly, with no check per call: Beam's
+        metric updates go to the running task's container until the function is called
+        (``tracking_for_the_task``, set once)."""
+        return self.fn, tracking_for_the_task()
 
     def add_inputs(self, mutable_accumulator: Any, elements: Iterable[Any], *args: Any, **kwargs: Any) -> Any:
         return beam_metrics(self.fn.add_inputs, mutable_accumulator, elements)

@@ -231,22 +231,25 @@ def test_str_keys_group_apart_from_bytes_and_other_keys_as_in_beam():
     assert sorted(emitted_values(plan, loop, totals), key=repr) == [("a", 3), (b"a", 4)]
 
 
+class Counting(beam.CombineFn):
+    """A sum that counts its accumulators and inputs in Beam's metrics."""
+
+    def create_accumulator(self):
+        Metrics.counter("combine", "created").inc()
+        return 0
+
+    def add_input(self, total, x):
+        Metrics.counter("combine", "added").inc()
+        return total + x
+
+    def merge_accumulators(self, totals):
+        return sum(totals)
+
+    def extract_output(self, total):
+        return total
+
+
 def test_a_lifted_beam_combine_fn_is_called_as_it_is_where_the_tasks_tracking_is_in_place(monkeypatch):
-    class Counting(beam.CombineFn):
-        def create_accumulator(self):
-            Metrics.counter("combine", "created").inc()
-            return 0
-
-        def add_input(self, total, x):
-            Metrics.counter("combine", "added").inc()
-            return total + x
-
-        def merge_accumulators(self, totals):
-            return sum(totals)
-
-        def extract_output(self, total):
-            return total
-
     wrapped = []
     real = beam_grouping.beam_metrics
     monkeypatch.setattr(beam_grouping, "beam_metrics", lambda call, *args: wrapped.append(call) or real(call, *args))
@@ -262,6 +265,34 @@ def test_a_lifted_beam_combine_fn_is_called_as_it_is_where_the_tasks_tracking_is
         finally:
             stop()
     assert container.counters == {("Sum", MetricName("combine", "added")): 2, ("Sum", MetricName("combine", "created")): 2}
+
+
+def test_the_batch_map_side_calls_a_beam_combine_fn_itself_with_beams_tracking_set_once(monkeypatch):
+    from sparkbeam.runners.core.holds import HoldPolicy
+    from sparkbeam.runners.core.metrics import step_scoped
+    from sparkbeam.runners.spark import batch_grouping
+    from sparkbeam.utils.windowed_value import WindowedValue
+    from sparkbeam.window import IntervalWindow
+    from tests.core.grouping_harness import CountingAccumulator, sum_op
+
+    wrapper_calls = []
+    for name in ("add_input", "create_accumulator"):
+        real = getattr(BeamCombineFn, name)
+        monkeypatch.setattr(BeamCombineFn, name, lambda self, *args, real=real, name=name: wrapper_calls.append(name) or real(self, *args))
+    op = sum_op(BeamCombineFn(Counting()))
+    holder = batch_grouping._SetUpOnce(step_scoped(op.combine_fn, op.label))
+    holds = HoldPolicy(op.windowing, overlapping_window_rule=True)
+    window = (IntervalWindow(0, 10),)
+    elements = [WindowedValue(pair, 1_000_000, window) for pair in [("a", 1), ("b", 2), ("a", 3)]]
+    container = MetricsContainer()
+    with MetricsEnvironment.container_scope(container):
+        assert not tracking_in_place()
+        records = list(batch_grouping._precombine(op, holder, holds, CountingAccumulator(), elements))
+        assert not tracking_in_place()  # ended with the table
+    assert sorted(records) == [(("a", (0, 10_000_000)), (4, None)), (("b", (0, 10_000_000)), (2, None))]
+    assert wrapper_calls == []  # Beam's own methods, with no check per call
+    precombine = "Sum/Precombine"
+    assert container.counters == {(precombine, MetricName("combine", "added")): 3, (precombine, MetricName("combine", "created")): 2}
 
 
 class StampedRange(beam.io.iobase.BoundedSource):
