@@ -41,7 +41,7 @@ from sparkbeam.runners.beam.metrics import _get_tracker as _current_tracker
 from sparkbeam.runners.core.errors import UserCodeError
 from sparkbeam.runners.core.execution import BodyBuilder, register_kind
 from sparkbeam.runners.core.ops import ParDoOp
-from sparkbeam.utils.windowed_value import WindowedValue
+from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue, new_windowed_value
 
 __all__ = ["BeamCombineFn", "KeyCodec", "KeyCodingOp", "grouping_coders"]
 
@@ -192,6 +192,18 @@ def _join_key_coding(op: KeyCodingOp, body: BodyBuilder) -> None:
             send(WindowedValue(coded, wv[1], wv[2], wv[3]))
 
     body.receive(source, receive)
+    if str_pairs_pass:
+        # A (str, value) pair is its own encoding: into the pre-combine's table with no
+        # element built and no call of ours (the table checks the key's type); any other
+        # element built and received as above.
+        unknown = PANE_INFO_UNKNOWN
+
+        def receive_built(value: Any, micros: int, windows: tuple) -> None:
+            receive(new_windowed_value((value, micros, windows, unknown)))
+
+        send_stamped = body.keyed_stamped_sender(target, str, receive_built)
+        if send_stamped is not None:
+            body.receive_stamped(source, send_stamped)
 
 
 register_kind(KeyCodingOp, like=ParDoOp, join_body=_join_key_coding)

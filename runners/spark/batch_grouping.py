@@ -215,10 +215,21 @@ class MapSideTable:
             self.seen += seen
             self.held = held
 
-    def _stamped_adder(self) -> Callable[[Any, int, tuple], None]:
+    def keyed_stamped_adder(self, key_type: type, others: Callable[[Any, int, tuple], None]) -> Callable[[Any, int, tuple], None] | None:
+        """``add_stamped`` for (key, value) pairs whose key is exactly ``key_type`` alone,
+        the parts of any other element handed to ``others`` (which may make something else
+        of them first: a Beam key coded); None where the table takes no parts at all (the
+        holds read timestamps, or a GroupByKey)."""
+        if self.per_element_hold or self.counts_values:
+            return None
+        return self._stamped_adder(key_type, others)
+
+    def _stamped_adder(
+        self, key_type: type | None = None, others: Callable[[Any, int, tuple], None] | None = None
+    ) -> Callable[[Any, int, tuple], None]:
         """``add_stamped``: for a (key, value) pair in one interval window under holds
         that need no timestamps, the loop of ``add_elements`` for that one element, else
-        ``add_elements`` of the element built."""
+        ``add_elements`` of the element built (``keyed_stamped_adder``: ``others``)."""
         unknown = PANE_INFO_UNKNOWN
 
         def add_built(value: Any, micros: int, windows: tuple) -> None:
@@ -226,6 +237,7 @@ class MapSideTable:
 
         if self.per_element_hold or self.counts_values:
             return add_built
+        fallback = add_built if others is None else others
         op, raw, step = self.op, self.fn, self.step
         add_input, create = self.calls.add_input, self.calls.create_accumulator
         accumulators = self.accumulators
@@ -235,8 +247,14 @@ class MapSideTable:
         unnamed = type(current).step  # what ``_CURRENT.step`` reads where no step was named
 
         def add_stamped(value: Any, micros: int, windows: tuple) -> None:
-            if type(value) is not tuple or len(value) != 2 or len(windows) != 1 or type(windows[0]) is not interval_window:
-                add_built(value, micros, windows)
+            if (
+                type(value) is not tuple
+                or len(value) != 2
+                or len(windows) != 1
+                or type(windows[0]) is not interval_window
+                or (key_type is not None and type(value[0]) is not key_type)
+            ):
+                fallback(value, micros, windows)
                 return
             key, inner = value
             compact = (key, windows[0]._bounds)
@@ -344,7 +362,7 @@ def _precombine_body(
     table = MapSideTable(op, holder, holds)
     try:
         side = SideInputs(side_broadcast.value) if side_broadcast is not None else None
-        body = FusedBody(stage, side, bare=True, stamped_exit=table.add_stamped)
+        body = FusedBody(stage, side, bare=True, stamped_exit=table.add_stamped, keyed_stamped_exit=table.keyed_stamped_adder)
         for chunk in body.run_bare_chunks(pcoll, elements, values=values):
             table.add_elements(chunk)
             if table.flushed:
