@@ -241,9 +241,10 @@ class BeamCombineFn(CombineFn):
 
     def direct_calls(self) -> tuple[Any, Callable[[], None]]:
         """(Beam's CombineFn itself, a function that ends this): for a run of calls in this
-        thread, as the batch map side makes (``MapSideTable``), that call Beam's
-        ``create_accumulator`` and ``add_input`` directly, with no check per call: Beam's
-        metric updates go to the running task's container until the function is called
+        thread, as a batch grouping's map side makes (``MapSideTable``) and its panes'
+        extraction, that call Beam's ``create_accumulator``, ``add_input`` and
+        ``extract_output`` directly, with no check or tracker set per call: Beam's metric
+        updates go to the running task's container until the function is called
         (``tracking_for_the_task``, set once)."""
         return self.fn, tracking_for_the_task()
 

@@ -429,8 +429,21 @@ def _panes(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, pairs: Iterable[t
     # without two more Python calls per group); the step is set around the call alone, as
     # the pane is then handed to the stage's body, which runs in its own.
     scoped = fn if isinstance(fn, StepScopedCombineFn) else None
-    extract_output = scoped.fn.extract_output if scoped is not None else fn.extract_output
-    extract_step = scoped.extract if scoped is not None else None
+    calls = scoped.fn if scoped is not None else fn
+    # A front end's CombineFn called directly, as by the map side (``MapSideTable``).
+    direct = getattr(calls, "direct_calls", None)
+    end_calls = _nothing_to_end
+    if direct is not None:
+        calls, end_calls = direct()
+    try:
+        yield from _extracted_panes(op, holds, calls.extract_output, scoped.extract if scoped is not None else None, pairs)
+    finally:
+        end_calls()
+
+
+def _extracted_panes(
+    op: GroupOp, holds: HoldPolicy, extract_output: Callable[[Any], Any], extract_step: str | None, pairs: Iterable[tuple]
+) -> Iterator[WindowedValue]:
     current = _CURRENT
     pane_timestamp = holds.pane_timestamp
     single_pane_stamp = single_pane_timestamp(op.windowing, holds.trigger)

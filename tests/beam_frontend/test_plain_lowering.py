@@ -246,6 +246,7 @@ class Counting(beam.CombineFn):
         return sum(totals)
 
     def extract_output(self, total):
+        Metrics.counter("combine", "extracted").inc()
         return total
 
 
@@ -267,7 +268,7 @@ def test_a_lifted_beam_combine_fn_is_called_as_it_is_where_the_tasks_tracking_is
     assert container.counters == {("Sum", MetricName("combine", "added")): 2, ("Sum", MetricName("combine", "created")): 2}
 
 
-def test_the_batch_map_side_calls_a_beam_combine_fn_itself_with_beams_tracking_set_once(monkeypatch):
+def test_a_batch_grouping_calls_a_beam_combine_fn_itself_with_beams_tracking_set_once(monkeypatch):
     from sparkbeam.runners.core.holds import HoldPolicy
     from sparkbeam.runners.core.metrics import step_scoped
     from sparkbeam.runners.spark import batch_grouping
@@ -276,7 +277,7 @@ def test_the_batch_map_side_calls_a_beam_combine_fn_itself_with_beams_tracking_s
     from tests.core.grouping_harness import CountingAccumulator, sum_op
 
     wrapper_calls = []
-    for name in ("add_input", "create_accumulator"):
+    for name in ("add_input", "create_accumulator", "extract_output"):
         real = getattr(BeamCombineFn, name)
         monkeypatch.setattr(BeamCombineFn, name, lambda self, *args, real=real, name=name: wrapper_calls.append(name) or real(self, *args))
     op = sum_op(BeamCombineFn(Counting()))
@@ -289,10 +290,17 @@ def test_the_batch_map_side_calls_a_beam_combine_fn_itself_with_beams_tracking_s
         assert not tracking_in_place()
         records = list(batch_grouping._precombine(op, holder, holds, CountingAccumulator(), elements))
         assert not tracking_in_place()  # ended with the table
+        panes = list(batch_grouping._panes(op, holder, holds, records))
+        assert not tracking_in_place()  # ended with the panes
     assert sorted(records) == [(("a", (0, 10_000_000)), (4, None)), (("b", (0, 10_000_000)), (2, None))]
+    assert sorted(pane.value for pane in panes) == [("a", 4), ("b", 2)]
     assert wrapper_calls == []  # Beam's own methods, with no check per call
     precombine = "Sum/Precombine"
-    assert container.counters == {(precombine, MetricName("combine", "added")): 3, (precombine, MetricName("combine", "created")): 2}
+    assert container.counters == {
+        (precombine, MetricName("combine", "added")): 3,
+        (precombine, MetricName("combine", "created")): 2,
+        ("Sum/ExtractOutputs", MetricName("combine", "extracted")): 2,
+    }
 
 
 def _map_side_of_a_lifted_beam_combine(monkeypatch, values):
