@@ -36,12 +36,12 @@ from apache_beam.typehints import typehints
 
 from sparkbeam.combine import CombineFn
 from sparkbeam.metrics.execution import _CURRENT
-from sparkbeam.runners.beam.metrics import _EngineTracker, beam_metrics
+from sparkbeam.runners.beam.metrics import _EngineTracker, beam_metrics, tracking_for_the_task
 from sparkbeam.runners.beam.metrics import _get_tracker as _current_tracker
 from sparkbeam.runners.core.errors import UserCodeError
 from sparkbeam.runners.core.execution import BodyBuilder, register_kind
 from sparkbeam.runners.core.ops import ParDoOp
-from sparkbeam.utils.windowed_value import WindowedValue
+from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue, new_windowed_value
 
 __all__ = ["BeamCombineFn", "KeyCodec", "KeyCodingOp", "grouping_coders"]
 
@@ -192,6 +192,18 @@ def _join_key_coding(op: KeyCodingOp, body: BodyBuilder) -> None:
             send(WindowedValue(coded, wv[1], wv[2], wv[3]))
 
     body.receive(source, receive)
+    if str_pairs_pass:
+        # A (str, value) pair is its own encoding: into the pre-combine's table with no
+        # element built and no call of ours (the table checks the key's type); any other
+        # element built and received as above.
+        unknown = PANE_INFO_UNKNOWN
+
+        def receive_built(value: Any, micros: int, windows: tuple) -> None:
+            receive(new_windowed_value((value, micros, windows, unknown)))
+
+        send_stamped = body.keyed_stamped_sender(target, str, receive_built)
+        if send_stamped is not None:
+            body.receive_stamped(source, send_stamped)
 
 
 register_kind(KeyCodingOp, like=ParDoOp, join_body=_join_key_coding, body_code="none")
@@ -226,6 +238,15 @@ class BeamCombineFn(CombineFn):
         if type(tracker) is _EngineTracker and tracker.container is _CURRENT.container and tracker.container is not None:
             return self.fn.add_input(mutable_accumulator, element)
         return beam_metrics(self.fn.add_input, mutable_accumulator, element)
+
+    def direct_calls(self) -> tuple[Any, Callable[[], None]]:
+        """(Beam's CombineFn itself, a function that ends this): for a run of calls in this
+        thread, as a batch grouping's map side makes (``MapSideTable``) and its panes'
+        extraction, that call Beam's ``create_accumulator``, ``add_input`` and
+        ``extract_output`` directly, with no check or tracker set per call: Beam's metric
+        updates go to the running task's container until the function is called
+        (``tracking_for_the_task``, set once)."""
+        return self.fn, tracking_for_the_task()
 
     def add_inputs(self, mutable_accumulator: Any, elements: Iterable[Any], *args: Any, **kwargs: Any) -> Any:
         return beam_metrics(self.fn.add_inputs, mutable_accumulator, elements)

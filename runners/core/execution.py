@@ -122,7 +122,17 @@ class BodyBuilder(Protocol):
     def stamped_sender(self, pcoll: int) -> Callable[[Any, int, tuple], None] | None:
         """``send(value, timestamp_micros, windows)``: an element of ``pcoll`` with an
         unknown pane handed on with no element built, when the body's exit that reads
-        it alone takes that; else None."""
+        it alone takes that, or an op that does (``receive_stamped``); else None."""
+
+    def keyed_stamped_sender(
+        self, pcoll: int, key_type: type, others: Callable[[Any, int, tuple], None]
+    ) -> Callable[[Any, int, tuple], None] | None:
+        """``stamped_sender`` for (key, value) pairs whose key is exactly ``key_type``, any
+        other element's parts handed to ``others``; None where the exit takes no parts."""
+
+    def receive_stamped(self, pcoll: int, receiver: Callable[[Any, int, tuple], None]) -> None:
+        """``receiver(value, timestamp_micros, windows)`` does with those parts what this
+        op, the one reader of ``pcoll``, does with their element with an unknown pane."""
 
 
 def _nothing(op: Any) -> tuple:

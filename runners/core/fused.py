@@ -42,6 +42,9 @@ __all__ = ["FusedBody"]
 Tagged = tuple[int, WindowedValue]
 #: takes an element's value, timestamp (µs) and windows, its pane unknown (``stamped_sender``)
 StampedReceiver = Callable[[object, int, tuple], None]
+#: ``(key_type, others)`` -> what takes the parts of (key, value) pairs whose key is exactly
+#: ``key_type`` and hands any other element's to ``others`` (``keyed_stamped_sender``)
+KeyedStampedExit = Callable[[type, StampedReceiver], StampedReceiver | None]
 
 #: how many input elements a bare body runs before handing their outputs on (``run_bare``)
 CHUNK = 256
@@ -62,6 +65,7 @@ class FusedBody:
         *,
         bare: bool = False,
         stamped_exit: StampedReceiver | None = None,
+        keyed_stamped_exit: KeyedStampedExit | None = None,
     ) -> None:
         """``bare``: the stage has one output, whose elements ``run_bare`` yields without
         their PCollection id (no pair per element to build and take apart again).
@@ -69,9 +73,13 @@ class FusedBody:
         ``stamped_exit(value, timestamp_micros, windows)`` for the element with an unknown
         pane, so that an op whose output is the stage's alone sends them with no element
         built (``stamped_sender``); it sees the outputs built as elements, which
-        ``run_bare`` yields, nowhere else."""
+        ``run_bare`` yields, nowhere else. ``keyed_stamped_exit``: the same for the pairs
+        of one key type alone (``keyed_stamped_sender``)."""
         self.stage = stage
         self._stamped_exit = stamped_exit
+        self._keyed_stamped_exit = keyed_stamped_exit
+        #: per PCollection, what its one reader does with an element's parts (``receive_stamped``)
+        self._stamped_receivers: dict[int, StampedReceiver] = {}
         #: per PCollection, (a receiver, what it does with a value in the global window)
         self._value_receivers: dict[int, tuple[Callable[[WindowedValue], None], Callable[[object], None]]] = {}
         self.side_inputs = side_inputs
@@ -144,10 +152,26 @@ class FusedBody:
     def stamped_sender(self, pcoll: int) -> StampedReceiver | None:
         """``send(value, timestamp_micros, windows)``, the element ``(value,
         timestamp_micros, windows, PANE_INFO_UNKNOWN)`` handed to what reads ``pcoll`` with
-        no element built, when that is the body's stamped exit alone; else None."""
-        if self._stamped_exit is None or self._reader_counts.get(pcoll) != 1 or pcoll not in self.stage.outputs:
+        no element built, when that is the body's stamped exit alone or one op that takes
+        parts too (``receive_stamped``); else None."""
+        if self._stamped_exit is None or self._reader_counts.get(pcoll) != 1:
             return None
-        return self._stamped_exit
+        if pcoll in self.stage.outputs:
+            return self._stamped_exit
+        return self._stamped_receivers.get(pcoll)
+
+    def keyed_stamped_sender(self, pcoll: int, key_type: type, others: StampedReceiver) -> StampedReceiver | None:
+        """``stamped_sender`` for (key, value) pairs whose key is exactly ``key_type``, any
+        other element's parts handed to ``others``, when the body's keyed stamped exit
+        alone reads ``pcoll``; else None."""
+        if self._keyed_stamped_exit is None or self._reader_counts.get(pcoll) != 1 or pcoll not in self.stage.outputs:
+            return None
+        return self._keyed_stamped_exit(key_type, others)
+
+    def receive_stamped(self, pcoll: int, receiver: StampedReceiver) -> None:
+        """``receiver(value, timestamp_micros, windows)`` does what the one reader of
+        ``pcoll`` does with the element of those parts with an unknown pane."""
+        self._stamped_receivers[pcoll] = receiver
 
     def sole_reader(self, pcoll: int) -> object | None:
         """The one op of the body that reads ``pcoll``, when nothing else does (neither

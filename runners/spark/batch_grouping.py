@@ -119,6 +119,10 @@ class MapSideTable:
     partition's worth of them reaches its oldest generation and sets off full collections
     of the worker's heap (a tuple of untracked values is untracked at its first collection).
 
+    A front end's CombineFn may be called directly for the table's life (``direct_calls``:
+    a Beam CombineFn, with Beam's metrics tracking set once rather than checked per call);
+    ``close`` ends that once the table has its last element.
+
     The table is bounded: once it holds ``MAX_TABLE_ENTRIES`` groups (or, for a GroupByKey,
     buffered values), its records move to ``flushed``, to go on to the shuffle, and it
     starts afresh.
@@ -131,6 +135,12 @@ class MapSideTable:
         self.fn = scoped.fn if scoped is not None else fn
         #: the combine's metrics step, or None to leave the current one
         self.step = scoped.precombine if scoped is not None else None
+        #: whose ``create_accumulator`` and ``add_input`` the table calls, and what ends that
+        direct = getattr(self.fn, "direct_calls", None)
+        self.calls: Any = self.fn
+        self._end_calls: Callable[[], None] = _nothing_to_end
+        if direct is not None:
+            self.calls, self._end_calls = direct()
         self.holds = holds
         self.per_element_hold = not holds.depends_only_on_window
         self.counts_values = op.combine_fn is None  # a GroupByKey: its accumulators grow per element
@@ -149,7 +159,7 @@ class MapSideTable:
 
     def add_elements(self, elements: Iterable[WindowedValue]) -> None:
         op, raw, holds = self.op, self.fn, self.holds
-        add_input, create = raw.add_input, raw.create_accumulator
+        add_input, create = self.calls.add_input, self.calls.create_accumulator
         output_time, combine_holds = holds.output_time, holds.combine
         per_element_hold, counts_values = self.per_element_hold, self.counts_values
         accumulators, held_times = self.accumulators, self.held_times
@@ -205,10 +215,21 @@ class MapSideTable:
             self.seen += seen
             self.held = held
 
-    def _stamped_adder(self) -> Callable[[Any, int, tuple], None]:
+    def keyed_stamped_adder(self, key_type: type, others: Callable[[Any, int, tuple], None]) -> Callable[[Any, int, tuple], None] | None:
+        """``add_stamped`` for (key, value) pairs whose key is exactly ``key_type`` alone,
+        the parts of any other element handed to ``others`` (which may make something else
+        of them first: a Beam key coded); None where the table takes no parts at all (the
+        holds read timestamps, or a GroupByKey)."""
+        if self.per_element_hold or self.counts_values:
+            return None
+        return self._stamped_adder(key_type, others)
+
+    def _stamped_adder(
+        self, key_type: type | None = None, others: Callable[[Any, int, tuple], None] | None = None
+    ) -> Callable[[Any, int, tuple], None]:
         """``add_stamped``: for a (key, value) pair in one interval window under holds
         that need no timestamps, the loop of ``add_elements`` for that one element, else
-        ``add_elements`` of the element built."""
+        ``add_elements`` of the element built (``keyed_stamped_adder``: ``others``)."""
         unknown = PANE_INFO_UNKNOWN
 
         def add_built(value: Any, micros: int, windows: tuple) -> None:
@@ -216,8 +237,9 @@ class MapSideTable:
 
         if self.per_element_hold or self.counts_values:
             return add_built
+        fallback = add_built if others is None else others
         op, raw, step = self.op, self.fn, self.step
-        add_input, create = raw.add_input, raw.create_accumulator
+        add_input, create = self.calls.add_input, self.calls.create_accumulator
         accumulators = self.accumulators
         interval_window = IntervalWindow
         absent = _ABSENT
@@ -225,8 +247,14 @@ class MapSideTable:
         unnamed = type(current).step  # what ``_CURRENT.step`` reads where no step was named
 
         def add_stamped(value: Any, micros: int, windows: tuple) -> None:
-            if type(value) is not tuple or len(value) != 2 or len(windows) != 1 or type(windows[0]) is not interval_window:
-                add_built(value, micros, windows)
+            if (
+                type(value) is not tuple
+                or len(value) != 2
+                or len(windows) != 1
+                or type(windows[0]) is not interval_window
+                or (key_type is not None and type(value[0]) is not key_type)
+            ):
+                fallback(value, micros, windows)
                 return
             key, inner = value
             compact = (key, windows[0]._bounds)
@@ -256,6 +284,11 @@ class MapSideTable:
 
         return add_stamped
 
+    def close(self) -> None:
+        """After the table's last element: the CombineFn is no longer called directly."""
+        end, self._end_calls = self._end_calls, _nothing_to_end
+        end()
+
     def take_flushed(self) -> list[tuple[tuple, tuple]]:
         """The records of the tables that filled up since last asked."""
         flushed, self.flushed = self.flushed, []
@@ -276,6 +309,11 @@ class MapSideTable:
 
 #: what ``dict.get`` gives for a group not in the table (an accumulator may be None)
 _ABSENT = object()
+
+
+def _nothing_to_end() -> None:
+    return None
+
 
 #: how many elements the map side takes from its input at a time (``_precombine``)
 CHUNK = 256
@@ -299,6 +337,8 @@ def _precombine(
     except Exception:
         task_failed()
         raise
+    finally:
+        table.close()
     counter.add(table.seen)
     yield from table.drain()
 
@@ -320,12 +360,15 @@ def _precombine_body(
     at a time, and a re-stamping Map's into fixed windows one at a time with no element
     built (``MapSideTable.add_stamped``)."""
     table = MapSideTable(op, holder, holds)
-    side = SideInputs(side_broadcast.value) if side_broadcast is not None else None
-    body = FusedBody(stage, side, bare=True, stamped_exit=table.add_stamped)
-    for chunk in body.run_bare_chunks(pcoll, elements, values=values):
-        table.add_elements(chunk)
-        if table.flushed:
-            yield from table.take_flushed()
+    try:
+        side = SideInputs(side_broadcast.value) if side_broadcast is not None else None
+        body = FusedBody(stage, side, bare=True, stamped_exit=table.add_stamped, keyed_stamped_exit=table.keyed_stamped_adder)
+        for chunk in body.run_bare_chunks(pcoll, elements, values=values):
+            table.add_elements(chunk)
+            if table.flushed:
+                yield from table.take_flushed()
+    finally:
+        table.close()
     # Spark has consumed the body's whole output: the bundle is done.
     body.finalize_bundle()
     if body_counters is not None:
@@ -386,8 +429,21 @@ def _panes(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, pairs: Iterable[t
     # without two more Python calls per group); the step is set around the call alone, as
     # the pane is then handed to the stage's body, which runs in its own.
     scoped = fn if isinstance(fn, StepScopedCombineFn) else None
-    extract_output = scoped.fn.extract_output if scoped is not None else fn.extract_output
-    extract_step = scoped.extract if scoped is not None else None
+    calls = scoped.fn if scoped is not None else fn
+    # A front end's CombineFn called directly, as by the map side (``MapSideTable``).
+    direct = getattr(calls, "direct_calls", None)
+    end_calls = _nothing_to_end
+    if direct is not None:
+        calls, end_calls = direct()
+    try:
+        yield from _extracted_panes(op, holds, calls.extract_output, scoped.extract if scoped is not None else None, pairs)
+    finally:
+        end_calls()
+
+
+def _extracted_panes(
+    op: GroupOp, holds: HoldPolicy, extract_output: Callable[[Any], Any], extract_step: str | None, pairs: Iterable[tuple]
+) -> Iterator[WindowedValue]:
     current = _CURRENT
     pane_timestamp = holds.pane_timestamp
     single_pane_stamp = single_pane_timestamp(op.windowing, holds.trigger)

@@ -232,22 +232,26 @@ def test_str_keys_group_apart_from_bytes_and_other_keys_as_in_beam():
     assert sorted(emitted_values(plan, loop, totals), key=repr) == [("a", 3), (b"a", 4)]
 
 
+class Counting(beam.CombineFn):
+    """A sum that counts its accumulators and inputs in Beam's metrics."""
+
+    def create_accumulator(self):
+        Metrics.counter("combine", "created").inc()
+        return 0
+
+    def add_input(self, total, x):
+        Metrics.counter("combine", "added").inc()
+        return total + x
+
+    def merge_accumulators(self, totals):
+        return sum(totals)
+
+    def extract_output(self, total):
+        Metrics.counter("combine", "extracted").inc()
+        return total
+
+
 def test_a_lifted_beam_combine_fn_is_called_as_it_is_where_the_tasks_tracking_is_in_place(monkeypatch):
-    class Counting(beam.CombineFn):
-        def create_accumulator(self):
-            Metrics.counter("combine", "created").inc()
-            return 0
-
-        def add_input(self, total, x):
-            Metrics.counter("combine", "added").inc()
-            return total + x
-
-        def merge_accumulators(self, totals):
-            return sum(totals)
-
-        def extract_output(self, total):
-            return total
-
     wrapped = []
     real = beam_grouping.beam_metrics
     monkeypatch.setattr(beam_grouping, "beam_metrics", lambda call, *args: wrapped.append(call) or real(call, *args))
@@ -263,6 +267,108 @@ def test_a_lifted_beam_combine_fn_is_called_as_it_is_where_the_tasks_tracking_is
         finally:
             stop()
     assert container.counters == {("Sum", MetricName("combine", "added")): 2, ("Sum", MetricName("combine", "created")): 2}
+
+
+def test_a_batch_grouping_calls_a_beam_combine_fn_itself_with_beams_tracking_set_once(monkeypatch):
+    from sparkbeam.runners.core.holds import HoldPolicy
+    from sparkbeam.runners.core.metrics import step_scoped
+    from sparkbeam.runners.spark import batch_grouping
+    from sparkbeam.utils.windowed_value import WindowedValue
+    from sparkbeam.window import IntervalWindow
+    from tests.core.grouping_harness import CountingAccumulator, sum_op
+
+    wrapper_calls = []
+    for name in ("add_input", "create_accumulator", "extract_output"):
+        real = getattr(BeamCombineFn, name)
+        monkeypatch.setattr(BeamCombineFn, name, lambda self, *args, real=real, name=name: wrapper_calls.append(name) or real(self, *args))
+    op = sum_op(BeamCombineFn(Counting()))
+    holder = batch_grouping._SetUpOnce(step_scoped(op.combine_fn, op.label))
+    holds = HoldPolicy(op.windowing, overlapping_window_rule=True)
+    window = (IntervalWindow(0, 10),)
+    elements = [WindowedValue(pair, 1_000_000, window) for pair in [("a", 1), ("b", 2), ("a", 3)]]
+    container = MetricsContainer()
+    with MetricsEnvironment.container_scope(container):
+        assert not tracking_in_place()
+        records = list(batch_grouping._precombine(op, holder, holds, CountingAccumulator(), elements))
+        assert not tracking_in_place()  # ended with the table
+        panes = list(batch_grouping._panes(op, holder, holds, records))
+        assert not tracking_in_place()  # ended with the panes
+    assert sorted(records) == [(("a", (0, 10_000_000)), (4, None)), (("b", (0, 10_000_000)), (2, None))]
+    assert sorted(pane.value for pane in panes) == [("a", 4), ("b", 2)]
+    assert wrapper_calls == []  # Beam's own methods, with no check per call
+    precombine = "Sum/Precombine"
+    assert container.counters == {
+        (precombine, MetricName("combine", "added")): 3,
+        (precombine, MetricName("combine", "created")): 2,
+        ("Sum/ExtractOutputs", MetricName("combine", "extracted")): 2,
+    }
+
+
+def _map_side_of_a_lifted_beam_combine(monkeypatch, values):
+    """Runs the batch map side of ``Create(values) | Map(re-stamp at the value's [1]) |
+    WindowInto(FixedWindows(10)) | CombinePerKey(Counting())`` (the upstream body in its
+    pass, ``_precombine_body``); (its records, the elements built in interval windows, the
+    values EncodeKey's code was called with, the metrics container)."""
+    from sparkbeam.runners.core import dofn_invoker
+    from sparkbeam.runners.core.holds import HoldPolicy
+    from sparkbeam.runners.core.metrics import step_scoped
+    from sparkbeam.runners.spark import batch_grouping
+    from sparkbeam.utils.windowed_value import WindowedValue, new_windowed_value
+    from sparkbeam.window import IntervalWindow
+    from tests.core.grouping_harness import CountingAccumulator
+
+    built, encoded = [], []
+
+    def counted_build(fields):
+        if type(fields[2][0]) is IntervalWindow:
+            built.append(fields[0])
+        return new_windowed_value(fields)
+
+    def counted_encoder(codec):
+        code = real_encoder(codec)
+        return lambda element: encoded.append(element) or code(element)
+
+    for module in (dofn_invoker, batch_grouping, beam_grouping):
+        monkeypatch.setattr(module, "new_windowed_value", counted_build, raising=False)
+    real_encoder = KeyCodec.encoder
+    monkeypatch.setattr(KeyCodec, "encoder", counted_encoder)
+    p = beam_pipeline()
+    _ = (
+        p
+        | beam.Create(values, reshuffle=False)
+        | "Stamp" >> beam.Map(lambda kv: beam_window.TimestampedValue(kv, kv[1] if isinstance(kv, tuple) else 0))
+        | "Tens" >> beam.WindowInto(beam_window.FixedWindows(10))
+        | "Sum" >> beam.CombinePerKey(Counting())
+    )
+    upstream, grouping = plan_of(p).stages
+    op = grouping.grouping
+    (impulse,) = upstream.head.outputs
+    holder = batch_grouping._SetUpOnce(step_scoped(op.combine_fn, op.label))
+    holds = HoldPolicy(op.windowing, overlapping_window_rule=False)
+    container = MetricsContainer()
+    with MetricsEnvironment.container_scope(container):
+        elements = [WindowedValue(b"", beam_window.MIN_TIMESTAMP.micros, (beam_window.GlobalWindow(),))]
+        records = list(batch_grouping._precombine_body(upstream, None, None, impulse, op, holder, holds, CountingAccumulator(), False, elements))
+    return records, built, encoded, container
+
+
+def test_a_lifted_beam_combines_str_keyed_pairs_reach_the_batch_map_side_with_no_element_built(monkeypatch):
+    records, built, encoded, container = _map_side_of_a_lifted_beam_combine(monkeypatch, [("a", 1), ("b", 12), ("a", 3), (7, 4)])
+    seven = beam.coders.FastPrimitivesCoder().as_deterministic_coder("Sum").encode(7)
+    tens = [(0, 10_000_000), (10_000_000, 20_000_000)]
+    assert sorted(records, key=repr) == sorted([(("a", tens[0]), (4, None)), (("b", tens[1]), (12, None)), ((seven, tens[0]), (4, None))], key=repr)
+    # The int key alone is built and encoded, as before; the str-keyed pairs pass as they are.
+    assert built == [(7, 4)]
+    assert encoded == [(7, 4)]
+    assert container.counters[("Sum/Precombine", MetricName("combine", "added"))] == 4
+
+
+def test_a_non_pair_on_the_stamped_way_to_a_lifted_beam_combine_fails_as_on_the_general_way(monkeypatch):
+    from sparkbeam.runners.core.errors import UserCodeError
+
+    with pytest.raises(UserCodeError, match="'Sum/EncodeKey'") as raised:
+        _map_side_of_a_lifted_beam_combine(monkeypatch, ["x"])
+    assert "'Sum' groups (key, value) pairs, but got 'x'" in str(raised.value)
 
 
 class StampedRange(beam.io.iobase.BoundedSource):

@@ -134,6 +134,23 @@ def test_what_the_stamped_path_does_not_take_goes_through_the_general_loop(value
     assert stamped.seen == general.seen == 1
 
 
+def test_a_keyed_stamped_adder_takes_pairs_of_its_key_type_alone_and_hands_on_the_rest():
+    holder = batch_grouping._SetUpOnce(step_scoped(SumFn(), "Sum"))
+    op = sum_op(SumFn())
+    table = batch_grouping.MapSideTable(op, holder, HoldPolicy(op.windowing, overlapping_window_rule=True))
+    others: list = []
+    add = table.keyed_stamped_adder(str, lambda *parts: others.append(parts))
+    window = (IntervalWindow(0, 10),)
+    for value, windows in [(("a", 1), window), ((7, 2), window), ("no pair", window), (("a", 3), (IntervalWindow(0, 10), IntervalWindow(10, 20)))]:
+        add(value, 1 * S, windows)
+    assert table.drain() == [(("a", (0, 10 * S)), (1, None))]
+    assert [parts[0] for parts in others] == [(7, 2), "no pair", ("a", 3)]
+    # Holds that read timestamps: the table takes no parts at all.
+    earliest = sum_op(SumFn(), TimestampCombiner.OUTPUT_AT_EARLIEST)
+    reading = batch_grouping.MapSideTable(earliest, holder, HoldPolicy(earliest.windowing, overlapping_window_rule=True))
+    assert reading.keyed_stamped_adder(str, print) is None
+
+
 def test_a_full_table_flushes_from_the_stamped_path_too(monkeypatch):
     monkeypatch.setattr(batch_grouping, "MAX_TABLE_ENTRIES", 2)
     op = sum_op(SumFn())
