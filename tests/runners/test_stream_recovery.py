@@ -10,6 +10,9 @@ watermarks, logged step by step across all the runs, must never go backwards. Th
 stateful DoFns check that state and timers are recovered exactly: each window's timer fires
 once with the full count, and each team's running sequence has no gap and no repeat.
 
+The uninterrupted run and the finished stream started again run in this process, on the
+tests' SparkSession (they need no process to kill, and save starting Spark twice).
+
 SIGINT (a terminal's Ctrl-C, sent to the whole process group) and SIGTERM stop the job
 cleanly instead: within seconds, exit status 130 or 143, a checkpoint at the step where it
 stopped, one line saying how to resume and no traceback; the restart resumes exactly.
@@ -18,7 +21,9 @@ stopped, one line saying how to resume and no traceback; the restart resumes exa
 from __future__ import annotations
 
 import collections
+import contextlib
 import glob
+import io
 import itertools
 import json
 import os
@@ -31,6 +36,7 @@ import time
 import pytest
 
 from sparkbeam.runners.spark.checkpoints import CheckpointStore
+from tests.runners import stream_job
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -127,6 +133,15 @@ def run_job(input_dir: str, output_dir: str, checkpoint_dir: str, log: str, kill
     return True
 
 
+def run_job_here(input_dir: str, output_dir: str, checkpoint_dir: str, log: str) -> str:
+    """Runs the job to its end in this process, on the tests' SparkSession (the same local[2]
+    master and settings as the job's own); what it wrote on stderr."""
+    said = io.StringIO()
+    with contextlib.redirect_stderr(said):
+        stream_job.main(input_dir, output_dir, checkpoint_dir, log)
+    return said.getvalue()
+
+
 def stop_with_signal(input_dir: str, output_dir: str, checkpoint_dir: str, log: str, signum: int, stop_at: int) -> tuple[int, str, float]:
     """Runs the job and sends ``signum`` to its process group once ``stop_at`` steps have
     read data; its exit status, what it printed, and the seconds it took to exit."""
@@ -201,10 +216,10 @@ def at_most_one_file_per_step(records: list[dict]) -> None:
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory):
+def uninterrupted(tmp_path_factory, spark):
     base = tmp_path_factory.mktemp("uninterrupted")
     expected, counts = write_input_and_counts(str(base / "in"))
-    assert run_job(str(base / "in"), str(base / "out"), str(base / "ck"), str(base / "log.jsonl"), None)
+    run_job_here(str(base / "in"), str(base / "out"), str(base / "ck"), str(base / "log.jsonl"))
     return expected, committed(str(base / "out"), "totals"), committed(str(base / "out"), "bad"), counts, str(base / "out")
 
 
@@ -306,15 +321,8 @@ def test_a_finished_stream_started_again_does_nothing_and_says_so(uninterrupted)
     outputs = {path: os.stat(path).st_mtime_ns for path in glob.glob(os.path.join(out, "*", "*"))}
     newest = CheckpointStore(ck, []).newest()
     assert newest is not None and newest["finished"]
-    process = subprocess.run(
-        [sys.executable, JOB, os.path.join(base, "in"), out, ck, log],
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
-        capture_output=True,
-        timeout=300,
-        check=False,
-    )
-    assert process.returncode == 0, process.stderr.decode()[-3000:]
-    said = [line for line in process.stderr.decode().splitlines() if line.startswith("sparkbeam:")]
+    stderr = run_job_here(os.path.join(base, "in"), out, ck, log)
+    said = [line for line in stderr.splitlines() if line.startswith("sparkbeam:")]
     assert said == [
         f"sparkbeam: the stream in --checkpoint_dir={ck} finished at step {newest['step'] - 1}; "
         "nothing to do (give a new checkpoint directory to run it again)"
