@@ -57,9 +57,6 @@ README_VALUES = {
 }
 
 
-FAST_JVM = "-XX:TieredStopAtLevel=1"
-
-
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -92,31 +89,26 @@ def cluster(tmp_path_factory):
         "worker_webui": free_port(),
         "work": str(base / "work"),
     }
-    # The master's, the worker's and the executors' JVMs compile with C1 alone, as the
-    # drivers do (tests/conftest.py): short-lived, small jobs.
-    conf_dir = base / "conf"
-    conf_dir.mkdir()
-    (conf_dir / "spark-defaults.conf").write_text(f"spark.executor.extraJavaOptions {FAST_JVM}\n")
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_DAEMON_JAVA_OPTS": FAST_JVM}
+    # The master's and the worker's JVMs take the options of the drivers the tests start (C1
+    # alone, tests/conftest.py); the executors take theirs from the tests' spark-defaults.conf.
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_DAEMON_JAVA_OPTS": os.environ.get("SPARK_SUBMIT_OPTS", "")}
     processes = []
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SPARK_CONF_DIR", str(conf_dir))  # read by the drivers this module starts
-        try:
-            for name, template in (("master", MASTER), ("worker", WORKER)):
-                with open(base / f"{name}.log", "w") as log:
-                    processes.append(subprocess.Popen(command(template, **values), stdout=log, stderr=log, env=env))
-                if name == "master":
-                    wait_for(lambda: master_state(values["webui"])["status"] == "ALIVE", base / "master.log")
-            wait_for(lambda: master_state(values["webui"])["aliveworkers"] == 1, base / "worker.log")
-            yield values
-        finally:
-            for process in reversed(processes):
-                process.terminate()
-            for process in processes:
-                try:
-                    process.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    process.kill()
+    try:
+        for name, template in (("master", MASTER), ("worker", WORKER)):
+            with open(base / f"{name}.log", "w") as log:
+                processes.append(subprocess.Popen(command(template, **values), stdout=log, stderr=log, env=env))
+            if name == "master":
+                wait_for(lambda: master_state(values["webui"])["status"] == "ALIVE", base / "master.log")
+        wait_for(lambda: master_state(values["webui"])["aliveworkers"] == 1, base / "worker.log")
+        yield values
+    finally:
+        for process in reversed(processes):
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
 
 
 def wait_for(condition, log, seconds=120):
