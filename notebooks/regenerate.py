@@ -94,15 +94,14 @@ def kernel_manager(kernels_dir: str) -> Any:
 
 # Run in a kernel between two notebooks, so that the second starts as on a fresh kernel: the
 # user's names gone (``%reset``), and the process-wide settings a notebook may change put
-# back as they were before the first (pandas' display options, matplotlib's rcParams, open
-# figures). What stays is what a notebook cannot see: imported modules and the running
+# back as they were before the first ran (pandas' display options, matplotlib's rcParams,
+# open figures). What stays is what a notebook cannot see: imported modules and the running
 # SparkSession, which the next notebook's first run uses instead of starting Spark again.
 _FRESH_START = """
-import sys as _sys
 import matplotlib as _mpl
-import matplotlib.pyplot as _plt
+import matplotlib.pyplot as _plt  # the inline backend sets its rcParams as pyplot loads
 _mpl._sparkbeam_fresh_rc = _mpl.rcParams.copy()
-del _sys, _mpl, _plt
+del _mpl, _plt
 """
 _FRESH_NAMESPACE = """
 import sys as _sys
