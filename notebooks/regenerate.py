@@ -3,8 +3,9 @@
     python notebooks/regenerate.py                        # every notebook
     python notebooks/regenerate.py 03 04                  # some of them (name, prefix or path)
 
-Each notebook runs top to bottom on a fresh kernel that uses this interpreter
-(``sys.executable``), so each starts its own embedded Spark. The outputs are written back
+Each notebook runs top to bottom on a kernel that uses this interpreter (``sys.executable``),
+with a fresh namespace: two kernels run the notebooks, each starting its embedded Spark
+once, with the first notebook it runs (see ``execute_all``). The outputs are written back
 without Spark's log lines, and the figure of the cell tagged ``readme-image`` is saved
 as ``notebooks/images/watermarks_between_stages.png`` for the README.
 
@@ -91,46 +92,124 @@ def kernel_manager(kernels_dir: str) -> Any:
     return KernelManager(kernel_name=KERNEL_NAME, kernel_spec_manager=specs)
 
 
-def execute(path: Path) -> Any:
-    """The notebook at ``path`` executed on a fresh kernel; raises on the first failing cell."""
+# Run in a kernel between two notebooks, so that the second starts as on a fresh kernel: the
+# user's names gone (``%reset``), and the process-wide settings a notebook may change put
+# back as they were before the first ran (pandas' display options, matplotlib's rcParams,
+# open figures). What stays is what a notebook cannot see: imported modules and the running
+# SparkSession, which the next notebook's first run uses instead of starting Spark again.
+_FRESH_START = """
+import matplotlib as _mpl
+import matplotlib.pyplot as _plt  # the inline backend sets its rcParams as pyplot loads
+_mpl._sparkbeam_fresh_rc = _mpl.rcParams.copy()
+del _mpl, _plt
+"""
+_FRESH_NAMESPACE = """
+import sys as _sys
+import warnings as _warnings
+import matplotlib as _mpl
+import matplotlib.pyplot as _plt
+_plt.close("all")
+_KEEP = ("backend", "backend_fallback", "interactive")  # the inline backend's, kept as it runs
+_mpl.rcParams.update({k: v for k, v in _mpl._sparkbeam_fresh_rc.items() if k not in _KEEP})
+if "pandas" in _sys.modules:
+    with _warnings.catch_warnings():
+        _warnings.simplefilter("ignore")
+        _sys.modules["pandas"].reset_option("all")
+del _KEEP
+get_ipython().run_line_magic("reset", "-f")
+"""
+
+
+def _run(km: Any, nb: Any) -> Any:
+    """``nb`` executed on the kernel of ``km`` (started here if it is not running); raises
+    on the first failing cell."""
     from nbclient import NotebookClient
 
-    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb,
+        km=km,
+        timeout=CELL_TIMEOUT,
+        record_timing=False,
+        resources={"metadata": {"path": str(NOTEBOOKS)}},
+    )
+    try:
+        return client.execute()
+    finally:
+        if client.kc is not None:
+            client.kc.stop_channels()
+
+
+def _run_hidden(km: Any, source: str) -> None:
+    _run(km, nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)]))
+
+
+def execute(path: Path) -> Any:
+    """The notebook at ``path`` executed on a fresh kernel; raises on the first failing cell."""
+    import queue
+
+    work: Any = queue.SimpleQueue()
+    work.put(path)
+    executed = _execute_in_one_kernel(work)[path]
+    if isinstance(executed, Exception):
+        raise executed
+    return executed
+
+
+def _execute_in_one_kernel(work: Any) -> dict[Path, Any]:
+    """The notebooks taken from the queue ``work`` until it is empty, executed one after
+    another on one kernel, each on a fresh namespace (``_FRESH_NAMESPACE``): per path, the
+    executed notebook or the exception it raised. After a failure the next notebook gets a
+    new kernel, as the failed one may be left in any state."""
+    import queue
+
+    executed: dict[Path, Any] = {}
     with tempfile.TemporaryDirectory(prefix="sparkbeam-kernels-") as kernels_dir:
         km = kernel_manager(kernels_dir)
-        client = NotebookClient(
-            nb,
-            km=km,
-            timeout=CELL_TIMEOUT,
-            record_timing=False,
-            resources={"metadata": {"path": str(NOTEBOOKS)}},
-        )
         try:
-            client.execute()
+            while True:
+                try:
+                    path = work.get_nowait()
+                except queue.Empty:
+                    break
+                try:
+                    if km.has_kernel:
+                        _run_hidden(km, _FRESH_NAMESPACE)
+                    else:
+                        _run_hidden(km, _FRESH_START)  # starts the kernel
+                    executed[path] = _run(km, nbformat.read(path, as_version=4))
+                except Exception as error:  # handed to the caller, per notebook
+                    executed[path] = error
+                    if km.has_kernel:
+                        km.shutdown_kernel()
         finally:
             # nbclient leaves a kernel it did not create running; this one is ours to stop.
             if km.has_kernel:
                 km.shutdown_kernel()
-    return nb
+    return executed
 
 
 def execute_all(paths: list[Path], at_once: int = 2) -> dict[Path, Any]:
-    """Each notebook executed as ``execute`` does, ``at_once`` of them at a time (each its own
-    kernel and Spark): per path, the executed notebook or the exception it raised.
+    """Each notebook executed, ``at_once`` kernels at a time, each kernel taking the next
+    notebook when it has finished one: per path, the executed notebook or the exception it
+    raised.
 
-    A notebook's run waits on Spark's scheduling and the kernel's messages more than it
-    computes, so two at a time take little longer than one on two cores.
+    Each kernel starts Spark once, for the first notebook it runs; the notebooks after it
+    run on a fresh namespace in that kernel (``_FRESH_NAMESPACE``) and use that Spark,
+    which saves a kernel's and Spark's start-up and warm-up per notebook. A notebook's run
+    waits on Spark's scheduling and the kernel's messages more than it computes, so two
+    kernels take little longer than one on two cores.
     """
+    import queue
     from concurrent.futures import ThreadPoolExecutor
 
-    def run(path: Path) -> Any:
-        try:
-            return execute(path)
-        except Exception as error:  # handed to the caller, per notebook
-            return error
-
-    with ThreadPoolExecutor(max_workers=max(1, at_once)) as pool:
-        return dict(zip(paths, pool.map(run, paths)))
+    work: Any = queue.SimpleQueue()
+    for path in paths:
+        work.put(path)
+    kernels = max(1, min(at_once, len(paths)))
+    with ThreadPoolExecutor(max_workers=kernels) as pool:
+        shares = list(pool.map(lambda _: _execute_in_one_kernel(work), range(kernels)))
+    executed = {path: result for share in shares for path, result in share.items()}
+    return {path: executed[path] for path in paths}
 
 
 def without_spark_noise(text: str) -> str:

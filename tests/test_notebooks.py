@@ -1,12 +1,12 @@
-"""The tutorials run: each notebook executes top to bottom on a fresh kernel (this interpreter,
-its own embedded Spark), and the outputs committed with it are the ones it produces now.
+"""The tutorials run: each notebook executes top to bottom on a fresh namespace of a kernel
+running this interpreter (two kernels share the notebooks, each starting its embedded Spark
+once), and the outputs committed with it are the ones it produces now.
 
 When a notebook's code or sparkbeam's behaviour changes, regenerate the committed outputs:
 
     python notebooks/regenerate.py
 
-Run these tests alone with ``pytest -m notebook tests/test_notebooks.py`` (a few minutes:
-every notebook starts Spark).
+Run these tests alone with ``pytest -m notebook tests/test_notebooks.py`` (a minute or two).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def _render(outputs: list[tuple[str, ...]]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def executed_notebooks():
-    """Every notebook executed once, two at a time (each on its own kernel and Spark)."""
+    """Every notebook executed once, on two kernels, each with its own Spark."""
     return regenerate.execute_all(NOTEBOOKS)
 
 
@@ -70,7 +70,7 @@ def test_notebook_runs_and_its_committed_outputs_are_current(path, executed_note
     committed = nbformat.read(path, as_version=4)
     executed = executed_notebooks[path]
     if isinstance(executed, CellExecutionError):
-        pytest.fail(f"{path.name} fails when run top to bottom on a fresh kernel:\n{executed}", pytrace=False)
+        pytest.fail(f"{path.name} fails when run top to bottom:\n{executed}", pytrace=False)
     if isinstance(executed, Exception):
         raise executed
 

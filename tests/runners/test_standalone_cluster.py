@@ -89,7 +89,9 @@ def cluster(tmp_path_factory):
         "worker_webui": free_port(),
         "work": str(base / "work"),
     }
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    # The master's and the worker's JVMs take the options of the drivers the tests start (C1
+    # alone, tests/conftest.py); the executors take theirs from the tests' spark-defaults.conf.
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_DAEMON_JAVA_OPTS": os.environ.get("SPARK_SUBMIT_OPTS", "")}
     processes = []
     try:
         for name, template in (("master", MASTER), ("worker", WORKER)):

@@ -10,6 +10,9 @@ watermarks, logged step by step across all the runs, must never go backwards. Th
 stateful DoFns check that state and timers are recovered exactly: each window's timer fires
 once with the full count, and each team's running sequence has no gap and no repeat.
 
+The uninterrupted run and the finished stream started again run in this process, on the
+tests' SparkSession (they need no process to kill, and save starting Spark twice).
+
 SIGINT (a terminal's Ctrl-C, sent to the whole process group) and SIGTERM stop the job
 cleanly instead: within seconds, exit status 130 or 143, a checkpoint at the step where it
 stopped, one line saying how to resume and no traceback; the restart resumes exactly.
@@ -18,7 +21,9 @@ stopped, one line saying how to resume and no traceback; the restart resumes exa
 from __future__ import annotations
 
 import collections
+import contextlib
 import glob
+import io
 import itertools
 import json
 import os
@@ -31,6 +36,7 @@ import time
 import pytest
 
 from sparkbeam.runners.spark.checkpoints import CheckpointStore
+from tests.runners import stream_job
 
 pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
 
@@ -127,6 +133,15 @@ def run_job(input_dir: str, output_dir: str, checkpoint_dir: str, log: str, kill
     return True
 
 
+def run_job_here(input_dir: str, output_dir: str, checkpoint_dir: str, log: str) -> str:
+    """Runs the job to its end in this process, on the tests' SparkSession (the same local[2]
+    master and settings as the job's own); what it wrote on stderr."""
+    said = io.StringIO()
+    with contextlib.redirect_stderr(said):
+        stream_job.main(input_dir, output_dir, checkpoint_dir, log)
+    return said.getvalue()
+
+
 def stop_with_signal(input_dir: str, output_dir: str, checkpoint_dir: str, log: str, signum: int, stop_at: int) -> tuple[int, str, float]:
     """Runs the job and sends ``signum`` to its process group once ``stop_at`` steps have
     read data; its exit status, what it printed, and the seconds it took to exit."""
@@ -201,10 +216,10 @@ def at_most_one_file_per_step(records: list[dict]) -> None:
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory):
+def uninterrupted(tmp_path_factory, spark):
     base = tmp_path_factory.mktemp("uninterrupted")
     expected, counts = write_input_and_counts(str(base / "in"))
-    assert run_job(str(base / "in"), str(base / "out"), str(base / "ck"), str(base / "log.jsonl"), None)
+    run_job_here(str(base / "in"), str(base / "out"), str(base / "ck"), str(base / "log.jsonl"))
     return expected, committed(str(base / "out"), "totals"), committed(str(base / "out"), "bad"), counts, str(base / "out")
 
 
@@ -216,42 +231,26 @@ def test_uninterrupted_run_matches_plain_python(uninterrupted):
     stateful_outputs_are_exact(out, counts)
 
 
-# One seed, one kill (and one more in the Hadoop checkpoint test below): the suite's short
-# version. benchmarks/stream_soak.py kills the same job 50 times at random steps.
-@pytest.mark.parametrize(("seed", "kills"), [(3, 1)])
-def test_killed_and_restarted_run_equals_uninterrupted(tmp_path, uninterrupted, seed, kills):
+# One stream, three runs: stopped by a signal, then killed with SIGKILL at a random step, then
+# finished; each behaviour is checked on the run that shows it, and the restarts together
+# must give the uninterrupted run's output. One seed, one kill (and one more in the Hadoop
+# checkpoint test below): the suite's short version; benchmarks/stream_soak.py kills the same
+# job 50 times at random steps. SIGTERM here; SIGINT takes the same path
+# (runners/spark/interrupts.py), checked by tests/runners/test_interrupts.py and by the
+# standalone cluster's Ctrl-C.
+@pytest.mark.parametrize(("signum", "seed", "kills"), [(signal.SIGTERM, 3, 1)])
+def test_a_signal_stops_the_stream_at_a_checkpoint_and_after_a_kill_the_restarts_resume_exactly(
+    tmp_path, uninterrupted, signum, seed, kills
+):
     expected, lines, bad, counts, _ = uninterrupted
     rng = random.Random(seed)
     input_dir = str(tmp_path / "in")
     write_input(input_dir)
     out, ck, log = str(tmp_path / "out"), str(tmp_path / "ck"), str(tmp_path / "log.jsonl")
-    # Kill once so many steps (counted over all runs, replays included) have read data; the
-    # kill lands wherever the process is then (a checkpoint, a sink commit, the log write).
-    kill_points = sorted(rng.sample(range(2, FILES + 1), kills))
-    restarts = 0
-    for kill_at in [*kill_points, None]:
-        finished = run_job(input_dir, out, ck, log, kill_at)
-        restarts += 0 if finished else 1
-        if finished:
-            break
-    assert restarts >= 1, "no kill happened: the job finished before the first chosen step"
-    assert committed(out, "totals") == lines
-    assert committed(out, "bad") == bad
-    assert totals(committed(out, "totals")) == expected
-    stateful_outputs_are_exact(out, counts)
-    check_watermarks(timeline(log))
-    at_most_one_file_per_step(timeline(log))
 
-
-# SIGTERM here; SIGINT takes the same path (runners/spark/interrupts.py), checked by
-# tests/runners/test_interrupts.py and by the standalone cluster's Ctrl-C.
-@pytest.mark.parametrize("signum", [signal.SIGTERM])
-def test_a_signal_stops_the_stream_at_a_checkpoint_and_the_restart_resumes_exactly(tmp_path, uninterrupted, signum):
-    expected, lines, bad, counts, _ = uninterrupted
-    input_dir = str(tmp_path / "in")
-    write_input(input_dir)
-    out, ck, log = str(tmp_path / "out"), str(tmp_path / "ck"), str(tmp_path / "log.jsonl")
-    returncode, output, seconds = stop_with_signal(input_dir, out, ck, log, signum, stop_at=3)
+    # The signal: a clean stop within seconds, at a checkpoint, with one line on how to resume.
+    stop_at = 3
+    returncode, output, seconds = stop_with_signal(input_dir, out, ck, log, signum, stop_at=stop_at)
     assert returncode == 128 + signum, output
     assert seconds < 30, f"{seconds:.1f}s to stop"
     name = signal.Signals(signum).name
@@ -266,12 +265,25 @@ def test_a_signal_stops_the_stream_at_a_checkpoint_and_the_restart_resumes_exact
         assert noise not in output
     # The checkpoint is at the step where the stream stopped: nothing ran after it.
     assert max(record["step"] for record in timeline(log)) == newest["step"] - 1
-    assert run_job(input_dir, out, ck, log, None)
+
+    # The kill: once so many steps (counted over all runs, replays included) have read data,
+    # wherever the resumed process is then (a checkpoint, a sink commit, the log write).
+    # The signal may have let one more step finish: the kill counts from what was read.
+    already = steps_with_data(log)
+    kill_points = sorted(already + k for k in rng.sample(range(1, FILES - already + 1), kills))
+    restarts = 0
+    for kill_at in [*kill_points, None]:
+        finished = run_job(input_dir, out, ck, log, kill_at)
+        restarts += 0 if finished else 1
+        if finished:
+            break
+    assert restarts >= 1, "no kill happened: the job finished before the first chosen step"
     assert committed(out, "totals") == lines
     assert committed(out, "bad") == bad
     assert totals(committed(out, "totals")) == expected
     stateful_outputs_are_exact(out, counts)
     check_watermarks(timeline(log))
+    at_most_one_file_per_step(timeline(log))
 
 
 def test_a_file_url_checkpoint_through_hadoop_resumes_after_sigkill(tmp_path, uninterrupted):
@@ -306,15 +318,8 @@ def test_a_finished_stream_started_again_does_nothing_and_says_so(uninterrupted)
     outputs = {path: os.stat(path).st_mtime_ns for path in glob.glob(os.path.join(out, "*", "*"))}
     newest = CheckpointStore(ck, []).newest()
     assert newest is not None and newest["finished"]
-    process = subprocess.run(
-        [sys.executable, JOB, os.path.join(base, "in"), out, ck, log],
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
-        capture_output=True,
-        timeout=300,
-        check=False,
-    )
-    assert process.returncode == 0, process.stderr.decode()[-3000:]
-    said = [line for line in process.stderr.decode().splitlines() if line.startswith("sparkbeam:")]
+    stderr = run_job_here(os.path.join(base, "in"), out, ck, log)
+    said = [line for line in stderr.splitlines() if line.startswith("sparkbeam:")]
     assert said == [
         f"sparkbeam: the stream in --checkpoint_dir={ck} finished at step {newest['step'] - 1}; "
         "nothing to do (give a new checkpoint directory to run it again)"
