@@ -54,6 +54,7 @@ from sparkbeam.runners.core.sources import SourceEmission
 from sparkbeam.runners.core.steps import StageResult, StageSummary, StepParams
 from sparkbeam.runners.spark import (
     batch_grouping,
+    driver_stages,
     metrics,
     sinks,
     sql_plan,
@@ -139,6 +140,8 @@ class SparkBackend:
         #: keyed stages of the step whose summary job is put off, to run as one job with
         #: the others' (stage id, stage name, result RDD); see ``_run_put_off``
         self.put_off: list[tuple[int, str, Any]] = []
+        #: whether tiny stages on what the driver holds may run here (driver_stages.py)
+        self.driver_runs_stages = driver_stages.driver_can_run_stages(self.sc)
 
     # -- sources -----------------------------------------------------------------------
     def source_dataset(self, stage: Stage, emission: SourceEmission) -> Dataset:
@@ -153,6 +156,13 @@ class SparkBackend:
 
     def empty(self) -> Dataset:
         return Dataset(self.sc.emptyRDD(), known_empty=True)
+
+    def held(self, elements: list[WindowedValue]) -> Dataset:
+        """Elements the driver holds: spread over the state's partitions, and kept."""
+        if not elements:
+            return Dataset(self.sc.emptyRDD(), known_empty=True, collected=elements)
+        slices = max(1, min(self.num_partitions, len(elements)))
+        return Dataset(self.sc.parallelize(elements, slices), collected=elements)
 
     def union(self, datasets: list[Dataset]) -> Dataset:
         live = [d for d in datasets if not d.known_empty]
@@ -203,7 +213,14 @@ class SparkBackend:
                 count = len(held.collected)
                 return StageResult({pcoll: held}, StageSummary(elements_in=count, elements_out=count))
         counters = (self.sc.accumulator(0), self.sc.accumulator(0))
-        if len(inputs) == 1 and len(stage.outputs) == 1:
+        made_here = None
+        if self.driver_runs_stages and driver_stages.runs_on_driver(stage, inputs):
+            made_here = driver_stages.run_on_driver(stage, inputs, side_inputs, self._channel(), counters)
+        source: Dataset | None = None
+        body: Any = None
+        if made_here is not None:
+            outputs = {pcoll: self.held(elements) for pcoll, elements in made_here.items()}
+        elif len(inputs) == 1 and len(stage.outputs) == 1:
             # The common chain: its elements need no PCollection ids in or out.
             ((pcoll, source),) = inputs.items()
             shipped = stage_records.shippable(stage)
@@ -223,7 +240,7 @@ class SparkBackend:
             body = source.rdd.mapPartitions(self._metered(worker.run_body, stage_records.shippable(stage), side, counters))
             body.setName(stage.name)
             outputs = self._split(stage, body, source.known_empty, wanted)
-        if not stage.outputs and not stage.sinks and not source.known_empty:
+        if source is not None and not stage.outputs and not stage.sinks and not source.known_empty:
             with user_errors():
                 body.count()  # a leaf stage: nothing downstream will make Spark run it
 
@@ -558,6 +575,10 @@ def _parallelize(backend: SparkBackend, op: Op, emission: SourceEmission) -> Dat
     elements = [] if produce is None else produce(op)
     if not elements:
         return backend.empty()
+    if isinstance(op, ImpulseOp):
+        # Its one element kept on the driver: a tiny chain off it may run there
+        # (driver_stages.py). A Create's values only go to the executors.
+        return backend.held(elements)
     slices = max(1, min(backend.num_partitions, len(elements)))
     return Dataset(backend.sc.parallelize(elements, slices))
 

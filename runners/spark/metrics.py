@@ -16,6 +16,7 @@ and leaves attempted short of that attempt.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import secrets
@@ -191,6 +192,20 @@ def task_container() -> _Task:
         _TASK = _Task(attempt)
         MetricsEnvironment.install(_TASK.container)
     return _TASK
+
+
+@contextlib.contextmanager
+def driver_task() -> Iterator[None]:
+    """A task attempt run in the driver's process (``driver_stages.py``): a container of its
+    own, installed only meanwhile (whatever container the thread had is put back)."""
+    global _TASK
+    previous_task, previous_container = _TASK, MetricsEnvironment.install(None)
+    _TASK = None
+    try:
+        yield
+    finally:
+        _TASK = previous_task
+        MetricsEnvironment.install(previous_container)
 
 
 def task_failed() -> None:
