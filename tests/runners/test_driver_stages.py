@@ -5,6 +5,7 @@ metrics and errors; a Create's values and anything bigger still go to Spark."""
 from __future__ import annotations
 
 import glob
+import sys
 
 import pytest
 
@@ -12,11 +13,31 @@ import sparkbeam
 from sparkbeam.metrics import Metrics, MetricsFilter
 from sparkbeam.runners.spark import driver_stages
 
-pytestmark = pytest.mark.spark
+
+class FakeContext:
+    def __init__(self, master, python, environment=None, includes=()):
+        self.master = master
+        self.pythonExec = python
+        self.environment = environment or {}
+        self._python_includes = list(includes)
+
+
+def test_only_a_plain_local_master_running_this_interpreter_with_nothing_added_runs_stages_on_the_driver():
+    assert driver_stages.driver_can_run_stages(FakeContext("local[2]", sys.executable))
+    assert driver_stages.driver_can_run_stages(FakeContext("local", sys.executable, {"PYTHONHASHSEED": "0"}))
+    assert not driver_stages.driver_can_run_stages(FakeContext("local-cluster[2,1,1024]", sys.executable))
+    assert not driver_stages.driver_can_run_stages(FakeContext("spark://master:7077", sys.executable))
+    assert not driver_stages.driver_can_run_stages(FakeContext("local[2]", "/elsewhere/bin/python"))
+    assert not driver_stages.driver_can_run_stages(FakeContext("local[2]", sys.executable, {"PYTHONPATH": "/run/deps"}))
+    assert not driver_stages.driver_can_run_stages(FakeContext("local[2]", sys.executable, includes=["deps.zip"]))
 
 
 @pytest.fixture
 def driver_runs(monkeypatch):
+    # The shared session may have had files added for its Python workers by an earlier test
+    # (addPyFile lasts as long as the SparkContext), which turns driver runs off: this
+    # test's code is importable here and there alike.
+    monkeypatch.setattr(driver_stages, "driver_can_run_stages", lambda spark_context: True)
     ran: list[str] = []
     real = driver_stages.run_on_driver
 
@@ -28,6 +49,7 @@ def driver_runs(monkeypatch):
     return ran
 
 
+@pytest.mark.spark
 def test_beams_write_to_text_finishes_its_files_on_the_driver(spark, tmp_path, driver_runs):
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
@@ -40,6 +62,7 @@ def test_beams_write_to_text_finishes_its_files_on_the_driver(spark, tmp_path, d
     assert {name.rsplit("/", 1)[-1] for name in driver_runs} == {"Impulse", "PreFinalize", "FinalizeWrite"}
 
 
+@pytest.mark.spark
 def test_a_chain_off_an_impulse_counts_its_metrics_once_and_fails_naming_its_transform(spark, driver_runs):
     def emit(_):
         Metrics.counter("driver", "calls").inc()
@@ -63,6 +86,7 @@ def test_a_chain_off_an_impulse_counts_its_metrics_once_and_fails_naming_its_tra
     assert "'Fails'" in " ".join(getattr(raised.value, "__notes__", []))
 
 
+@pytest.mark.spark
 def test_a_creates_values_still_run_on_spark(spark, driver_runs):
     p = sparkbeam.Pipeline()
     out = sparkbeam.capture(p | sparkbeam.Create([1, 2, 3]) | sparkbeam.Map(lambda x: x * 2))
@@ -70,6 +94,7 @@ def test_a_creates_values_still_run_on_spark(spark, driver_runs):
     assert driver_runs == []
 
 
+@pytest.mark.spark
 def test_a_chain_that_explodes_its_impulse_is_abandoned_for_spark(spark, driver_runs):
     def explode(_):
         Metrics.counter("driver", "explosions").inc()
