@@ -88,6 +88,14 @@ def matched_files(sc: Any, pattern: str) -> list[MatchedFile]:
     return sorted((MatchedFile(status.getPath().toString(), status.getLen(), False) for status in statuses), key=lambda f: f.path)
 
 
+def _names_a_local_directory(pattern: str) -> bool:
+    """Whether ``pattern`` is no glob but the path of a local folder (``FileSystems``' view)."""
+    filesystem = FileSystems.get_filesystem(pattern)
+    if not isinstance(filesystem, LocalFileSystem) or any(c in pattern for c in "*?["):
+        return False
+    return filesystem.is_directory(pattern)
+
+
 def _to_windowed(lines: Iterable[str]) -> Iterator[WindowedValue]:
     # assignment's own tuple: a WindowInto(GlobalWindows()) copies nothing. Built by map
     # and zip in C: no Python frame per line.
@@ -200,6 +208,13 @@ def read_text(sc: Any, op: ReadTextOp) -> tuple[Any, Any]:
     line in the global window at the minimum timestamp with an unknown pane (else None)."""
     source = op.source
     matched = matched_files(sc, source.file_pattern)
+    if not matched and _names_a_local_directory(source.file_pattern):
+        # Beam matches the folder itself and fails opening it; nothing read would be silent.
+        msg = (
+            f"'{op.label}' (applied at {op.location}): {source.file_pattern!r} is a directory; "
+            f"ReadFromText reads files: give a pattern for the files in it, such as {source.file_pattern.rstrip('/') + '/*'!r}"
+        )
+        raise TransformError(msg)
     if not matched and source.validate:
         msg = f"'{op.label}' (applied at {op.location}): no files match {source.file_pattern!r}"
         raise TransformError(msg)

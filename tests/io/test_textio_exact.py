@@ -13,6 +13,7 @@ import attrs
 import pytest
 
 import sparkbeam as beam
+from sparkbeam.runners.core.errors import TransformError
 from sparkbeam.runners.core.ops import ReadTextOp
 from sparkbeam.runners.spark import textio
 from tests.io.conftest import run
@@ -145,3 +146,10 @@ def test_files_on_a_cluster_file_system_are_read_by_sparks_splittable_reader(spa
     assert lines("*.txt", strip_trailing_newlines=False) == ["head\n", "head\n", "one\r\n", "three", "two\n"]
     assert lines("*.gz", skip_header_lines=1) == ["four"]
     assert len(through_spark) == 1
+
+
+def test_a_folder_given_as_the_pattern_fails_naming_the_read_rather_than_reading_nothing(tmp_path):
+    (tmp_path / "inside.txt").write_text("a line\n")
+    op = ReadTextOp(label="Lines", location="here", inputs=(), outputs=(), source=beam.io.ReadFromText(str(tmp_path), validate=False))
+    with pytest.raises(TransformError, match=r"'Lines'.*is a directory.*/\*"):
+        textio.read_text(None, op)
