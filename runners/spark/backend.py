@@ -17,8 +17,8 @@ Per step and stage:
   state, and the parked state is released partition by partition, never shuffled.
 
 What Spark runs per op type is registered under ``execution.backend_ops("Spark")``: the
-sources here (Create, Impulse, ReadFromText, TestStream, real streams), the grouping here,
-the file sinks in ``sinks.py``.
+sources in ``source_reads.py`` (Create, Impulse, ReadFromText, bounded sources, TestStream,
+real streams) and ``sql_plan.py``, the grouping here, the file sinks in ``sinks.py``.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import attrs
 
 from sparkbeam.metrics.execution import MetricUpdates
 from sparkbeam.runners.core import lifting
-from sparkbeam.runners.core.execution import backend_ops, kind_of
+from sparkbeam.runners.core.execution import backend_ops
 from sparkbeam.runners.core.grouping import engine_for
 from sparkbeam.runners.core.grouping_step import nothing_due
 from sparkbeam.runners.core.ops import (
@@ -41,7 +41,6 @@ from sparkbeam.runners.core.ops import (
     CreateOp,
     GroupOp,
     ImpulseOp,
-    Op,
     ReadTextOp,
     StatefulParDoOp,
     StreamReadOp,
@@ -57,9 +56,9 @@ from sparkbeam.runners.spark import (
     driver_stages,
     metrics,
     sinks,
+    source_reads,
     sql_plan,
     stage_records,
-    textio,
     worker,
 )
 from sparkbeam.runners.spark.counters import read_and_release
@@ -157,12 +156,15 @@ class SparkBackend:
     def empty(self) -> Dataset:
         return Dataset(self.sc.emptyRDD(), known_empty=True)
 
-    def held(self, elements: list[WindowedValue]) -> Dataset:
-        """Elements the driver holds: spread over the state's partitions, and kept."""
+    def from_driver(self, elements: list[WindowedValue], keep: bool) -> Dataset:
+        """Elements the driver holds, spread over the state's partitions; ``keep``: the
+        dataset holds them too (collected without a job; a stage on them may run on the
+        driver, ``driver_stages.py``)."""
+        collected = elements if keep else None
         if not elements:
-            return Dataset(self.sc.emptyRDD(), known_empty=True, collected=elements)
+            return Dataset(self.sc.emptyRDD(), known_empty=True, collected=collected)
         slices = max(1, min(self.num_partitions, len(elements)))
-        return Dataset(self.sc.parallelize(elements, slices), collected=elements)
+        return Dataset(self.sc.parallelize(elements, slices), collected=collected)
 
     def union(self, datasets: list[Dataset]) -> Dataset:
         live = [d for d in datasets if not d.known_empty]
@@ -219,7 +221,7 @@ class SparkBackend:
         source: Dataset | None = None
         body: Any = None
         if made_here is not None:
-            outputs = {pcoll: self.held(elements) for pcoll, elements in made_here.items()}
+            outputs = {pcoll: self.from_driver(elements, keep=True) for pcoll, elements in made_here.items()}
         elif len(inputs) == 1 and len(stage.outputs) == 1:
             # The common chain: its elements need no PCollection ids in or out.
             ((pcoll, source),) = inputs.items()
@@ -568,51 +570,11 @@ class SparkBackend:
 SPARK.groupings.register(GroupOp, StatefulParDoOp)(SparkBackend._run_grouping)
 
 
-@SPARK.sources.register(CreateOp, ImpulseOp)
-def _parallelize(backend: SparkBackend, op: Op, emission: SourceEmission) -> Dataset:
-    """The elements the driver holds, spread over the state's partitions."""
-    produce = kind_of(op).driver_elements
-    elements = [] if produce is None else produce(op)
-    if not elements:
-        return backend.empty()
-    if isinstance(op, ImpulseOp):
-        # Its one element kept on the driver: a tiny chain off it may run there
-        # (driver_stages.py). A Create's values only go to the executors.
-        return backend.held(elements)
-    slices = max(1, min(backend.num_partitions, len(elements)))
-    return Dataset(backend.sc.parallelize(elements, slices))
-
-
-@SPARK.sources.register(ReadTextOp)
-def _read_text(backend: SparkBackend, op: ReadTextOp, emission: SourceEmission) -> Dataset:
-    rdd, values = textio.read_text(backend.sc, op)
-    return Dataset(rdd, values=values)
-
-
-@SPARK.sources.register(BoundedSourceReadOp)
-def _read_bounded_source(backend: SparkBackend, op: BoundedSourceReadOp, emission: SourceEmission) -> Dataset:
-    """The source split on the driver, one partition per bundle, read on the executors."""
-    from sparkbeam.runners.spark.bounded_reads import read_bounded_source
-
-    rdd, empty, values = read_bounded_source(backend.sc, op)
-    return Dataset(rdd, known_empty=empty, values=values)
-
-
-@SPARK.sources.register(TestStreamOp)
-def _test_stream_step(backend: SparkBackend, op: Op, emission: SourceEmission) -> Dataset:
-    """The step's elements, shipped as plain tuples (pickled in C, a WindowedValue through
-    Python-level calls per element) and rebuilt on the executor, in one partition: one
-    bundle per TestStream event, as Beam's runners make it."""
-    shipped = backend.sc.parallelize(list(map(tuple, emission.elements)), 1)
-    return Dataset(shipped.mapPartitions(worker.windowed_values))
-
-
-# A schema'd segment: one SQL query, its panes back through Arrow (sql_plan.py).
+# What each source gives a step (source_reads.py), and a schema'd segment: one SQL query,
+# its panes back through Arrow (sql_plan.py).
+SPARK.sources.register(CreateOp, ImpulseOp)(source_reads.driver_elements)
+SPARK.sources.register(ReadTextOp)(source_reads.text_lines)
+SPARK.sources.register(BoundedSourceReadOp)(source_reads.bounded_source)
+SPARK.sources.register(TestStreamOp)(source_reads.test_stream_step)
+SPARK.sources.register(StreamReadOp)(source_reads.write_ahead_log)
 SPARK.sources.register(SchemaAggregateOp)(sql_plan.read_segment)
-
-
-@SPARK.sources.register(StreamReadOp)
-def _write_ahead_log(backend: SparkBackend, op: Op, emission: SourceEmission) -> Dataset:
-    """A real stream's micro-batches of the step, as its write-ahead log holds them."""
-    sc = backend.sc
-    return Dataset(sc.union([sc.pickleFile(path) for path in emission.wal_paths]))
