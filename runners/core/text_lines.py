@@ -152,16 +152,23 @@ def header_end(handle: Any, count: int) -> int | None:
         block = handle.read(TAIL_CHUNK)
         if not block:
             return None
-        found = -1
-        while left:
-            found = block.find(b"\n", found + 1)
-            if found < 0:
-                break
-            left -= 1
+        start, left = _past_newlines(block, left)
         if not left:
-            return offset + found + 1
+            return offset + start
         offset += len(block)
     return offset
+
+
+def _past_newlines(block: bytes, count: int) -> tuple[int, int]:
+    """Where ``block`` goes on after its first ``count`` ``\n`` (its end when it has fewer),
+    and how many of the ``count`` it lacked."""
+    at = -1
+    while count:
+        at = block.find(b"\n", at + 1)
+        if at < 0:
+            return len(block), count
+        count -= 1
+    return at + 1, 0
 
 
 def stream_lines(handle: IO[bytes], skip_header_lines: int = 0, keep_ends: bool = False) -> Iterator[list[str]]:
@@ -179,13 +186,8 @@ def stream_lines(handle: IO[bytes], skip_header_lines: int = 0, keep_ends: bool 
         owned = b"".join((*unfinished, block[: last_end + 1]))
         unfinished = [block[last_end + 1 :]]
         if to_skip:
-            at = -1
-            while to_skip:
-                at = owned.find(b"\n", at + 1)
-                if at < 0:
-                    break
-                to_skip -= 1
-            owned = b"" if at < 0 else owned[at + 1 :]
+            start, to_skip = _past_newlines(owned, to_skip)
+            owned = owned[start:]
         if owned:
             yield _split(owned, keep_ends)
     rest = b"".join(unfinished)
