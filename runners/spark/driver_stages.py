@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import cloudpickle
+# PySpark's own copy, as Spark pickles a task's functions with it.
+from pyspark import cloudpickle
 
 from sparkbeam.runners.core.ops import FlattenOp, ParDoOp, StatefulParDoOp, WindowIntoOp
 from sparkbeam.runners.core.plan import Stage
