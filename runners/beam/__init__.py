@@ -7,6 +7,15 @@ through Beam's own DoFnRunner; the stage planner, the step loop, the watermarks 
 Spark backend are the same for both front ends.
 """
 
+try:
+    import apache_beam  # noqa: F401
+except ImportError as missing:
+    msg = (
+        "sparkbeam.runners.beam runs apache_beam pipelines and needs apache-beam: "
+        "pip install 'sparkbeam[beam]' (sparkbeam's own pipeline API needs nothing more)"
+    )
+    raise ImportError(msg) from missing
+
 from sparkbeam.runners.beam.capture import capture
 from sparkbeam.runners.beam.options import SparkBeamOptions
 from sparkbeam.runners.beam.runner import BeamPipelineResult, SparkRunner

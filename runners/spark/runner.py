@@ -14,6 +14,7 @@ waits for it and ``cancel()`` stops it at a step boundary (with a checkpoint).
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import logging
 import threading
 import time
@@ -61,6 +62,13 @@ def check_picklable(plan: StagePlan) -> None:
                     raise TypeError(msg) from None
 
 
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def _lower(pipeline: Pipeline, settings: dict[str, Any]) -> LoweredPipeline:
     """The pipeline's ops, each schema'd segment one SQL plan unless it cannot be one (the
     reason noted on its stage) or ``--no_sql_plans`` keeps the general path."""
@@ -71,6 +79,9 @@ def _lower(pipeline: Pipeline, settings: dict[str, Any]) -> LoweredPipeline:
         reason = "a streaming run (SQL plans run in batch only)"
     elif not settings["sql_plans"]:
         reason = "--no_sql_plans"
+    elif not _installed("pyarrow"):
+        # The plan's groups come back through Arrow; without it the general path is exact too.
+        reason = "pyarrow is not installed (pip install 'sparkbeam[parquet]' for SQL plans)"
     segments = find_segments(pipeline, general_path_reason=reason)
     return lower(pipeline, substitutes=segments.substitutes, notes=segments.notes)
 
