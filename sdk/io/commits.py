@@ -15,13 +15,13 @@ executors. The pattern is always the same three parts:
 - **remove leftovers** of attempts that failed or were cut short (``remove``).
 
 Paths are plain local paths or URLs. Where ``FileSystems`` serves a path with
-``LocalFileSystem`` (plain paths, ``file://``), the work is Python's ``os`` (renames are
-atomic, small files are fsynced); any other file system registered in ``FileSystems``
-(``hdfs://``, ``s3a://``... through Hadoop's FileSystem API on Spark, see
-``runners/spark/hadoop_filesystem.py``) is used through its own operations, with the
-atomicity its rename has. The helpers that go with the pattern (``join``, ``makedirs``,
-``exists``, ``is_directory``, ``list_names``, ``read_bytes``) let a writer stay free of
-``os``.
+``LocalFileSystem`` (plain paths, ``file://``), the work is Python's ``os``: renames are
+atomic and made durable by an fsync of the folder renamed into, small files are fsynced.
+Any other file system registered in ``FileSystems`` (``hdfs://``, ``s3a://``... through
+Hadoop's FileSystem API on Spark, see ``runners/spark/hadoop_filesystem.py``) is used
+through its own operations, with the atomicity its rename has. The helpers that go with
+the pattern (``join``, ``makedirs``, ``exists``, ``is_directory``, ``list_names``,
+``read_bytes``) let a writer stay free of ``os``.
 
 >>> temporary_beside("/out/scores-step-00000007").startswith("/out/.sparkbeam-temp-scores-step-00000007-")
 True
@@ -186,6 +186,13 @@ def commit(temporary: str, final: str) -> None:
     local, local_final = _local(temporary), _local(final)
     if local is not None and local_final is not None:
         os.replace(local, local_final)
+        # A rename is an entry in its folder: until the folder is synced, a power loss can
+        # undo it even though the file's own bytes were synced (journal entries, manifests).
+        target_folder = os.path.dirname(os.path.abspath(local_final))
+        _sync_folder(target_folder)
+        source_folder = os.path.dirname(os.path.abspath(local))
+        if source_folder != target_folder:
+            _sync_folder(source_folder)
         return
     fs = _remote(temporary)
     if hasattr(fs, "replace"):
@@ -194,6 +201,20 @@ def commit(temporary: str, final: str) -> None:
         if fs.exists(final) and not fs.is_directory(final):
             fs.delete([final])
         fs.rename([temporary], [final])
+
+
+def _sync_folder(folder: str) -> None:
+    """fsync a local folder, so that the renames in it survive a power loss."""
+    descriptor = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(descriptor)
+    except OSError as error:
+        # Some file systems cannot sync a folder (EINVAL: FUSE mounts, some network file
+        # systems); their renames are as durable as they make them, nothing more to do.
+        if error.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise
+    finally:
+        os.close(descriptor)
 
 
 def commit_directory(new_dir: str | None, final_dir: str) -> None:

@@ -103,3 +103,27 @@ def test_a_permission_error_while_removing_is_raised_not_swallowed(monkeypatch):
             f"PermissionError: {os.path.join(locked, 'tree', 'inner', 'file')}",
         ]
         assert os.path.exists(paths[0]) and os.path.exists(os.path.join(locked, "tree", "inner", "file"))
+
+
+def test_a_rename_into_place_syncs_the_folder_after_it(tmp_path, monkeypatch):
+    """Journal entries and manifests must survive a power loss: the rename's folder entry is
+    synced after the rename (and the file's bytes before it)."""
+    events = []
+    replace, fsync = os.replace, os.fsync
+
+    def recording_replace(source, destination):
+        replace(source, destination)
+        events.append(("rename into", os.path.dirname(destination)))
+
+    def recording_fsync(descriptor):
+        fsync(descriptor)
+        target = os.readlink(f"/proc/self/fd/{descriptor}")
+        events.append(("sync folder" if os.path.isdir(target) else "sync file", target))
+
+    monkeypatch.setattr(os, "replace", recording_replace)
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    journal = tmp_path / "journal"
+    journal.mkdir()
+    commits.write_bytes(str(journal / "0000000003.json"), b"{}")
+    assert [kind for kind, _ in events] == ["sync file", "rename into", "sync folder"]
+    assert events[1:] == [("rename into", str(journal)), ("sync folder", str(journal))]
