@@ -11,15 +11,19 @@ user only.
 
 from __future__ import annotations
 
+# zipfile imports this codec when it first reads a zip: import it before a child switches to
+# a uid that may not be able to read the interpreter's library.
+import encodings.cp437  # noqa: F401
 import os
 import stat
 import tempfile
 import time
+import zipfile
 
 import pytest
 
 from sparkbeam.options.pipeline_options import PipelineOptions
-from sparkbeam.runners.spark import private_temp, spark_log
+from sparkbeam.runners.spark import dependencies, private_temp, spark_log
 from tests.other_user import FIRST_UID, SECOND_UID, needs_root, run_as, shared_temp_dir
 
 BOTH_ROLES = pytest.mark.parametrize(
@@ -138,6 +142,66 @@ def test_a_symlink_planted_where_the_private_folder_goes_is_not_followed(shared,
     assert listing(os.path.join(home, "logs")) == ["secret"]
     with open(secret) as handle:
         assert handle.read() == "the victim's own file"
+
+
+def write_packages(folder: str, source: str) -> str:
+    os.makedirs(folder)
+    with open(os.path.join(folder, "plain.py"), "w") as handle:
+        handle.write(source)
+    return folder
+
+
+def swap_in_a_zip(shared: str, victim: int, packages: str) -> str:
+    """The attack: compute the victim's archive name from packages the attacker also knows,
+    and put a zip of the attacker's own code under that name, where the victim's run looks."""
+    with open(os.path.join(packages, "plain.py"), "rb") as handle:
+        digest = dependencies._digest([("plain.py", handle.read())])
+    folder = make_open_folders(f"sparkbeam-{victim}", "dependencies")
+    path = os.path.join(folder, f"deps-{digest}.zip")
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("plain.py", "import os\nos.system('echo owned')\n")
+    os.chmod(path, 0o666)
+    return path
+
+
+def zip_and_read(packages: str) -> dict:
+    path = dependencies.zip_for_executors("--requirements_file=r.txt", packages)
+    with zipfile.ZipFile(path) as archive:
+        return {"path": path, "members": {name: archive.read(name).decode() for name in archive.namelist()}}
+
+
+def try_to_overwrite(path: str) -> str:
+    try:
+        with open(path, "wb") as handle:
+            handle.write(b"theirs")
+    except PermissionError:
+        return "PermissionError"
+    return "overwritten"
+
+
+@needs_root
+@BOTH_ROLES
+def test_a_dependency_zip_swapped_in_by_another_user_is_never_shipped(shared, attacker, victim):
+    packages = os.path.join(shared, "packages")
+    write_packages(packages, "x = 1\n")  # as root: readable by both users
+    swapped = run_as(attacker, swap_in_a_zip, shared, victim, packages)[0]
+    shipped, warnings = run_as(victim, zip_and_read, packages)
+    assert shipped["path"] != swapped
+    assert shipped["members"] == {"plain.py": "x = 1\n"}
+    assert any(os.path.dirname(os.path.dirname(swapped)) in w and f"belongs to uid {attacker}" in w for w in warnings)
+    # The zip the victim ships cannot be replaced by the other user.
+    assert run_as(attacker, try_to_overwrite, shipped["path"])[0] == "PermissionError"
+
+
+def test_a_damaged_cached_zip_is_built_again_before_it_is_shipped(monkeypatch, tmp_path, caplog):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    packages = write_packages(str(tmp_path / "packages"), "x = 1\n")
+    first = zip_and_read(packages)
+    with zipfile.ZipFile(first["path"], "w") as archive:  # changed behind sparkbeam's back
+        archive.writestr("plain.py", "x = 2\n")
+    again = zip_and_read(packages)
+    assert again == first  # same path, the right content again
+    assert any(first["path"] in r.getMessage() and "built again" in r.getMessage() for r in caplog.records)
 
 
 def test_a_private_folder_open_to_others_is_refused_naming_it(monkeypatch, tmp_path, caplog):
