@@ -142,7 +142,7 @@ class CheckpointStore:
     def begin(self, step: int) -> str:
         """A fresh directory for the checkpoint that resumes at ``step``."""
         path = self.checkpoint_path(step)
-        commits.remove(path)
+        commits.remove(path, missing_ok=True)  # there only if an earlier attempt was cut short
         commits.makedirs(path)
         return path
 
@@ -177,12 +177,12 @@ class CheckpointStore:
         oldest = kept[-1]["step"]
         for number in _numbered(self.checkpoints_dir, ".json"):
             if number < oldest:
-                commits.remove(self.checkpoint_path(number) + ".json")
+                commits.remove(self.checkpoint_path(number) + ".json", missing_ok=True)
         for name in commits.list_names(self.checkpoints_dir):
             stem = name.split(".")[0]
             if stem.isdigit() and int(stem) < oldest and commits.is_directory(commits.join(self.checkpoints_dir, name)):
-                commits.remove(commits.join(self.checkpoints_dir, name))
+                commits.remove(commits.join(self.checkpoints_dir, name), missing_ok=True)
         for number in _numbered(self.journal_dir, ".json"):
             if number < oldest:
-                commits.remove(commits.join(self.journal_dir, f"{number:010d}.json"))
+                commits.remove(commits.join(self.journal_dir, f"{number:010d}.json"), missing_ok=True)
         return kept[-1]

@@ -30,12 +30,13 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
 
 from sparkbeam.io import commits
+from sparkbeam.runners.spark import private_temp
 
 __all__ = ["DependencyError", "check_dependency_options", "install_for_executors", "zip_for_executors"]
 
@@ -112,9 +113,56 @@ def _compiled_packages(directory: str) -> list[str]:
     return sorted(found)
 
 
+def _digest(members: Iterable[tuple[str, bytes]]) -> str:
+    """What a set of files is: their names and contents, each length-prefixed (so no two
+    different sets give the same bytes to hash)."""
+    digest = hashlib.sha256()
+    for name, data in members:
+        for part in (name.encode(), data):
+            digest.update(len(part).to_bytes(8, "big"))
+            digest.update(part)
+    return digest.hexdigest()
+
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def _cached_archive_holds(path: str, digest: str) -> bool:
+    """Whether the archive already at ``path`` holds exactly the files ``digest`` names; a
+    file that is missing, not a private file of this user's, or does not hold them is not
+    used (and the last two are said, naming it)."""
+    try:
+        handle = private_temp.open_private_file(path)
+    except FileNotFoundError:
+        return False
+    except OSError as error:  # a symlink (ELOOP), another owner, open to others
+        _LOG.warning("the cached dependency archive %s is not used (%s); it is built again", path, error)
+        return False
+    try:
+        with handle, zipfile.ZipFile(handle) as archive:
+            found = _digest((info.filename, archive.read(info)) for info in archive.infolist())
+    except (zipfile.BadZipFile, OSError, ValueError) as error:
+        problem = f"it cannot be read: {error}"
+    else:
+        if found == digest:
+            return True
+        problem = f"its files' digest is {found}"
+    _LOG.warning(
+        "the cached dependency archive %s does not hold the packages its name says (changed or damaged "
+        "since it was written: %s); it is built again", path, problem
+    )
+    return False
+
+
 def zip_for_executors(options: str, directory: str) -> str:
-    """The installed packages as one zip for ``addPyFile`` (named by its content, so that the
-    same packages are added once); refused if any has compiled modules."""
+    """The installed packages as one zip for ``addPyFile``; refused if any has compiled
+    modules.
+
+    The zip is kept in this user's private folder (``<tmp>/sparkbeam-<uid>/dependencies``)
+    under the digest of the files it holds, so that the same packages are added once; a
+    zip found there is shipped only after its members are checked against that digest."""
     compiled = _compiled_packages(directory)
     if compiled:
         msg = (
@@ -125,23 +173,27 @@ def zip_for_executors(options: str, directory: str) -> str:
             "spark.pyspark.python=./env/bin/python when the session starts)"
         )
         raise DependencyError(msg)
-    paths: list[str] = []
-    for folder, dirnames, files in os.walk(directory):
+    files: list[tuple[str, str]] = []  # (path, name in the zip)
+    for folder, dirnames, names in os.walk(directory):
         dirnames[:] = sorted(d for d in dirnames if d not in ("__pycache__", "bin"))
-        paths.extend(os.path.join(folder, name) for name in sorted(files) if not name.endswith(".pyc"))
-    digest = hashlib.sha256()
-    for path in paths:
-        digest.update(os.path.relpath(path, directory).encode())
-        with open(path, "rb") as handle:
-            digest.update(handle.read())
-    target = os.path.join(tempfile.gettempdir(), "sparkbeam-dependencies", f"deps-{digest.hexdigest()[:16]}.zip")
-    if not os.path.exists(target):
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        temp = commits.temporary_beside(target)
-        with zipfile.ZipFile(temp, "w", zipfile.ZIP_DEFLATED) as archive:
-            for path in paths:
-                archive.write(path, os.path.relpath(path, directory))
+        for name in sorted(names):
+            if not name.endswith(".pyc"):
+                path = os.path.join(folder, name)
+                files.append((path, os.path.relpath(path, directory).replace(os.sep, "/")))
+    digest = _digest((name, _read(path)) for path, name in files)
+    folder, _ = private_temp.folder_for("dependencies")
+    target = os.path.join(folder, f"deps-{digest}.zip")
+    if _cached_archive_holds(target, digest):
+        return target
+    temp = commits.temporary_beside(target)
+    try:
+        with private_temp.create_private_file(temp) as handle, zipfile.ZipFile(handle, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path, name in files:
+                archive.write(path, name)
         commits.commit(temp, target)
+    except BaseException:
+        commits.remove(temp, missing_ok=True)
+        raise
     return target
 
 
@@ -158,7 +210,10 @@ def install_for_executors(
     target = os.path.join(work, "site")
 
     def remove() -> None:
-        shutil.rmtree(work, ignore_errors=True)
+        try:
+            shutil.rmtree(work)
+        except OSError as error:  # the run's outcome stands; the leftover is named
+            _LOG.warning("could not remove the run's install folder %s: %s", work, error)
 
     try:
         if same_machine:

@@ -285,9 +285,12 @@ class HadoopFileSystem(FileSystem):
         self._each("Delete", [(p,) for p in paths], delete_one)
 
     def remove(self, path: str) -> None:
-        """Delete a file or directory tree; one already gone is fine."""
+        """Delete a file or directory tree; one already gone is fine. Hadoop's local file
+        system answers False where it could not delete (a permission error): raised."""
         fs, jpath = self._fs(path)
-        fs.delete(jpath, True)
+        if not fs.delete(jpath, True) and fs.exists(jpath):
+            msg = f"Hadoop could not delete {path} ({self.hadoop_class(path)}): check its permissions"
+            raise OSError(msg)
 
 
 def register() -> None:

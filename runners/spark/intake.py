@@ -369,9 +369,10 @@ class StreamIntake:
         with self._lock:
             for b in [b for b in self._ready if b <= batch_id]:
                 batch = self._ready.pop(b)
+                # missing_ok: a run stopped mid-way through this repeats it after a restart
                 if batch.path is not None:
-                    commits.remove(batch.path)
-                commits.remove(commits.join(self.wal_dir, f"{b:010d}.json"))
+                    commits.remove(batch.path, missing_ok=True)
+                commits.remove(commits.join(self.wal_dir, f"{b:010d}.json"), missing_ok=True)
 
     def stop(self) -> None:
         # Let a batch being written finish (it is durable either way, but interrupting its

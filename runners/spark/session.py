@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 import tempfile
 import zipfile
@@ -63,6 +64,10 @@ _READ_AT_START = (
 )
 
 
+#: what a Spark setting's name looks like (spark.executor.memory, spark.executorEnv.HOME)
+_SETTING_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
+
+
 def _is_local(master: str) -> bool:
     return master.startswith("local")
 
@@ -70,10 +75,13 @@ def _is_local(master: str) -> bool:
 def parse_spark_conf(conf: list[str] | tuple[str, ...]) -> dict[str, str]:
     """``--spark_conf key=value`` items as a dict (the last one wins for a repeated key)."""
     settings: dict[str, str] = {}
-    for item in conf:
+    for number, item in enumerate(conf, 1):
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            msg = f"--spark_conf takes key=value, got {item!r}"
+            # Values may be secrets (passwords, tokens): a malformed item is quoted only
+            # when it can be nothing but a setting's name.
+            shown = repr(item) if _SETTING_NAME.fullmatch(item) else f"item {number} (not shown: it may hold a secret)"
+            msg = f"--spark_conf takes key=value, got {shown}"
             raise ValueError(msg)
         settings[key.strip()] = value.strip()
     return settings
@@ -117,23 +125,25 @@ def apply_runtime_settings(session: Any, requested: dict[str, str]) -> RuntimeSe
         if session.conf.isModifiable(key):
             runtime[key] = value
         elif key.startswith(_READ_AT_START):
-            refused.append(f"{key}={value} (the session has {current!r})")
+            refused.append(key)
         else:
             # Not a SQL setting: Spark refuses static and core settings, and keeps others
             # (spark.hadoop.*, an application's own keys) as session settings.
             try:
                 session.conf.set(key, value)
             except Exception:
-                refused.append(f"{key}={value} (the session has {current!r})")
+                refused.append(key)
             else:
                 previous.append((key, current))
     if refused:
         RuntimeSettings(session, tuple(previous)).restore()
+        # Names only: values, asked for or the session's, may be secrets (passwords, tokens).
         msg = (
             "--spark_conf: a SparkSession is already running in this process, and Spark cannot change "
-            f"these settings on a running session: {'; '.join(refused)}. Stop the session "
-            "(spark.stop()) so that the runner starts one with them, or pass them when you create "
-            "the session (SparkSession.builder.config(key, value) or spark-submit --conf)"
+            f"these settings on a running session, which has other values for them: {', '.join(refused)} "
+            "(values not shown). Stop the session (spark.stop()) so that the runner starts one with "
+            "them, or pass them when you create the session (SparkSession.builder.config(key, value) "
+            "or spark-submit --conf)"
         )
         raise RuntimeError(msg)
     for key, value in runtime.items():

@@ -96,7 +96,7 @@ def remove_leftovers(op: Op) -> list[str]:
     removed = []
     for name in commits.list_names(directory):
         if name.startswith(ours):
-            commits.remove(os.path.join(directory, name))
+            commits.remove(os.path.join(directory, name), missing_ok=True)
             removed.append(name)
     return removed
 

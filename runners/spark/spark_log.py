@@ -16,11 +16,18 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import time
+import uuid
 from typing import Any
 
 import attrs
+
+from sparkbeam.runners.spark.private_temp import (
+    create_private_file,
+    folder_for,
+    open_private_file,
+    remove_older_than,
+)
 
 __all__ = [
     "SparkLog",
@@ -30,6 +37,7 @@ __all__ = [
     "logs_to_file",
     "reconfigure_jvm",
     "redirect_python_loggers",
+    "remove_old_logs",
 ]
 
 _LOG = logging.getLogger(__name__)
@@ -50,6 +58,10 @@ class SparkLog:
 
     path: str | None = None
     verbose: bool = False
+    #: where the log4j configuration goes: this user's private logs folder (or the run's own)
+    folder: str | None = None
+    #: the file is one of sparkbeam's own in ``folder`` (created 0600, never through a symlink)
+    private: bool = False
 
     def note(self) -> str | None:
         """The line a failure adds to say where the rest of the story is."""
@@ -66,21 +78,63 @@ def current_log() -> SparkLog:
     return _CURRENT
 
 
-def choose_log(settings: dict[str, Any]) -> SparkLog:
+_CONFIG_SUFFIX = ".log4j2.properties"
+
+
+def _ours(name: str) -> bool:
+    """sparkbeam's own files in the logs folder (what the age limit may remove)."""
+    return (name.startswith("spark-") and name.endswith(".log")) or name.endswith(_CONFIG_SUFFIX)
+
+
+def remove_old_logs(folder: str, max_age_days: float, now: float) -> list[str]:
+    """Remove sparkbeam's log files and their log4j configurations in ``folder`` that were
+    last written more than ``max_age_days`` before ``now`` (a running stream's log keeps
+    being written, so it stays); the names removed."""
+    removed = remove_older_than(folder, max_age_days * 86400.0, _ours, now)
+    if removed:
+        _LOG.info("removed %d Spark log files older than %g days from %s", len(removed), max_age_days, folder)
+    return removed
+
+
+def choose_log(settings: dict[str, Any], now: float | None = None) -> SparkLog:
     """The run's choice: ``--verbose_errors`` keeps the terminal; else ``--spark_log`` or a
-    new file under the temporary directory."""
+    new file in this user's private logs folder, ``<tmp>/sparkbeam-<uid>/logs``, where logs
+    older than ``--spark_log_max_age_days`` are removed first."""
     if settings["verbose_errors"]:
         return SparkLog(None, verbose=True)
+    now = time.time() if now is None else now
+    folder, is_user_folder = folder_for("logs")
+    if is_user_folder:  # a run's own fallback folder holds nothing old
+        remove_old_logs(folder, settings["spark_log_max_age_days"], now)
     path = settings["spark_log"]
-    if path is None:
-        folder = os.path.join(tempfile.gettempdir(), "sparkbeam-logs")
-        path = os.path.join(folder, f"spark-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log")
-    return SparkLog(os.path.abspath(path))
+    if path is not None:
+        return SparkLog(os.path.abspath(path), folder=folder)
+    # Unique per run even for runs of one process within a second (Spark logs per JVM, but
+    # a new SparkContext after spark.stop() gets a file of its own).
+    name = f"spark-{time.strftime('%Y%m%d-%H%M%S', time.localtime(now))}-{os.getpid()}-{uuid.uuid4().hex[:6]}.log"
+    return SparkLog(os.path.join(folder, name), folder=folder, private=True)
 
 
-def _write_config(path: str, level: str) -> str:
-    """A log4j2 configuration that appends everything at ``level`` and above to ``path``."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+def _prepare_file(log: SparkLog) -> None:
+    """Create the log file: sparkbeam's own new (0600, no symlink followed) or, if this run
+    already made it, checked to be a private file of this user's; a ``--spark_log`` path
+    is the user's and is written where they say."""
+    if log.path is None:
+        return
+    if not log.private:
+        os.makedirs(os.path.dirname(log.path), exist_ok=True)
+        return
+    try:
+        create_private_file(log.path).close()
+    except FileExistsError:
+        open_private_file(log.path, "ab").close()
+
+
+def _write_config(log: SparkLog, level: str) -> str:
+    """A log4j2 configuration that appends everything at ``level`` and above to the log
+    file, written as a new private file in the logs folder."""
+    _prepare_file(log)
+    path = log.path
     lines = [
         f"rootLogger.level = {level.lower()}",
         "rootLogger.appenderRef.file.ref = file",
@@ -93,9 +147,12 @@ def _write_config(path: str, level: str) -> str:
     ]
     for index, (name, quiet_level) in enumerate(_QUIET.items()):
         lines += [f"logger.quiet{index}.name = {name}", f"logger.quiet{index}.level = {quiet_level}"]
-    config = path + ".log4j2.properties"
-    with open(config, "w") as handle:
-        handle.write("\n".join(lines) + "\n")
+    # Beside the other private files, never beside a --spark_log path (which may be in a
+    # folder others can write, such as /tmp itself).
+    folder = log.folder if log.folder is not None else folder_for("logs")[0]
+    config = os.path.join(folder, f"{os.path.basename(str(path))}-{uuid.uuid4().hex[:8]}{_CONFIG_SUFFIX}")
+    with create_private_file(config) as handle:
+        handle.write(("\n".join(lines) + "\n").encode())
     return config
 
 
@@ -108,7 +165,7 @@ def java_options(log: SparkLog, level: str, conf: dict[str, str]) -> dict[str, s
     if log.path is None or "log4j" in given:
         _CURRENT = SparkLog(None, log.verbose)
         return conf
-    config = _write_config(log.path, level)
+    config = _write_config(log, level)
     _CURRENT = log
     redirect_python_loggers(log)
     return {**conf, key: f"{given} -Dlog4j2.configurationFile=file:{config}".strip()}
@@ -120,7 +177,7 @@ def reconfigure_jvm(jvm: Any, log: SparkLog, level: str) -> None:
     if log.path is None:
         _CURRENT = SparkLog(None, log.verbose)
         return
-    config = _write_config(log.path, level)
+    config = _write_config(log, level)
     uri = jvm.java.io.File(config).toURI()
     jvm.java.lang.System.setProperty("log4j2.configurationFile", uri.toString())
     _forget_spark_default_config(jvm)

@@ -150,7 +150,7 @@ class StreamRun:
         for intake in self.intakes.values():
             intake.stop()
         if self.temporary:
-            commits.remove(self.store.root)
+            commits.remove(self.store.root, missing_ok=True)
 
     # -- around each step ---------------------------------------------------------------------
     def before_step(self, step: int) -> None:

@@ -15,13 +15,13 @@ executors. The pattern is always the same three parts:
 - **remove leftovers** of attempts that failed or were cut short (``remove``).
 
 Paths are plain local paths or URLs. Where ``FileSystems`` serves a path with
-``LocalFileSystem`` (plain paths, ``file://``), the work is Python's ``os`` (renames are
-atomic, small files are fsynced); any other file system registered in ``FileSystems``
-(``hdfs://``, ``s3a://``... through Hadoop's FileSystem API on Spark, see
-``runners/spark/hadoop_filesystem.py``) is used through its own operations, with the
-atomicity its rename has. The helpers that go with the pattern (``join``, ``makedirs``,
-``exists``, ``is_directory``, ``list_names``, ``read_bytes``) let a writer stay free of
-``os``.
+``LocalFileSystem`` (plain paths, ``file://``), the work is Python's ``os``: renames are
+atomic and made durable by an fsync of the folder renamed into, small files are fsynced.
+Any other file system registered in ``FileSystems`` (``hdfs://``, ``s3a://``... through
+Hadoop's FileSystem API on Spark, see ``runners/spark/hadoop_filesystem.py``) is used
+through its own operations, with the atomicity its rename has. The helpers that go with
+the pattern (``join``, ``makedirs``, ``exists``, ``is_directory``, ``list_names``,
+``read_bytes``) let a writer stay free of ``os``.
 
 >>> temporary_beside("/out/scores-step-00000007").startswith("/out/.sparkbeam-temp-scores-step-00000007-")
 True
@@ -32,9 +32,12 @@ True
 from __future__ import annotations
 
 import contextlib
+import errno
+import logging
 import os
 import posixpath
 import shutil
+import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -60,6 +63,8 @@ __all__ = [
     "temporary_beside",
     "write_bytes",
 ]
+
+_LOG = logging.getLogger(__name__)
 
 #: how every temporary file or directory's name starts (hidden from readers' globs)
 TEMPORARY_MARK = ".sparkbeam-temp-"
@@ -169,8 +174,10 @@ def staging_directory(final: str, *, create: bool = True) -> Iterator[str]:
         makedirs(temp)
     try:
         yield temp
-    finally:
-        remove(temp)
+    except BaseException:
+        _remove_after_failure(temp)
+        raise
+    remove(temp, missing_ok=True)  # committed (renamed away) or never created
 
 
 def commit(temporary: str, final: str) -> None:
@@ -179,6 +186,13 @@ def commit(temporary: str, final: str) -> None:
     local, local_final = _local(temporary), _local(final)
     if local is not None and local_final is not None:
         os.replace(local, local_final)
+        # A rename is an entry in its folder: until the folder is synced, a power loss can
+        # undo it even though the file's own bytes were synced (journal entries, manifests).
+        target_folder = os.path.dirname(os.path.abspath(local_final))
+        _sync_folder(target_folder)
+        source_folder = os.path.dirname(os.path.abspath(local))
+        if source_folder != target_folder:
+            _sync_folder(source_folder)
         return
     fs = _remote(temporary)
     if hasattr(fs, "replace"):
@@ -187,6 +201,20 @@ def commit(temporary: str, final: str) -> None:
         if fs.exists(final) and not fs.is_directory(final):
             fs.delete([final])
         fs.rename([temporary], [final])
+
+
+def _sync_folder(folder: str) -> None:
+    """fsync a local folder, so that the renames in it survive a power loss."""
+    descriptor = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(descriptor)
+    except OSError as error:
+        # Some file systems cannot sync a folder (EINVAL: FUSE mounts, some network file
+        # systems); their renames are as durable as they make them, nothing more to do.
+        if error.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
+            raise
+    finally:
+        os.close(descriptor)
 
 
 def commit_directory(new_dir: str | None, final_dir: str) -> None:
@@ -198,12 +226,12 @@ def commit_directory(new_dir: str | None, final_dir: str) -> None:
     directory, name = _split(final_dir)
     aside = join(directory, _REPLACED_MARK + name)
     if exists(aside):  # left by a run that failed between the two renames
-        remove(aside)
+        remove(aside, missing_ok=True)
     if exists(final_dir):
         commit(final_dir, aside)
     if new_dir is not None:
         commit(new_dir, final_dir)
-    remove(aside)
+    remove(aside, missing_ok=True)  # there only if final_dir was
 
 
 def write_bytes(path: str, data: bytes) -> None:
@@ -221,22 +249,56 @@ def write_bytes(path: str, data: bytes) -> None:
                 handle.write(data)
         commit(temp, path)
     except BaseException:
-        remove(temp)
+        _remove_after_failure(temp)
         raise
 
 
-def remove(path: str) -> None:
-    """Remove a leftover file or directory; one already gone is fine."""
+def _remove_after_failure(temp: str) -> None:
+    """Remove a temporary a failed write leaves; if that fails too, say so naming it and
+    let the write's own error be the one raised."""
+    try:
+        remove(temp, missing_ok=True)
+    except Exception as error:
+        _LOG.warning("could not remove %s after a failed write: %s", temp, error)
+
+
+def _gone_already(function: Any, path: str, error: Any) -> None:
+    """``rmtree``'s error handler: an entry another process removed first is fine; any
+    other error (a permission error, a busy mount) is raised."""
+    exception = error if isinstance(error, BaseException) else error[1]
+    if isinstance(exception, FileNotFoundError):
+        return
+    if isinstance(exception, OSError) and exception.errno is not None and exception.filename != path:
+        # rmtree reports names relative to the folder it is in: name the whole path
+        raise type(exception)(exception.errno, exception.strerror, path) from exception
+    raise exception
+
+
+def remove(path: str, *, missing_ok: bool = False) -> None:
+    """Remove a file or a directory tree. ``missing_ok``: a path already gone is fine (the
+    caller's leftovers, which an earlier attempt may have removed); otherwise
+    FileNotFoundError. Any other error (permission denied, a file system that refused) is
+    raised, naming the path, never swallowed."""
     local = _local(path)
     if local is None:
         fs = _remote(path)
+        if not fs.exists(path):
+            if missing_ok:
+                return
+            raise FileNotFoundError(errno.ENOENT, "no such file or directory", path)
         if hasattr(fs, "remove"):
             fs.remove(path)
-        elif fs.exists(path):
+        else:
             fs.delete([path])
         return
     if os.path.isdir(local) and not os.path.islink(local):
-        shutil.rmtree(local, ignore_errors=True)
-    else:
-        with contextlib.suppress(FileNotFoundError):
-            os.remove(local)
+        if sys.version_info >= (3, 12):
+            shutil.rmtree(local, onexc=_gone_already)
+        else:
+            shutil.rmtree(local, onerror=_gone_already)
+        return
+    try:
+        os.remove(local)
+    except FileNotFoundError:
+        if not missing_ok:
+            raise

@@ -224,7 +224,7 @@ class _Finalize:
                 msg = f"the temporary shard {temp_path} for {final} has disappeared; was the temporary directory removed while the pipeline ran?"
                 raise FileNotFoundError(msg)
             finals.append(final)
-        commits.remove(self.temp_dir)
+        commits.remove(self.temp_dir, missing_ok=True)  # made only where a bundle or a padding shard was written
         return finals
 
 

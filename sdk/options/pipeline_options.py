@@ -58,6 +58,14 @@ def _positive_int(text: Any) -> int:
     return value
 
 
+def _positive_float(text: Any) -> float:
+    value = float(text)
+    if not value > 0:  # NaN too
+        msg = f"expected a positive number, got {text!r}"
+        raise ValueError(msg)
+    return value
+
+
 def _non_negative_float(text: Any) -> float:
     value = float(text)
     if value < 0:
@@ -324,7 +332,11 @@ class SparkRunnerOptions(PipelineOptions):
         _Option("spark_log", str, None,
                 "file for Spark's own log (log4j) when the runner starts Spark; a failed run "
                 "names it", group="spark", metavar="PATH",
-                default_text="a new file under the temporary directory"),
+                default_text="a new file in <tmp>/sparkbeam-<uid>/logs, a folder only you can read"),
+        _Option("spark_log_max_age_days", _positive_float, 7.0,
+                "remove sparkbeam's own Spark log files (those in <tmp>/sparkbeam-<uid>/logs, "
+                "not a --spark_log file) last written more than N days ago, when a run starts",
+                group="spark", metavar="DAYS"),
     )
 
 

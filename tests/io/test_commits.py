@@ -7,6 +7,7 @@ import os
 import pytest
 
 from sparkbeam.io import commits
+from tests.other_user import FIRST_UID, run_as, shared_temp_dir
 
 
 def test_a_small_file_is_written_whole_and_leaves_no_temporary(tmp_path):
@@ -54,5 +55,75 @@ def test_leftovers_are_recognised_by_name(tmp_path):
     leftover = tmp_path / os.path.basename(commits.temporary_beside("x"))
     leftover.write_text("partial")
     commits.remove(str(leftover))
-    commits.remove(str(leftover))  # already gone is fine
+    commits.remove(str(leftover), missing_ok=True)  # already gone is fine where the caller says so
     assert os.listdir(tmp_path) == []
+
+
+def test_a_missing_path_is_an_error_unless_the_caller_says_it_may_be_gone(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        commits.remove(str(tmp_path / "never-written"))
+    commits.remove(str(tmp_path / "never-written"), missing_ok=True)
+
+
+def try_to_remove(paths: list[str]) -> list[str]:
+    """What ``remove`` raised for each path, removed or not."""
+    outcomes = []
+    for path in paths:
+        try:
+            commits.remove(path, missing_ok=True)
+        except OSError as error:
+            outcomes.append(f"{type(error).__name__}: {error.filename}")
+        else:
+            outcomes.append("removed")
+    return outcomes
+
+
+def test_a_permission_error_while_removing_is_raised_not_swallowed(monkeypatch):
+    """Leftovers in a folder the remover may not change: the error reaches the caller. As
+    root (CI) the remover is another uid; otherwise this user, kept out by the mode."""
+    with shared_temp_dir(monkeypatch) as shared:
+        locked = os.path.join(shared, "locked")
+        os.makedirs(os.path.join(locked, "tree", "inner"))
+        for path in (os.path.join(locked, "file"), os.path.join(locked, "tree", "inner", "file")):
+            with open(path, "w") as handle:
+                handle.write("x")
+        paths = [os.path.join(locked, "file"), os.path.join(locked, "tree")]
+        try:
+            os.chmod(locked, 0o555)
+            os.chmod(os.path.join(locked, "tree", "inner"), 0o555)
+            if os.geteuid() == 0:
+                outcomes, _ = run_as(FIRST_UID, try_to_remove, paths)
+            else:
+                outcomes = try_to_remove(paths)
+        finally:
+            os.chmod(locked, 0o755)
+            os.chmod(os.path.join(locked, "tree", "inner"), 0o755)
+        assert outcomes == [
+            f"PermissionError: {paths[0]}",
+            f"PermissionError: {os.path.join(locked, 'tree', 'inner', 'file')}",
+        ]
+        assert os.path.exists(paths[0]) and os.path.exists(os.path.join(locked, "tree", "inner", "file"))
+
+
+def test_a_rename_into_place_syncs_the_folder_after_it(tmp_path, monkeypatch):
+    """Journal entries and manifests must survive a power loss: the rename's folder entry is
+    synced after the rename (and the file's bytes before it)."""
+    events = []
+    replace, fsync = os.replace, os.fsync
+
+    def recording_replace(source, destination):
+        replace(source, destination)
+        events.append(("rename into", os.path.dirname(destination)))
+
+    def recording_fsync(descriptor):
+        fsync(descriptor)
+        target = os.readlink(f"/proc/self/fd/{descriptor}")
+        events.append(("sync folder" if os.path.isdir(target) else "sync file", target))
+
+    monkeypatch.setattr(os, "replace", recording_replace)
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    journal = tmp_path / "journal"
+    journal.mkdir()
+    commits.write_bytes(str(journal / "0000000003.json"), b"{}")
+    assert [kind for kind, _ in events] == ["sync file", "rename into", "sync folder"]
+    assert events[1:] == [("rename into", str(journal)), ("sync folder", str(journal))]

@@ -69,6 +69,9 @@ def test_commits_through_hadoop(tmp_path, through_hadoop):
     assert sorted(os.path.basename(m.path) for m in found) == ["a.json", "part2"]
     commits.remove(commits.join(root, "step-1"))
     assert not commits.exists(commits.join(root, "step-1"))
+    with pytest.raises(FileNotFoundError):
+        commits.remove(commits.join(root, "step-1"))
+    commits.remove(commits.join(root, "step-1"), missing_ok=True)
 
 
 def test_without_a_session_the_error_says_why(monkeypatch, spark):

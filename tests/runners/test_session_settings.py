@@ -45,12 +45,14 @@ def test_settings_fixed_at_start_are_refused_by_name_and_nothing_changes(spark):
                 PARTITIONS: "9",
                 "spark.executor.memory": "7g",  # a core setting
                 "spark.sql.warehouse.dir": "/elsewhere",  # a static SQL setting
-                "spark.executorEnv.SOMETHING": "1",  # read when the context starts
+                "spark.executorEnv.DB_PASSWORD": "hunter2",  # read when the context starts
             },
         )
     message = str(failure.value)
-    for refused in ("spark.executor.memory=7g", "spark.sql.warehouse.dir=/elsewhere", "spark.executorEnv.SOMETHING=1"):
-        assert refused in message
+    assert "spark.executor.memory, spark.sql.warehouse.dir, spark.executorEnv.DB_PASSWORD (values not shown)" in message
+    # Values may be secrets: neither the ones asked for nor the session's are printed.
+    for value in ("7g", "/elsewhere", "hunter2", spark.conf.get("spark.sql.warehouse.dir"), spark.conf.get("spark.executor.memory", "1g")):
+        assert value not in message
     assert PARTITIONS not in message
     assert "Stop the session" in message and "SparkSession.builder.config" in message
     assert spark.conf.get(PARTITIONS) == partitions_before
@@ -68,7 +70,7 @@ def test_a_pipeline_with_a_setting_spark_cannot_change_fails_before_running(spar
     partitions_before = spark.conf.get(PARTITIONS)
     p = beam.Pipeline(options=PipelineOptions(spark_conf=[f"{PARTITIONS}=5", "spark.executor.memory=7g"]))
     _ = p | beam.Create([1]) | beam.Map(lambda x: x)
-    with pytest.raises(RuntimeError, match=r"spark.executor.memory=7g"):
+    with pytest.raises(RuntimeError, match=r"on a running session, which has other values for them: spark.executor.memory \(values not shown\)"):
         p.run()
     assert spark.conf.get(PARTITIONS) == partitions_before
 
@@ -96,6 +98,11 @@ def test_spark_conf_items_must_be_key_value():
     assert parse_spark_conf(["a=1", " b = x=y "]) == {"a": "1", "b": "x=y"}
     with pytest.raises(ValueError, match="--spark_conf takes key=value, got 'oops'"):
         parse_spark_conf(["oops"])
+    # What is not a setting's name alone may hold a secret: not shown.
+    for item in ("spark.ssl.keyPassword hunter2", "=hunter2"):
+        with pytest.raises(ValueError, match=r"--spark_conf takes key=value, got item 2 \(not shown: it may hold a secret\)") as failure:
+            parse_spark_conf(["a=1", item])
+        assert "hunter2" not in str(failure.value)
 
 
 class FakeContext:
