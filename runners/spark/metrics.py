@@ -12,11 +12,16 @@ to a small listener on the driver (``AttemptReports``): they are the difference 
 *attempted* and committed. The report is JSON (never unpickled) and carries the run's
 token; a report that cannot be sent (an unreachable driver) is logged by the executor
 and leaves attempted short of that attempt.
+
+The channel also carries the run's key for user errors: a ``UserCodeError`` made into
+text while one of the run's tasks runs here is signed with it (``runners/core/errors.py``),
+so that the driver can tell the payload its executors made from one a record holds.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import secrets
@@ -36,8 +41,9 @@ from sparkbeam.metrics.execution import (
     MetricUpdates,
 )
 from sparkbeam.metrics.metricbase import MetricName
+from sparkbeam.runners.core import errors
 
-__all__ = ["AttemptReports", "MetricsChannel", "MetricsParam", "metered", "task_container", "task_failed"]
+__all__ = ["AttemptReports", "MetricsChannel", "MetricsParam", "metered", "metered_by", "task_container", "task_failed"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -140,13 +146,15 @@ class AttemptReports:
 
 
 class MetricsChannel:
-    """What a task needs to report its metrics: the step's accumulator and where failed
-    attempts are reported (shipped with the stage's functions)."""
+    """What a task needs to report to the driver (shipped with the stage's functions): the
+    step's accumulator, where failed attempts are reported, and the run's key for signing
+    user errors."""
 
-    def __init__(self, accumulator: Any, address: tuple[str, int], token: str) -> None:
+    def __init__(self, accumulator: Any, address: tuple[str, int], token: str, error_key: bytes) -> None:
         self.accumulator = accumulator
         self.address = address
         self.token = token
+        self.error_key = error_key
 
     def report_failure(self, updates: MetricUpdates) -> None:
         try:
@@ -181,13 +189,30 @@ class _Task:
 _TASK: _Task | None = None
 
 
-def task_container() -> _Task:
-    """The task attempt running in this process, with its container installed."""
-    global _TASK
+def _attempt_running() -> int | None:
+    """Spark's id of the task attempt running in this process; None in the driver's."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
-    attempt = context.taskAttemptId() if context is not None else None
+    return context.taskAttemptId() if context is not None else None
+
+
+def _error_key_of_running_task() -> bytes | None:
+    # Only the attempt that was given the key signs with it: a task of another run in a
+    # reused Python worker, given no channel, must not sign with this one's key.
+    task = _TASK
+    if task is None or task.channel is None or task.attempt != _attempt_running():
+        return None
+    return task.channel.error_key
+
+
+errors.sign_payloads_with(_error_key_of_running_task)
+
+
+def task_container() -> _Task:
+    """The task attempt running in this process, with its container installed."""
+    global _TASK
+    attempt = _attempt_running()
     if _TASK is None or _TASK.attempt != attempt:
         _TASK = _Task(attempt)
         MetricsEnvironment.install(_TASK.container)
@@ -227,3 +252,9 @@ def metered(channel: MetricsChannel, function: Callable[..., Iterable[Any]], *ar
         task.fail()
         raise
     channel.accumulator.add(task.drain())
+
+
+def metered_by(channel: MetricsChannel | None, function: Callable[..., Iterable[Any]]) -> Callable[..., Iterable[Any]]:
+    """``function`` for ``mapPartitions`` (or ``WithIndex``), metered when a channel is given
+    (a write called on its own, in a test, has none)."""
+    return function if channel is None else functools.partial(metered, channel, function)

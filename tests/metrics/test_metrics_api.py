@@ -88,7 +88,7 @@ def test_the_failed_attempts_listener_stops_without_the_default_half_second_wait
     monkeypatch.setattr(socketserver.BaseServer, "serve_forever", watched)
     reports = spark_metrics.AttemptReports("127.0.0.1")
     try:
-        spark_metrics.MetricsChannel(None, reports.address, reports.token).report_failure(MetricUpdates())
+        spark_metrics.MetricsChannel(None, reports.address, reports.token, b"").report_failure(MetricUpdates())
     finally:
         reports.close()
     assert intervals == [spark_metrics.SHUTDOWN_POLL_SECONDS] and spark_metrics.SHUTDOWN_POLL_SECONDS <= 0.05
