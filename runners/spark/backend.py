@@ -26,7 +26,6 @@ from __future__ import annotations
 import functools
 import os
 import secrets
-import socket
 import uuid
 from typing import Any
 
@@ -53,6 +52,7 @@ from sparkbeam.runners.core.side_input_wait import must_wait
 from sparkbeam.runners.core.sources import SourceEmission
 from sparkbeam.runners.core.steps import StageResult, StageSummary, StepParams
 from sparkbeam.runners.spark import (
+    attempt_reports,
     batch_grouping,
     driver_stages,
     metrics,
@@ -136,7 +136,7 @@ class SparkBackend:
         #: user metrics: the step's accumulator (made at its first stage) and the listener
         #: for failed attempts' updates (runners/spark/metrics.py)
         self.metrics_channel: metrics.MetricsChannel | None = None
-        self.attempt_reports: metrics.AttemptReports | None = None
+        self.attempt_reports: attempt_reports.AttemptReports | None = None
         #: the run's key: executors sign the user errors they send back with it, and the
         #: driver unpickles none that it does not verify (runners/core/errors.py)
         self.error_key = secrets.token_bytes(32)
@@ -495,12 +495,12 @@ class SparkBackend:
         """The step's metrics channel: one accumulator for every stage of the step."""
         if self.attempt_reports is None:
             conf = self.sc.getConf()
-            local = (conf.get("spark.master") or "").startswith("local")
-            host = "127.0.0.1" if local else (conf.get("spark.driver.host") or socket.gethostname())
-            self.attempt_reports = metrics.AttemptReports(host)
+            bind_host, advertised_host = attempt_reports.listen_addresses(conf)
+            encrypted = attempt_reports.encrypted_channel_wanted(conf)
+            self.attempt_reports = attempt_reports.AttemptReports(bind_host, advertised_host, encrypted=encrypted)
         if self.metrics_channel is None:
             accumulator = self.sc.accumulator(MetricUpdates(), metrics.MetricsParam())
-            self.metrics_channel = metrics.MetricsChannel(accumulator, self.attempt_reports.address, self.attempt_reports.token, self.error_key)
+            self.metrics_channel = metrics.MetricsChannel(accumulator, self.attempt_reports.channel(), self.error_key)
         return self.metrics_channel
 
     def _metered(self, function: Any, *args: Any) -> Any:
