@@ -183,7 +183,7 @@ class SparkBackend:
             return dataset.collected
         if dataset.known_empty:
             return []
-        plain = dataset.rdd.mapPartitions(self._metered(stage_records.as_plain_tuples))
+        plain = dataset.rdd.mapPartitions(self._keyed(stage_records.as_plain_tuples))
         plain._jrdd_deserializer = stage_records.ElementsToTheDriver(plain._jrdd_deserializer)
         with user_errors(self.error_key):
             return plain.collect()
@@ -309,14 +309,14 @@ class SparkBackend:
             combined = state  # only timers to fire: no shuffle at all
         else:
             if stateful:
-                keyed = new.rdd.mapPartitions(self._metered(worker.keyed_for_state, grouping))
+                keyed = new.rdd.mapPartitions(self._keyed(worker.keyed_for_state, grouping))
             elif lifting.lifts(grouping):
                 # The combine lifted: one record per key and window of each partition.
                 keyed = new.rdd.mapPartitions(
                     self._metered(worker.precombined, grouping, self.overlapping_window_rule, params.output_watermark)
                 )
             else:
-                keyed = new.rdd.mapPartitions(self._metered(worker.keyed_elements, grouping))
+                keyed = new.rdd.mapPartitions(self._keyed(worker.keyed_elements, grouping))
             shuffled = keyed.partitionBy(self.num_partitions, self.partition_fn)
             combined = shuffled if state is None else state.union(shuffled)
         if combined.getNumPartitions() != self.num_partitions:
@@ -506,6 +506,11 @@ class SparkBackend:
     def _metered(self, function: Any, *args: Any) -> Any:
         """``function`` bound to ``args`` for ``mapPartitions``, its task's metrics reported."""
         return functools.partial(metrics.metered, self._channel(), function, *args)
+
+    def _keyed(self, function: Any, *args: Any) -> Any:
+        """``function`` bound to ``args`` for ``mapPartitions``, its task given the run's key
+        for user errors (``metrics.with_channel``): no user code of its own to meter."""
+        return functools.partial(metrics.with_channel, self._channel(), function, *args)
 
     def step_metrics(self) -> tuple[MetricUpdates, MetricUpdates]:
         """After the step's jobs: what its successful tasks committed, and what failed

@@ -31,7 +31,7 @@ from sparkbeam.metrics.execution import MetricsContainer, MetricsEnvironment, Me
 from sparkbeam.runners.core import errors
 from sparkbeam.runners.spark.attempt_reports import ReportChannel
 
-__all__ = ["MetricsChannel", "MetricsParam", "metered", "metered_by", "task_container", "task_failed"]
+__all__ = ["MetricsChannel", "MetricsParam", "metered", "metered_by", "task_container", "task_failed", "with_channel"]
 
 
 class MetricsParam(AccumulatorParam):
@@ -147,6 +147,15 @@ def metered(channel: MetricsChannel, function: Callable[..., Iterable[Any]], *ar
         task.fail()
         raise
     channel.accumulator.add(task.drain())
+
+
+def with_channel(channel: MetricsChannel, function: Callable[..., Iterable[Any]], *args: Any) -> Iterable[Any]:
+    """``function(*args)`` itself, its task given ``channel`` first: for a function that runs
+    no user code but may raise a ``UserCodeError`` (its own, or a read's it pulls from),
+    which then carries the run's key. Unlike ``metered``, nothing stands between its items
+    and Spark: a generator around it cost about 90 ns an element."""
+    task_container().channel = channel
+    return function(*args)
 
 
 def metered_by(channel: MetricsChannel | None, function: Callable[..., Iterable[Any]]) -> Callable[..., Iterable[Any]]:

@@ -5,6 +5,7 @@ through sparkbeam's own pipelines and Beam's run on sparkbeam alike."""
 from __future__ import annotations
 
 import base64
+import functools
 import os
 import pickle
 import secrets
@@ -15,6 +16,7 @@ import pytest
 import sparkbeam as beam
 from sparkbeam.runners.core.errors import UserCodeError
 from sparkbeam.runners.spark.errors import SparkTaskError, user_errors
+from sparkbeam.runners.spark.metrics import MetricsChannel, with_channel
 
 pytestmark = pytest.mark.spark
 
@@ -98,3 +100,12 @@ def test_a_task_given_no_key_sends_no_payload_and_the_driver_shows_its_text(spar
     with pytest.raises(SparkTaskError) as raised, user_errors(secrets.token_bytes(32)):
         unkeyed.collect()
     assert "ValueError: invalid literal for int() with base 10: 'x' (in transform 'ToInt', applied at job.py:3)" in str(raised.value)
+
+
+def test_a_task_given_the_runs_channel_signs_and_the_driver_rebuilds_the_users_exception(spark):
+    key = secrets.token_bytes(32)
+    channel = MetricsChannel(None, None, key)
+    keyed = spark.sparkContext.parallelize(["x"], 1).mapPartitions(functools.partial(with_channel, channel, _fails_unkeyed))
+    with pytest.raises(ValueError, match="invalid literal for int") as raised, user_errors(key):
+        keyed.collect()
+    assert "in transform 'ToInt' (applied at job.py:3) while processing 'x'" in raised.value.__notes__
