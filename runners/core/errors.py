@@ -109,7 +109,7 @@ class UserCodeError(Exception):
             return text
         if self._signed is None or self._signed[0] != key:
             # Pickled when made into text, not when raised: an error caught and handled
-            # (the in-memory backend, a dead letter) costs no pickling.
+            # (as the in-memory backend does) costs no pickling.
             payload = _dumps((self.label, self.location, self.error, self.element, self.frames))
             self._signed = (key, f" [[sparkbeam-user-error:{payload}:{_mac(key, payload)}]]")
         return text + self._signed[1]
