@@ -13,6 +13,7 @@ watermark moving backwards.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import tempfile
 import threading
@@ -24,7 +25,8 @@ from sparkbeam.runners.core.clock import Clock, WallClock
 from sparkbeam.runners.core.plan import StagePlan
 from sparkbeam.runners.core.steps import StepLoop
 from sparkbeam.runners.core.stream_sources import StreamSourceState
-from sparkbeam.runners.spark.checkpoints import CheckpointStore, pipeline_shape
+from sparkbeam.runners.spark.checkpoint_key import load_key
+from sparkbeam.runners.spark.checkpoints import LOOP_FILE, CheckpointStore, pipeline_shape
 from sparkbeam.runners.spark.intake import StreamIntake
 
 __all__ = ["PinnedClock", "StreamRun"]
@@ -57,8 +59,13 @@ class StreamRun:
         self.available_now = settings["available_now"]
         given = settings["checkpoint_dir"]
         self.temporary = given is None
-        root = given if given is not None else tempfile.mkdtemp(prefix="sparkbeam-stream-")
-        self.store = CheckpointStore(root, pipeline_shape(plan))
+        if self.temporary:
+            # Removed at the end, never resumed: a key of this run alone seals it.
+            root, key, key_path = tempfile.mkdtemp(prefix="sparkbeam-stream-"), os.urandom(32), "(this run's own key)"
+        else:
+            key, key_path = load_key(settings.get("checkpoint_key_file"))
+            root = given
+        self.store = CheckpointStore(root, pipeline_shape(plan), key=key, key_path=key_path)
         self.loop: StepLoop | None = None
         self.sources: dict[int, StreamSourceState] = {}
         self.intakes: dict[int, StreamIntake] = {}
@@ -72,6 +79,7 @@ class StreamRun:
         """Claim the directory, restore the newest checkpoint, start the sources' queries."""
         self.loop = loop
         self.store.claim()
+        self.backend.wal_sealer = self.store.sealer
         self.sources = {rt.stage.id: rt.source for rt in loop.runtimes if isinstance(rt.source, StreamSourceState)}
         if self.spark.sparkContext.getConf().get("spark.hadoop.cloneConf", "false").lower() != "true":
             _LOG.warning(
@@ -105,6 +113,7 @@ class StreamRun:
                 trigger_seconds=self.step_interval,
                 available_now=self.available_now,
                 drop_before=source.drop_before,
+                sealer=self.store.sealer,
             )
             self.intakes[stage_id] = intake
         for intake in self.intakes.values():
@@ -222,9 +231,10 @@ class StreamRun:
         started = time.perf_counter()
         resume_at = loop.step
         directory = self.store.begin(resume_at)
-        state_files = self.backend.save_state(directory)
-        commits.write_bytes(
-            commits.join(directory, "loop.pickle"),
+        state_files = self.backend.save_state(directory, self.store.sealer)
+        self.store.write_sealed(
+            commits.join(directory, LOOP_FILE),
+            "loop",
             cloudpickle.dumps({"loop": loop.snapshot(), "backend": self.backend.snapshot()}),
         )
         watermarks = {rt.stage.name: [rt.input_watermark, rt.output_watermark] for rt in loop.runtimes}
@@ -238,7 +248,7 @@ class StreamRun:
         self.store.commit(
             resume_at,
             {
-                "files": ["loop.pickle", *state_files.values()],
+                "files": [LOOP_FILE, *state_files.values()],
                 "state": state_files,
                 "watermarks": watermarks,
                 "sources": sources,
@@ -258,8 +268,10 @@ class StreamRun:
         if loop is None:
             return
         directory = self.store.checkpoint_path(manifest["step"])
-        saved = pickle.loads(commits.read_bytes(commits.join(directory, "loop.pickle")))
+        # Unpickled only once its seal checks out (the key is outside the directory).
+        saved = pickle.loads(self.store.read_sealed(commits.join(directory, LOOP_FILE), "loop"))
         loop.restore(saved["loop"])
-        self.backend.restore(saved["backend"], {int(k): commits.join(directory, v) for k, v in manifest["state"].items()})
+        state_paths = {int(k): commits.join(directory, v) for k, v in manifest["state"].items()}
+        self.backend.restore(saved["backend"], state_paths, self.store.sealer)
         self.restored_step = manifest["step"]
         _LOG.info("restored the checkpoint of step %d from %s", manifest["step"], self.store.root)

@@ -53,9 +53,11 @@ __all__ = [
     "is_temporary",
     "join",
     "list_names",
+    "local_path",
     "makedirs",
     "read_bytes",
     "remove",
+    "restrict",
     "staging_directory",
     "temporary_beside",
     "write_bytes",
@@ -74,6 +76,11 @@ def _local(path: str) -> str | None:
     if isinstance(FileSystems.get_filesystem(path), LocalFileSystem):
         return path.removeprefix("file://")
     return None
+
+
+def local_path(path: str) -> str | None:
+    """The ``os`` path of ``path`` if Python's local file system serves it, else None."""
+    return _local(path)
 
 
 def _remote(path: str) -> Any:
@@ -108,17 +115,46 @@ def is_temporary(name: str) -> bool:
     return _split(name)[1].startswith((TEMPORARY_MARK, _REPLACED_MARK))
 
 
-def makedirs(path: str) -> None:
-    """Create a directory and its parents; one already there is fine."""
+def makedirs(path: str, *, private: bool = False) -> None:
+    """Create a directory and its parents; one already there is fine. ``private``: the
+    directories it creates have mode 0700 (on a local file system, or one of Hadoop's that
+    has permissions)."""
     local = _local(path)
     if local is not None:
-        os.makedirs(local, exist_ok=True)
+        if not private:
+            os.makedirs(local, exist_ok=True)
+            return
+        missing = []
+        while local and not os.path.isdir(local):
+            missing.append(local)
+            local = os.path.dirname(local)
+        for folder in reversed(missing):  # os.makedirs gives its mode to the last one only
+            try:
+                os.mkdir(folder, 0o700)
+            except FileExistsError:
+                if not os.path.isdir(folder):
+                    raise
         return
     fs = _remote(path)
     if hasattr(fs, "makedirs"):
-        fs.makedirs(path)
+        fs.makedirs(path, private=private) if private else fs.makedirs(path)
     elif not fs.exists(path):
         fs.mkdirs(path)
+
+
+def restrict(path: str) -> None:
+    """Make a tree that another writer made (Spark's, on the executors) its owner's alone:
+    directories 0700, files 0600. Local file systems only; elsewhere what lies under a
+    private directory is as private as the directory (see the README's checkpoints)."""
+    local = _local(path)
+    if local is None:
+        return
+    for directory, _, names in os.walk(local):
+        os.chmod(directory, 0o700)
+        for name in names:
+            file_path = os.path.join(directory, name)
+            if not os.path.islink(file_path):
+                os.chmod(file_path, 0o600)
 
 
 def exists(path: str) -> bool:
@@ -206,13 +242,16 @@ def commit_directory(new_dir: str | None, final_dir: str) -> None:
     remove(aside)
 
 
-def write_bytes(path: str, data: bytes) -> None:
-    """Write a small file whole or not at all: to a temporary, synced, then committed."""
+def write_bytes(path: str, data: bytes, *, private: bool = False) -> None:
+    """Write a small file whole or not at all: to a temporary, synced, then committed.
+    ``private``: created with mode 0600 on a local file system."""
     temp = temporary_beside(path)
     try:
         local = _local(temp)
         if local is not None:
-            with open(local, "wb") as handle:
+            # A new name of our own (O_EXCL), never a link planted there (O_NOFOLLOW).
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+            with os.fdopen(os.open(local, flags, 0o600 if private else 0o666), "wb") as handle:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())

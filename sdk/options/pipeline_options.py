@@ -287,6 +287,10 @@ class SparkRunnerOptions(PipelineOptions):
                 "where a real stream keeps its write-ahead log, journal and checkpoints; a run "
                 "started again with it resumes", group="streaming",
                 default_text="a temporary directory, removed at the end"),
+        _Option("checkpoint_key_file", str, None,
+                "the key (64 hex digits, mode 0600) that authenticates what a stream reads back "
+                "from --checkpoint_dir, the same wherever it resumes", group="streaming", metavar="PATH",
+                default_text="$SPARKBEAM_CHECKPOINT_KEY_FILE, else ~/.config/sparkbeam/checkpoint-key"),
         _Option("file_urls_through_hadoop", _to_bool, False,
                 "serve file:// URLs (checkpoints, write-ahead logs, committing output, matching "
                 "inputs on the driver) through Hadoop's FileSystem API, as hdfs://, s3a:// and "
