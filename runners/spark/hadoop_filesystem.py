@@ -211,6 +211,21 @@ class HadoopFileSystem(FileSystem):
         raw = io.BufferedWriter(_JavaOutput(fs.create(jpath, True)), buffer_size=_READ_CHUNK)
         return compressed_stream(raw, "wb", FileSystem._get_compression_type(path, compression_type), path)
 
+    def create_new(self, path: str, data: bytes) -> bool:
+        """Write ``data`` to ``path`` unless something is there: Hadoop's create without
+        overwrite, atomic on HDFS (on object stores, as atomic as the connector's
+        conditional create); False if the file was there."""
+        fs, jpath = self._fs(path)
+        try:
+            stream = fs.create(jpath, False)
+        except Exception as error:  # Py4J's error around FileAlreadyExistsException
+            if "FileAlreadyExistsException" in str(error) or fs.exists(jpath):
+                return False
+            raise
+        with io.BufferedWriter(_JavaOutput(stream), buffer_size=_READ_CHUNK) as handle:
+            handle.write(data)
+        return True
+
     def open(self, path: str, mime_type: str = "application/octet-stream", compression_type: Any = CompressionTypes.AUTO) -> IO[bytes]:
         fs, jpath = self._fs(path)
         raw = io.BufferedReader(_JavaInput(fs.open(jpath)), buffer_size=_READ_CHUNK)

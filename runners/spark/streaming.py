@@ -3,8 +3,9 @@
 ``StreamRun`` is the step loop's ``StepHooks`` for a pipeline with Structured Streaming
 sources. Before each step it picks the step's processing time and the write-ahead-log
 batches each source has made durable, and journals them; after every
-``--checkpoint_interval`` steps it writes a checkpoint. At start it claims the checkpoint
-directory (refusing one of another pipeline), restores the newest complete checkpoint and
+``--checkpoint_interval`` steps it writes a checkpoint. At start it takes the checkpoint
+directory's lease (``lease.py``: one run at a time) and claims the directory (refusing one
+of another pipeline), restores the newest complete checkpoint and
 replays the journaled steps after it with their recorded input and time, so that a run
 killed at any point resumes where it was: nothing lost, nothing counted twice, no
 watermark moving backwards.
@@ -28,8 +29,9 @@ from sparkbeam.runners.core.stream_sources import StreamSourceState
 from sparkbeam.runners.spark.checkpoint_key import load_key
 from sparkbeam.runners.spark.checkpoints import LOOP_FILE, CheckpointStore, pipeline_shape
 from sparkbeam.runners.spark.intake import StreamIntake
+from sparkbeam.runners.spark.lease import CheckpointLease
 
-__all__ = ["PinnedClock", "StreamRun"]
+__all__ = ["PinnedClock", "StreamRun", "check_before_start"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -45,6 +47,19 @@ class PinnedClock:
 
     def advance(self, micros: int) -> None:
         self.micros += micros
+
+
+def check_before_start(plan: StagePlan, settings: dict[str, Any]) -> None:
+    """Before Spark starts: refuse a local ``--checkpoint_dir`` that is not this pipeline's
+    (another pipeline's or shape, another key) or that a live run holds. The run checks it
+    again, under its lease, once Spark is up (a cluster file system only then)."""
+    root = settings["checkpoint_dir"]
+    if root is None or commits.local_path(root) is None:
+        return
+    key, key_path = load_key(settings.get("checkpoint_key_file"))
+    store = CheckpointStore(root, pipeline_shape(plan), key=key, key_path=key_path)
+    store.read_identity()
+    CheckpointLease(store.root).check_free()
 
 
 class StreamRun:
@@ -66,6 +81,7 @@ class StreamRun:
             key, key_path = load_key(settings.get("checkpoint_key_file"))
             root = given
         self.store = CheckpointStore(root, pipeline_shape(plan), key=key, key_path=key_path)
+        self.lease = CheckpointLease(self.store.root)
         self.loop: StepLoop | None = None
         self.sources: dict[int, StreamSourceState] = {}
         self.intakes: dict[int, StreamIntake] = {}
@@ -76,8 +92,11 @@ class StreamRun:
 
     # -- start and stop -------------------------------------------------------------------
     def attach(self, loop: StepLoop) -> None:
-        """Claim the directory, restore the newest checkpoint, start the sources' queries."""
+        """Take the directory's lease, claim it, restore the newest checkpoint, start the
+        sources' queries. Nothing in the directory is changed before the lease is held."""
         self.loop = loop
+        self.store.read_identity()  # a directory that is not this pipeline's: refused untouched
+        self.lease.acquire()
         self.store.claim()
         self.backend.wal_sealer = self.store.sealer
         self.sources = {rt.stage.id: rt.source for rt in loop.runtimes if isinstance(rt.source, StreamSourceState)}
@@ -158,11 +177,13 @@ class StreamRun:
     def close(self) -> None:
         for intake in self.intakes.values():
             intake.stop()
+        self.lease.release()
         if self.temporary:
             commits.remove(self.store.root)
 
     # -- around each step ---------------------------------------------------------------------
     def before_step(self, step: int) -> None:
+        self.lease.check()  # a run that lost its directory writes nothing more to it
         entry = self.replay.pop(step, None)
         if entry is None:
             self._pace()
@@ -238,6 +259,7 @@ class StreamRun:
             cloudpickle.dumps({"loop": loop.snapshot(), "backend": self.backend.snapshot()}),
         )
         watermarks = {rt.stage.name: [rt.input_watermark, rt.output_watermark] for rt in loop.runtimes}
+        self.lease.check()  # the manifest makes the checkpoint count: only while the lease is ours
         sources = {}
         for stage_id, source in self.sources.items():
             last = self.intakes[stage_id].batch(source.consumed_through)

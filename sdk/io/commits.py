@@ -48,6 +48,7 @@ __all__ = [
     "absolute",
     "commit",
     "commit_directory",
+    "create_new",
     "exists",
     "is_directory",
     "is_temporary",
@@ -55,6 +56,7 @@ __all__ = [
     "list_names",
     "local_path",
     "makedirs",
+    "modified_time",
     "read_bytes",
     "remove",
     "restrict",
@@ -167,6 +169,12 @@ def is_directory(path: str) -> bool:
     return os.path.isdir(local) if local is not None else bool(_remote(path).is_directory(path))
 
 
+def modified_time(path: str) -> float:
+    """When ``path`` was last written, in seconds since the epoch (OSError if it is not there)."""
+    local = _local(path)
+    return os.stat(local).st_mtime if local is not None else float(_remote(path).last_updated(path))
+
+
 def list_names(directory: str) -> list[str]:
     """The names directly in ``directory`` (none if it does not exist)."""
     local = _local(directory)
@@ -262,6 +270,37 @@ def write_bytes(path: str, data: bytes, *, private: bool = False) -> None:
     except BaseException:
         remove(temp)
         raise
+
+
+def create_new(path: str, data: bytes) -> bool:
+    """Write a small file whole, only if nothing is at ``path``; False if something was.
+    The one step that decides between writers who race for the same name (a lease): on a
+    local file system a hard link of a written temporary (atomic, and readers never see
+    the file half-written, mode 0600); elsewhere the file system's create-if-absent."""
+    local = _local(path)
+    if local is None:
+        fs = _remote(path)
+        if hasattr(fs, "create_new"):
+            return bool(fs.create_new(path, data))
+        if fs.exists(path):  # a file system without create-if-absent: as near as it allows
+            return False
+        with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+            handle.write(data)
+        return True
+    temp = temporary_beside(local)
+    try:
+        with os.fdopen(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600), "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(temp, local)
+        except FileExistsError:
+            return False
+        return True
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(temp)
 
 
 def remove(path: str) -> None:
