@@ -30,6 +30,7 @@ from sparkbeam.runners.spark.checkpoint_key import load_key
 from sparkbeam.runners.spark.checkpoints import LOOP_FILE, CheckpointStore, pipeline_shape
 from sparkbeam.runners.spark.intake import StreamIntake
 from sparkbeam.runners.spark.lease import CheckpointLease
+from sparkbeam.runners.spark.output_owners import check_outputs, claim_outputs
 
 __all__ = ["PinnedClock", "StreamRun", "check_before_start"]
 
@@ -51,15 +52,23 @@ class PinnedClock:
 
 def check_before_start(plan: StagePlan, settings: dict[str, Any]) -> None:
     """Before Spark starts: refuse a local ``--checkpoint_dir`` that is not this pipeline's
-    (another pipeline's or shape, another key) or that a live run holds. The run checks it
-    again, under its lease, once Spark is up (a cluster file system only then)."""
+    (another pipeline's or shape, another key) or that a live run holds, and outputs the
+    checkpoint did not write (``output_owners.py``). The run checks again, under its lease,
+    once Spark is up (a checkpoint on a cluster file system only then)."""
     root = settings["checkpoint_dir"]
-    if root is None or commits.local_path(root) is None:
-        return
-    key, key_path = load_key(settings.get("checkpoint_key_file"))
-    store = CheckpointStore(root, pipeline_shape(plan), key=key, key_path=key_path)
-    store.read_identity()
-    CheckpointLease(store.root).check_free()
+    known_id = None  # this checkpoint's identity (None: a new checkpoint)
+    pending = False  # a checkpoint on a cluster file system: its identity is read once Spark is up
+    if root is not None:
+        root = commits.absolute(root)
+        if commits.local_path(root) is not None:
+            key, key_path = load_key(settings.get("checkpoint_key_file"))
+            store = CheckpointStore(root, pipeline_shape(plan), key=key, key_path=key_path)
+            identity = store.read_identity()
+            CheckpointLease(store.root).check_free()
+            known_id = identity["id"] if identity is not None else None
+        else:
+            pending = True
+    check_outputs(plan, known_id, root, overwrite=settings["overwrite_output"], identity_pending=pending)
 
 
 class StreamRun:
@@ -72,6 +81,7 @@ class StreamRun:
         self.interval = settings["checkpoint_interval"]
         self.step_interval = settings["step_interval"]
         self.available_now = settings["available_now"]
+        self.overwrite_output = settings["overwrite_output"]
         given = settings["checkpoint_dir"]
         self.temporary = given is None
         if self.temporary:
@@ -98,6 +108,9 @@ class StreamRun:
         self.store.read_identity()  # a directory that is not this pipeline's: refused untouched
         self.lease.acquire()
         self.store.claim()
+        identity = self.store.identity or {}
+        checkpoint_dir = None if self.temporary else self.store.root
+        claim_outputs(self.plan, identity["id"], checkpoint_dir, overwrite=self.overwrite_output)
         self.backend.wal_sealer = self.store.sealer
         self.sources = {rt.stage.id: rt.source for rt in loop.runtimes if isinstance(rt.source, StreamSourceState)}
         if self.spark.sparkContext.getConf().get("spark.hadoop.cloneConf", "false").lower() != "true":

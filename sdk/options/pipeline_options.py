@@ -295,6 +295,10 @@ class SparkRunnerOptions(PipelineOptions):
                 "serve file:// URLs (checkpoints, write-ahead logs, committing output, matching "
                 "inputs on the driver) through Hadoop's FileSystem API, as hdfs://, s3a:// and "
                 "gs:// always are; plain paths stay with Python's os", is_flag=True, group="spark"),
+        _Option("overwrite_output", _to_bool, False,
+                "let a stream delete the step folders (prefix-step-N/) of another run under its "
+                "file sinks' prefixes before its first step, instead of refusing to start",
+                is_flag=True, group="streaming"),
         _Option("checkpoint_interval", _positive_int, 10, "write a checkpoint every N steps",
                 group="streaming", metavar="N"),
         _Option("step_interval", _non_negative_float, 1.0,
