@@ -13,7 +13,9 @@ Layout under ``--checkpoint_dir``::
     checkpoints/<step>.json          the manifest, written last and atomically
 
 A checkpoint exists only once its manifest does. Recovery loads the newest manifest whose
-files are all present, then replays the journal's steps after it: each with the input and
+files are all present (reading again, a few times, one that cannot be read; with none usable
+while the journal says there was one, the run stops rather than start from empty state),
+then replays the journal's steps after it: each with the input and
 time it had, so it computes what it computed before (and file sinks rewrite the same
 files). Every file is written to a temporary name and renamed into place; journal entries
 and manifests are fsynced first (on local disks; HDFS syncs them on close). Every file
@@ -32,6 +34,7 @@ created 0700 and sparkbeam's files in it 0600.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import stat
 import time
@@ -44,6 +47,8 @@ from sparkbeam.runners.core.plan import StagePlan
 from sparkbeam.runners.spark.sealing import Sealer
 
 __all__ = ["CheckpointError", "CheckpointStore", "pipeline_shape"]
+
+_LOG = logging.getLogger(__name__)
 
 IDENTITY = "sparkbeam-checkpoint.json"
 #: the loop's state in a checkpoint (sealed: see the module docs)
@@ -248,10 +253,18 @@ class CheckpointStore:
         commits.write_bytes(commits.join(self.journal_dir, f"{entry['step']:010d}.json"), _json_bytes(entry), private=True)
 
     def journal_from(self, step: int) -> dict[int, dict[str, Any]]:
-        """The journal's entries for steps >= ``step`` (steps to replay after a restore)."""
-        entries = {}
+        """The journal's entries for steps >= ``step`` (steps to replay after a restore);
+        they must follow each other from ``step`` (a gap would feed batches twice)."""
+        entries: dict[int, dict[str, Any]] = {}
         for number in _numbered(self.journal_dir, ".json"):
             if number >= step:
+                if number != step + len(entries):
+                    msg = (
+                        f"--checkpoint_dir={self.root}: the journal has no entry for step {step + len(entries)} "
+                        f"but one for step {number}; the directory is damaged. Restore "
+                        f"{commits.join(self.journal_dir, f'{step + len(entries):010d}.json')}, or start a new --checkpoint_dir"
+                    )
+                    raise CheckpointError(msg)
                 entries[number] = read_json(commits.join(self.journal_dir, f"{number:010d}.json"), "journal entry")
         return entries
 
@@ -271,22 +284,70 @@ class CheckpointStore:
         manifest = {**manifest, "step": step, "format": FORMAT}
         commits.write_bytes(self.checkpoint_path(step) + ".json", _json_bytes(manifest), private=True)
 
+    def _scan(self) -> tuple[list[dict[str, Any]], list[str]]:
+        """Complete checkpoints, newest first, and what is wrong with each manifest that is
+        there but cannot be used (unreadable, not JSON, its files missing)."""
+        found, skipped = [], []
+        for number in reversed(_numbered(self.checkpoints_dir, ".json")):
+            path = self.checkpoint_path(number) + ".json"
+            try:
+                manifest = read_json(path, "manifest")
+            except FileNotFoundError:
+                continue  # pruned since it was listed
+            except (OSError, CheckpointError) as error:
+                skipped.append(f"{path}: {error}" if path not in str(error) else str(error))
+                continue
+            files = manifest.get("files")
+            if not isinstance(files, list) or not isinstance(manifest.get("step"), int):
+                skipped.append(f"{path}: not a manifest sparkbeam wrote (no step or files)")
+                continue
+            missing = [name for name in files if not commits.exists(commits.join(self.checkpoint_path(number), str(name)))]
+            if missing:
+                skipped.append(f"{path}: its files {', '.join(map(str, missing))} are missing")
+                continue
+            found.append(manifest)
+        return found, skipped
+
     def manifests(self) -> list[dict[str, Any]]:
         """Complete checkpoints, newest first."""
-        found = []
-        for number in reversed(_numbered(self.checkpoints_dir, ".json")):
-            try:
-                manifest = read_json(self.checkpoint_path(number) + ".json", "manifest")
-            except (OSError, ValueError):
-                continue
-            files = [commits.join(self.checkpoint_path(number), name) for name in manifest.get("files", [])]
-            if all(commits.exists(path) for path in files):
-                found.append(manifest)
-        return found
+        return self._scan()[0]
 
     def newest(self) -> dict[str, Any] | None:
         manifests = self.manifests()
         return manifests[0] if manifests else None
+
+    def restore_point(self, pauses: tuple[float, ...] = (0.5, 1.0, 2.0)) -> dict[str, Any] | None:
+        """The checkpoint a restart resumes from: the newest complete one, its manifest read
+        again after each of ``pauses`` (seconds) while one cannot be used (a file system's
+        passing error). Never None while the journal says steps ran from a checkpoint: a
+        run without one would start from empty state and feed old batches again."""
+        found, skipped = self._scan()
+        for pause in pauses:
+            if not skipped:
+                break
+            time.sleep(pause)
+            found, skipped = self._scan()
+        journal = _numbered(self.journal_dir, ".json")
+        if skipped and not found:
+            msg = (
+                f"--checkpoint_dir={self.root}: no checkpoint can be read, so the run stops rather than start "
+                f"again from empty state: {'; '.join(skipped)}. Restore the files (or fix the file system) and run "
+                "again, or start a new --checkpoint_dir"
+            )
+            raise CheckpointError(msg)
+        if skipped:
+            _LOG.warning(
+                "--checkpoint_dir=%s: skipped checkpoint(s) that cannot be used (%s); resuming from the one of step %d",
+                self.root, "; ".join(skipped), found[0]["step"],
+            )
+        if not found and journal and journal[0] > 0:
+            msg = (
+                f"--checkpoint_dir={self.root}: its journal starts at step {journal[0]} but no checkpoint resumes "
+                "there (the checkpoints were removed); the run stops rather than start again from empty state. "
+                "Restore the checkpoints, or start a new --checkpoint_dir"
+            )
+            raise CheckpointError(msg)
+        return found[0] if found else None
 
     def prune(self) -> dict[str, Any] | None:
         """Keep the newest ``keep`` checkpoints; returns the oldest kept manifest."""

@@ -120,7 +120,7 @@ class StreamRun:
                 "session with spark.hadoop.cloneConf=true (sparkbeam does when it starts the session) to keep "
                 "a long stream's memory flat"
             )
-        manifest = self.store.newest()
+        manifest = self.store.restore_point()
         if manifest is not None:
             self._restore(manifest)
             if manifest.get("finished"):

@@ -200,6 +200,21 @@ def test_a_json_file_that_is_not_json_is_refused_naming_it(stopped, tmp_path, na
         run(str(stopped / "in"), checkpoint)
 
 
+@pytest.mark.spark
+def test_a_stream_whose_manifests_cannot_be_read_stops_instead_of_starting_from_nothing(stopped, tmp_path):
+    """Its journal goes on from its checkpoints: starting from empty state would lose the
+    state and feed the journaled batches again (tests/runners/test_checkpoint_store.py
+    has the rules)."""
+    checkpoint = copy_of(stopped, tmp_path)
+    manifests = sorted(glob.glob(os.path.join(checkpoint, "checkpoints", "*.json")))
+    assert manifests
+    for path in manifests:
+        with open(path, "w") as handle:
+            handle.write("")
+    with pytest.raises(CheckpointError, match=rf"no checkpoint can be read, so the run stops rather than start again from empty state: {manifests[-1]}"):
+        run(str(stopped / "in"), checkpoint)
+
+
 # -- the key --------------------------------------------------------------------------------
 
 
