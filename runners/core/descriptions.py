@@ -26,7 +26,7 @@ from typing import Any
 
 import attrs
 
-__all__ = ["describe"]
+__all__ = ["attributes", "describe"]
 
 #: how deep parameters are followed; deeper values are named by their class alone (a
 #: WindowFn holding a graph of objects, or a cycle, still describes in bounded time)
@@ -72,7 +72,7 @@ def _describe_object(value: Any, depth: int) -> str:
     if attrs.has(kind):
         fields = [(field.name, getattr(value, field.name)) for field in attrs.fields(kind)]
     else:
-        fields = sorted(_attributes(value).items())
+        fields = sorted(attributes(value).items())
         if not fields:
             # A value without parameters of its own: its repr if that is stable (a
             # class's own __repr__), else its class alone.
@@ -82,7 +82,7 @@ def _describe_object(value: Any, depth: int) -> str:
     return f"{_class_name(kind)}({described})"
 
 
-def _attributes(value: Any) -> dict[str, Any]:
+def attributes(value: Any) -> dict[str, Any]:
     """An instance's own attributes: its ``__dict__`` and the slots it has set."""
     found = dict(getattr(value, "__dict__", None) or {})
     for kind in type(value).__mro__:

@@ -131,3 +131,38 @@ def test_sparkbeams_pipeline_shape_names_no_address():
     lines = pipeline_shape(plan_stages(lower(p)))
     assert any("Buckets(seconds=5)" in line for line in lines)
     assert not any("0x" in line for line in lines)
+
+
+@pytest.mark.spark
+def test_a_changed_watermark_delay_applies_from_the_resume_on(spark, tmp_path, caplog):
+    from sparkbeam.io.watermarks import BoundedOutOfOrdernessWatermarkEstimator
+    from sparkbeam.utils.timestamp import MAX_TIMESTAMP
+
+    directory = tmp_path / "in"
+    directory.mkdir()
+    for index in range(5):
+        write_lines(str(directory / f"f{index}.txt"), [f"k,{(index + 1) * 10}"], 1_700_000_000 + index)
+    settings = {"step_interval": 0.2, "state_partitions": 2, "available_now": True, "checkpoint_interval": 1}
+
+    def run(max_delay, first_step=0, **more):
+        """The source's watermark after each step this run ran (the last one's is the end of time)."""
+        p = beam.Pipeline(options=PipelineOptions(checkpoint_dir=str(tmp_path / "ck"), **settings, **more))
+        p | "Read" >> beam.io.ReadFromTextStream(
+            str(directory),
+            timestamp=lambda line: int(line.split(",")[1]),
+            max_files_per_trigger=1,
+            watermark=BoundedOutOfOrdernessWatermarkEstimator(max_delay=max_delay),
+        )
+        result = p.run()
+        records = [r for r in result.watermarks().for_stage("Read/Read") if r.step >= first_step]
+        return {r.step: r.output_watermark for r in records if r.output_watermark < MAX_TIMESTAMP.micros}
+
+    # two steps: the first file, and the second unless that step found only an empty batch
+    assert 10_000_000 in set(run(0, max_steps=2).values()) <= {10_000_000, 20_000_000}
+    # the checkpoint's 0 s no longer wins: each file's time minus 5 s (the third's and the
+    # fourth's at least: the run reads them, and the step that reads the last file may end
+    # the input at once), never the time itself; a step that found only an empty batch keeps
+    # the watermark it had (the checkpoint's, 10 or 20 s, at first)
+    after = set(run(5, first_step=2).values())
+    assert {25_000_000, 35_000_000} <= after <= {10_000_000, 15_000_000, 20_000_000, 25_000_000, 35_000_000, 45_000_000}
+    assert "resumed with changed settings, applied from this step on: watermark" in caplog.text
