@@ -121,19 +121,15 @@ class StreamRun:
                 "a long stream's memory flat"
             )
         manifest = self.store.restore_point()
+        finished = manifest is not None and bool(manifest.get("finished"))
         if manifest is not None:
             self._restore(manifest)
-            if manifest.get("finished"):
-                # Every source was exhausted and every stage drained when this checkpoint was
-                # written: there is nothing left to read or fire, so no query is started and
-                # no step runs (a replayed step would rewrite committed output).
-                loop.max_steps = loop.step
-                line = (
-                    f"sparkbeam: the stream in --checkpoint_dir={self.store.root} finished at step "
-                    f"{manifest['step'] - 1}; nothing to do (give a new checkpoint directory to run it again)"
-                )
-                print(line, file=sys.stderr, flush=True)
-                return
+        if finished:
+            # Every source was exhausted and every stage drained when this checkpoint was
+            # written; the sources read on from where they ended (as Spark's availableNow
+            # does on an existing checkpoint), with the watermarks where they are.
+            for source in self.sources.values():
+                source.done = False
         self.replay = self.store.journal_from(loop.step)
         if manifest is not None or self.replay:
             self._remove_sink_leftovers()
@@ -152,6 +148,36 @@ class StreamRun:
             intake.start()
         for intake in self.intakes.values():
             intake.wait_until_running()
+        if finished and manifest is not None:
+            self._after_finished(manifest["step"] - 1)
+
+    def _after_finished(self, last_step: int) -> None:
+        """Started again on a stream that finished: with ``--available_now``, once the
+        sources' queries have read what arrived since, no step runs if that is nothing
+        (a replayed step would rewrite committed output); otherwise the run goes on, and
+        one line says what becomes of the new records."""
+        loop = self.loop
+        if loop is None:
+            return
+        where = f"sparkbeam: the stream in --checkpoint_dir={self.store.root} finished at step {last_step}"
+        if self.available_now:
+            while not all(intake.finished() for intake in self.intakes.values()) and not self._stopping.is_set():
+                self._stopping.wait(0.05)
+            news = [
+                batch
+                for stage_id, source in self.sources.items()
+                for batch in self.intakes[stage_id].take(source.consumed_through)[0]
+                if batch.records or batch.bad or batch.dropped
+            ]
+            if not news:
+                loop.max_steps = loop.step
+                print(f"{where}; nothing to do (give a new checkpoint directory to run it again)", file=sys.stderr, flush=True)
+                return
+        line = (
+            f"{where}; reading what arrived since: its watermarks are at the end of time, so windows and "
+            "groupings count the new records as late data (element-wise steps and their sinks take them)"
+        )
+        print(line, file=sys.stderr, flush=True)
 
     def _remove_sink_leftovers(self) -> None:
         """Resuming: the temporary step directories a crash left beside the file sinks' output."""

@@ -320,8 +320,9 @@ class SparkRunnerOptions(PipelineOptions):
                 "--timeline_log and to sparkbeam.capture(pcoll, log=path))", group="streaming",
                 metavar="N"),
         _Option("available_now", _to_bool, False,
-                "read what real sources hold when the run starts, as a stream of steps with "
-                "checkpoints, then finish (Spark's Trigger.AvailableNow)", is_flag=True,
+                "read what real sources hold when the run starts (on an existing checkpoint, what "
+                "arrived since its last run), as a stream of steps with checkpoints, then finish "
+                "(Spark's Trigger.AvailableNow)", is_flag=True,
                 group="streaming"),
         _Option("quiet", _to_bool, False,
                 "no progress line while a run goes on (a live line on a terminal, a log line "

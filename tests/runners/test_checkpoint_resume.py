@@ -166,3 +166,45 @@ def test_a_changed_watermark_delay_applies_from_the_resume_on(spark, tmp_path, c
     after = set(run(5, first_step=2).values())
     assert {25_000_000, 35_000_000} <= after <= {10_000_000, 15_000_000, 20_000_000, 25_000_000, 35_000_000, 45_000_000}
     assert "resumed with changed settings, applied from this step on: watermark" in caplog.text
+
+
+@pytest.mark.spark
+def test_available_now_on_a_finished_stream_reads_what_arrived_since(spark, tmp_path, capfd):
+    """As Spark's availableNow on an existing checkpoint: the files added since the last run
+    are read, each once; a run with nothing new runs no step. The first run ended its input,
+    so its watermarks are at the end of time: the grouping counts the new line as late."""
+    directory = tmp_path / "in"
+    directory.mkdir()
+    write_lines(str(directory / "f0.txt"), ["a,1", "b,2"], 1_700_000_000)
+    settings = {"step_interval": 0.2, "state_partitions": 2, "available_now": True, "checkpoint_dir": str(tmp_path / "ck")}
+
+    def run(after_step: int = -1):
+        """What the run read and counted in its own steps (after ``after_step``), its
+        records of those steps, and the last step it ran; what it said."""
+        p = beam.Pipeline(options=PipelineOptions(**settings))
+        lines = p | "Read" >> beam.io.ReadFromTextStream(str(directory), timestamp=lambda line: int(line.split(",")[1]))
+        read = beam.capture(lines)
+        counted = beam.capture(lines | "Key" >> beam.Map(lambda line: (line.split(",")[0], 1)) | "Count" >> beam.CombinePerKey(sum))
+        result = p.run()
+        records = [r for r in result.watermarks() if r.step > after_step]
+        emitted = {name: sorted(e.value for e in result.emissions(pcoll) if e.step > after_step) for name, pcoll in (("read", read), ("counted", counted))}
+        said = [line for line in capfd.readouterr().err.splitlines() if line.startswith("sparkbeam:")]
+        return emitted, records, max([r.step for r in result.watermarks()], default=-1), said
+
+    emitted, _, last, _ = run()
+    assert emitted == {"read": ["a,1", "b,2"], "counted": [("a", 1), ("b", 1)]}
+
+    write_lines(str(directory / "f1.txt"), ["c,3"], 1_700_000_001)
+    emitted, records, again, said = run(last)
+    assert said == [
+        f"sparkbeam: the stream in --checkpoint_dir={tmp_path / 'ck'} finished at step {last}; reading what arrived "
+        "since: its watermarks are at the end of time, so windows and groupings count the new records as late data "
+        "(element-wise steps and their sinks take them)"
+    ]
+    assert emitted == {"read": ["c,3"], "counted": []}  # read once; no new pane for a record after the end of time
+    assert sum(r.elements_in for r in records if r.stage == "Read/Read") == 1
+    assert sum(r.late_dropped for r in records) == 1
+
+    emitted, records, _, said = run(again)  # nothing arrived since
+    assert records == [] and emitted == {"read": [], "counted": []}
+    assert said == [f"sparkbeam: the stream in --checkpoint_dir={tmp_path / 'ck'} finished at step {again}; nothing to do (give a new checkpoint directory to run it again)"]
