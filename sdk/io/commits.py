@@ -138,8 +138,10 @@ def makedirs(path: str, *, private: bool = False) -> None:
                     raise
         return
     fs = _remote(path)
-    if hasattr(fs, "makedirs"):
-        fs.makedirs(path, private=private) if private else fs.makedirs(path)
+    if hasattr(fs, "makedirs") and private:
+        fs.makedirs(path, private=True)
+    elif hasattr(fs, "makedirs"):
+        fs.makedirs(path)
     elif not fs.exists(path):
         fs.mkdirs(path)
 
