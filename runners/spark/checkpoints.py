@@ -11,6 +11,7 @@ Layout under ``--checkpoint_dir``::
                                      sources, trigger summaries..., ``loop.sealed``) and each
                                      grouping's keyed state (trigger and timer state live in it)
     checkpoints/<step>.json          the manifest, written last and atomically
+    lease/                           which run holds the directory now (``lease.py``)
 
 A checkpoint exists only once its manifest does. Recovery loads the newest manifest whose
 files are all present (reading again, a few times, one that cannot be read; with none usable

@@ -14,6 +14,10 @@ executors. The pattern is always the same three parts:
   replace a directory readers may be listing, ``write_bytes`` for small files in one call);
 - **remove leftovers** of attempts that failed or were cut short (``remove``).
 
+Two more for checkpoints: ``private=True`` (``makedirs``, ``write_bytes``) makes what is
+created its owner's alone on a local file system (0700, 0600), and ``create_new`` writes a
+file only if nothing is there, the one step that decides between racing writers (a lease).
+
 Paths are plain local paths or URLs. Where ``FileSystems`` serves a path with
 ``LocalFileSystem`` (plain paths, ``file://``), the work is Python's ``os`` (renames are
 atomic, small files are fsynced); any other file system registered in ``FileSystems``
