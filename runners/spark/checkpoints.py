@@ -216,6 +216,14 @@ class CheckpointStore:
         commits.makedirs(self.checkpoints_dir, private=True)
 
     @property
+    def checkpoint_id(self) -> str:
+        """The checkpoint's identity (after ``claim``): what its outputs are marked with."""
+        if self.identity is None:
+            msg = f"--checkpoint_dir={self.root}: its identity is known once a run has claimed it"
+            raise CheckpointError(msg)
+        return str(self.identity["id"])
+
+    @property
     def sealer(self) -> Sealer:
         """Seals and opens this checkpoint's pickled files (after ``claim``, with a key)."""
         if self._sealer is None:

@@ -108,9 +108,8 @@ class StreamRun:
         self.store.read_identity()  # a directory that is not this pipeline's: refused untouched
         self.lease.acquire()
         self.store.claim()
-        identity = self.store.identity or {}
         checkpoint_dir = None if self.temporary else self.store.root
-        claim_outputs(self.plan, identity["id"], checkpoint_dir, overwrite=self.overwrite_output)
+        claim_outputs(self.plan, self.store.checkpoint_id, checkpoint_dir, overwrite=self.overwrite_output)
         self.backend.wal_sealer = self.store.sealer
         self.sources = {rt.stage.id: rt.source for rt in loop.runtimes if isinstance(rt.source, StreamSourceState)}
         if self.spark.sparkContext.getConf().get("spark.hadoop.cloneConf", "false").lower() != "true":
@@ -290,6 +289,7 @@ class StreamRun:
             return
         started = time.perf_counter()
         resume_at = loop.step
+        self.lease.check()  # a run that lost the directory's lease writes nothing more to it
         directory = self.store.begin(resume_at)
         state_files = self.backend.save_state(directory, self.store.sealer)
         self.store.write_sealed(
@@ -298,7 +298,7 @@ class StreamRun:
             cloudpickle.dumps({"loop": loop.snapshot(), "backend": self.backend.snapshot()}),
         )
         watermarks = {rt.stage.name: [rt.input_watermark, rt.output_watermark] for rt in loop.runtimes}
-        self.lease.check()  # the manifest makes the checkpoint count: only while the lease is ours
+        self.lease.check()  # the manifest makes the checkpoint count: only while the lease is still ours
         sources = {}
         for stage_id, source in self.sources.items():
             last = self.intakes[stage_id].batch(source.consumed_through)
