@@ -24,13 +24,13 @@ real streams) and ``sql_plan.py``, the grouping here, the file sinks in ``sinks.
 from __future__ import annotations
 
 import functools
-import os
 import secrets
 import uuid
 from typing import Any
 
 import attrs
 
+from sparkbeam.io import commits
 from sparkbeam.metrics.execution import MetricUpdates
 from sparkbeam.runners.core import lifting
 from sparkbeam.runners.core.execution import backend_ops
@@ -56,6 +56,7 @@ from sparkbeam.runners.spark import (
     batch_grouping,
     driver_stages,
     metrics,
+    sealed_files,
     sinks,
     source_reads,
     sql_plan,
@@ -64,6 +65,7 @@ from sparkbeam.runners.spark import (
 )
 from sparkbeam.runners.spark.counters import read_and_release
 from sparkbeam.runners.spark.errors import user_errors
+from sparkbeam.runners.spark.sealing import Sealer
 from sparkbeam.runners.spark.state_chunks import unpack_state
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP
 from sparkbeam.utils.windowed_value import WindowedValue
@@ -130,6 +132,8 @@ class SparkBackend:
         #: per stage reading side inputs: side input -> the watermark it must reach before
         #: anything parked can be released
         self.release_at: dict[int, dict[int, int]] = {}
+        #: opens a real stream's write-ahead-log batches (a stream run sets it, see streaming.py)
+        self.wal_sealer: Sealer | None = None
         #: the Spark job group of this run's jobs (to cancel them, and to follow them)
         self.job_group = f"sparkbeam-{uuid.uuid4().hex[:12]}"
         self.current_stage: str | None = None
@@ -540,26 +544,28 @@ class SparkBackend:
         self.broadcasts.clear()
 
     # -- checkpoints ----------------------------------------------------------------------
-    def save_state(self, directory: str) -> dict[int, str]:
-        """Write each grouping stage's keyed state under ``directory``; {stage id: file name}."""
+    def save_state(self, directory: str, sealer: Sealer) -> dict[int, str]:
+        """Write each grouping stage's keyed state under ``directory``, sealed with
+        ``sealer`` (``sealed_files.py``); {stage id: file name}."""
         written = {}
         self.sc.setJobGroup(self.job_group, f"checkpoint of the keyed state in {directory}", True)
         for stage_id, state in self.states.items():
             name = f"state-{stage_id}"
             with user_errors(self.error_key):
-                state.saveAsPickleFile(os.path.join(directory, name))
+                sealed_files.save_records(state, commits.join(directory, name), sealer, "state")
             written[stage_id] = name
         return written
 
     def snapshot(self) -> dict[str, Any]:
         return {"last_summaries": dict(self.last_summaries), "num_partitions": self.num_partitions}
 
-    def restore(self, snapshot: dict[str, Any], state_paths: dict[int, str]) -> None:
-        """Load keyed state saved by ``save_state`` (re-partitioned with this run's partitioner)."""
+    def restore(self, snapshot: dict[str, Any], state_paths: dict[int, str], sealer: Sealer) -> None:
+        """Load keyed state saved by ``save_state`` (re-partitioned with this run's
+        partitioner); each piece is checked with ``sealer`` before it is unpickled."""
         self.last_summaries = dict(snapshot["last_summaries"])
         for stage_id, path in state_paths.items():
             # Chunks back to (key, KeyedState), which this run's partitioner places.
-            saved = self.sc.pickleFile(path).mapPartitions(unpack_state)
+            saved = sealed_files.read_records(self.sc, path, sealer, "state").mapPartitions(unpack_state)
             state = saved.partitionBy(self.num_partitions, self.partition_fn).persist()
             self.states[stage_id] = state
             self.state_results[stage_id] = state

@@ -7,7 +7,8 @@ Each source runs one Spark streaming query whose ``foreachBatch`` function, for 
    and JSON files are read whole and parsed line by line, so that a dead letter carries its
    file, line number and raw line), and
    records behind the source's watermark by more than its allowed delay dropped;
-2. writes what it kept under ``wal/<b>`` (pickled, through Hadoop's output committer),
+2. writes what it kept under ``wal/<b>`` (pickled and sealed with the checkpoint key,
+   ``sealed_files.py``, through Hadoop's output committer),
    then a small ``<b>.json`` beside it with the batch's per-partition statistics — the
    batch is complete only once that file exists;
 3. returns, and only then does Spark mark batch *b* committed in its own checkpoint.
@@ -34,7 +35,10 @@ from sparkbeam.io import commits
 from sparkbeam.runners.core.errors import TransformError
 from sparkbeam.runners.core.ops import StreamReadOp
 from sparkbeam.runners.core.stream_sources import PartitionStats, WalBatch
+from sparkbeam.runners.spark import sealed_files
+from sparkbeam.runners.spark.checkpoints import CheckpointError, read_json
 from sparkbeam.runners.spark.counters import read_and_release
+from sparkbeam.runners.spark.sealing import Sealer
 from sparkbeam.runners.spark.stream_rows import (
     EVENT_MICROS,
     LINE,
@@ -69,6 +73,7 @@ class StreamIntake:
         trigger_seconds: float,
         available_now: bool,
         drop_before: Any,
+        sealer: Sealer,
     ) -> None:
         self.spark = spark
         self.op = op
@@ -78,12 +83,13 @@ class StreamIntake:
         self.trigger_seconds = trigger_seconds
         self.available_now = available_now
         self.drop_before = drop_before
+        self.sealer = sealer
         self.query: Any = None
         self._ready: dict[int, WalBatch] = {}
         self._lock = threading.Lock()
         self._idle = threading.Event()  # set while no batch is being written
         self._idle.set()
-        commits.makedirs(self.wal_dir)
+        commits.makedirs(self.wal_dir, private=True)
         self._recover()
 
     @property
@@ -103,7 +109,7 @@ class StreamIntake:
         names = set(commits.list_names(self.wal_dir))
         for name in names:
             if name.endswith(".json") and not commits.is_temporary(name):
-                batch = WalBatch.from_plain(json.loads(commits.read_bytes(commits.join(self.wal_dir, name))))
+                batch = self._read_batch(commits.join(self.wal_dir, name))
                 if batch.path is not None:  # the directory may have moved since
                     batch = attrs.evolve(batch, path=commits.join(self.wal_dir, f"{batch.batch_id:010d}"))
                 self._ready[batch.batch_id] = batch
@@ -112,6 +118,16 @@ class StreamIntake:
             cut_short = not name.endswith(".json") and f"{name}.json" not in names
             if commits.is_temporary(name) or cut_short:
                 commits.remove(path)
+
+    def _read_batch(self, path: str) -> WalBatch:
+        """A durable batch's statistics, as ``_write_batch`` wrote them; refused naming the file
+        if they are not."""
+        plain = read_json(path, "write-ahead-log batch")
+        try:
+            return WalBatch.from_plain(plain)
+        except (KeyError, TypeError, ValueError) as error:
+            msg = f"{path}: the write-ahead-log batch's statistics are not what sparkbeam writes ({error!r}); restore it or start a new --checkpoint_dir"
+            raise CheckpointError(msg) from None
 
     # -- the query -----------------------------------------------------------------------
     def start(self) -> None:
@@ -290,7 +306,7 @@ class StreamIntake:
         )
         final = commits.join(self.wal_dir, f"{batch_id:010d}")
         temp = commits.temporary_beside(final)
-        records.saveAsPickleFile(temp)
+        sealed_files.save_records(records, temp, self.sealer, "wal")
         (total,) = read_and_release(stats)
         kept = sum(entry[0] for entry in total["partitions"].values())
         if kept or total["bad"]:
@@ -310,7 +326,7 @@ class StreamIntake:
             bad=total["bad"],
             offsets=self._spark_offsets(batch_id),
         )
-        commits.write_bytes(final + ".json", json.dumps(batch.to_plain()).encode("utf-8"))
+        commits.write_bytes(final + ".json", json.dumps(batch.to_plain()).encode("utf-8"), private=True)
         with self._lock:
             self._ready[batch_id] = batch
         _LOG.debug("%s: batch %d durable (%d records) in %.3fs", self.op.label, batch_id, kept, time.perf_counter() - started)

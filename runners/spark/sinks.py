@@ -88,11 +88,15 @@ def check(op: Op) -> None:
         raise TransformError(msg)
 
 
+def step_prefix(op: Op) -> str:
+    """The local path ``op``'s step folders are named after (``prefix-step-NNNNNNNN``)."""
+    return str(_SINKS.lookup(op).step_files(op).prefix).removeprefix("file://")
+
+
 def remove_leftovers(op: Op) -> list[str]:
     """Delete the temporary step directories of ``op``'s sink that an interrupted run left
     (called when a stream resumes, before its first step); returns what was removed."""
-    prefix = _SINKS.lookup(op).step_files(op).prefix
-    directory, base = os.path.split(prefix.removeprefix("file://"))
+    directory, base = os.path.split(step_prefix(op))
     ours = tuple(f"{mark}{base}-step-" for mark in (commits.TEMPORARY_MARK, ".sparkbeam-replaced-"))
     removed = []
     for name in commits.list_names(directory):
