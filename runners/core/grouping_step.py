@@ -21,7 +21,7 @@ from sparkbeam.runners.core.records import KeyedState, Pane, Partial, Summary
 from sparkbeam.runners.core.steps import StageSummary, StepParams
 from sparkbeam.utils.windowed_value import WindowedValue
 
-__all__ = ["group_partition", "grouping_key_of", "key_element", "nothing_due"]
+__all__ = ["group_partition", "grouping_key_of", "key_element", "nothing_due", "ungroupable"]
 
 
 def key_element(op: GroupOp, wv: WindowedValue) -> tuple[Any, WindowedValue]:
@@ -50,8 +50,13 @@ def grouping_key_of(op: Op, key: Any) -> Any:
     try:
         return grouping_key(key)
     except UngroupableKeyError as error:
-        msg = f"'{op.label}' (applied at {op.location}) cannot group by the key {_short(key)} of type {type(key).__qualname__}: {error}"
-        raise TransformError(msg) from None
+        raise ungroupable(op, key, error) from None
+
+
+def ungroupable(op: Op, key: Any, error: UngroupableKeyError) -> TransformError:
+    """The error for a key ``op`` cannot group, naming the grouping and the key's type."""
+    msg = f"'{op.label}' (applied at {op.location}) cannot group by the key {_short(key)} of type {type(key).__qualname__}: {error}"
+    return TransformError(msg)
 
 
 def nothing_due(previous: StageSummary | None, params: StepParams, *, has_state: bool, side_inputs: bool) -> bool:

@@ -32,9 +32,9 @@ from sparkbeam.runners.core.dofn_invoker import SideInputs
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
 from sparkbeam.runners.core.fused import FusedBody
 from sparkbeam.runners.core.gc_pause import gc_paused
-from sparkbeam.runners.core.grouping_step import grouping_key_of, key_element
+from sparkbeam.runners.core.grouping_step import key_element, ungroupable
 from sparkbeam.runners.core.holds import HoldPolicy, last_instant, single_pane_timestamp
-from sparkbeam.runners.core.keys import GroupingKey
+from sparkbeam.runners.core.keys import GroupingKey, UngroupableKeyError, grouping_key
 from sparkbeam.runners.core.metrics import StepScopedCombineFn, step_scoped
 from sparkbeam.runners.core.ops import GroupOp
 from sparkbeam.runners.core.plan import Stage
@@ -179,11 +179,11 @@ class MapSideTable:
                 if type(value) is tuple and len(value) == 2:
                     key, inner = value
                     kind = type(key)
-                    if kind is not str and kind is not int and kind is not bytes:  # keys.grouping_key
+                    if kind is not str and kind is not int and kind is not bytes:  # keys.grouping_key's own
                         try:
-                            key = grouping_key_of(op, key)
-                        except TransformError as error:
-                            raise UserCodeError(op.label, op.location, error) from None
+                            key = grouping_key(key)
+                        except UngroupableKeyError as error:
+                            raise UserCodeError(op.label, op.location, ungroupable(op, key, error)) from None
                 else:
                     try:
                         key, keyed = key_element(op, wv)
@@ -259,10 +259,15 @@ class MapSideTable:
                 return
             key, inner = value
             kind = type(key)
-            # without a key type, a key that groups by == as by Beam's encoding (keys.py)
-            if kind is not key_type and (key_type is not None or (kind is not str and kind is not int)):
-                fallback(value, micros, windows)
-                return
+            if kind is not key_type:
+                if key_type is not None:
+                    fallback(value, micros, windows)
+                    return
+                if kind is not str and kind is not int:  # what the engine groups by (keys.py)
+                    try:
+                        key = grouping_key(key)
+                    except UngroupableKeyError as error:
+                        raise UserCodeError(op.label, op.location, ungroupable(op, key, error)) from None
             compact = (key, windows[0]._bounds)
             accumulator = accumulators.get(compact, absent)
             new_group = accumulator is absent
