@@ -58,9 +58,10 @@ _LOG = logging.getLogger(__name__)
 # -- on the driver ---------------------------------------------------------------------
 
 
-def _split_lines(text: Any) -> Any:
+def _split_lines(text: Any, valid: Any) -> Any:
     """The lines of each whole file as an array column, without their ``\\n`` or ``\\r\\n``
-    (the last line's terminator ends it; it starts no empty line).
+    (the last line's terminator ends it; it starts no empty line); ``valid``: whether the
+    file is all UTF-8.
 
     Spark's string functions decode text to split it, turning bytes that are not UTF-8 into
     U+FFFD; a file with such bytes is split as ISO-8859-1 text instead (one character per
@@ -74,7 +75,7 @@ def _split_lines(text: Any) -> Any:
 
     as_bytes = F.decode(text.cast("binary"), "ISO-8859-1")
     byte_lines = F.transform(split(as_bytes), lambda line: F.encode(line, "ISO-8859-1").cast("string"))
-    return F.when(F.is_valid_utf8(text), split(text)).otherwise(byte_lines)
+    return F.when(valid, split(text)).otherwise(byte_lines)
 
 
 class StreamIntake:
@@ -245,14 +246,16 @@ class StreamIntake:
         if spec.corrupt_column:
             options.update(mode="PERMISSIVE", columnNameOfCorruptRecord=spec.corrupt_column)
         whole = reader.option("wholetext", "true").load(spec.path)
-        lines = whole.select(
-            F.col("_metadata.file_path").alias(ORIGIN),
-            F.posexplode(_split_lines(F.col("value"))).alias(LINE, RAW),
-            # a line of a file that is not all UTF-8 keeps its bytes if they are not, for its
-            # dead letter (the file-wide check spares every line of a valid file a scan)
-            F.when(~F.is_valid_utf8(F.col("value")), True).alias(UNDECODED),
+        # Whether each file is all UTF-8, once per file, so that the lines need no column of
+        # the whole file's text beside them (and a valid file's lines no scan of their own).
+        files = whole.select(
+            F.col("_metadata.file_path").alias(ORIGIN), F.col("value"), F.is_valid_utf8(F.col("value")).alias(UNDECODED)
+        )
+        lines = files.select(
+            ORIGIN, F.posexplode(_split_lines(F.col("value"), F.col(UNDECODED))).alias(LINE, RAW), UNDECODED
         ).withColumn(LINE, F.col(LINE) + 1)
-        lines = lines.withColumn(UNDECODED, F.when(F.col(UNDECODED) & ~F.is_valid_utf8(F.col(RAW)), F.col(RAW).cast("binary")))
+        # a line of a file that is not all UTF-8 keeps its bytes if they are not, for its dead letter
+        lines = lines.withColumn(UNDECODED, F.when(~F.col(UNDECODED) & ~F.is_valid_utf8(F.col(RAW)), F.col(RAW).cast("binary")))
         if spec.format == "text":
             return lines.select(F.col(RAW).alias("value"), ORIGIN, LINE, RAW, UNDECODED)
         lines = lines.where(F.trim(F.col(RAW)) != "")  # Spark's readers skip blank lines
