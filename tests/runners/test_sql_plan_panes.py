@@ -138,3 +138,24 @@ def test_a_million_groups_written_to_files_leave_the_drivers_memory_flat(tmp_pat
     assert report["notes"]["Totals"].startswith("SQL plan: ") and "panes made on the executors" in report["notes"]["Totals"]
     assert report["jvm_heap_mb"] <= 512
     assert report["peak_rss_mb"] < 320, report
+
+
+@pytest.mark.parametrize("read_later", [False, True], ids=["captured", "read-by-a-later-stage"])
+@pytest.mark.parametrize("content", ["team,points,t\nx,,1.0\ny,2,2.0\ny,4,3.0\n", "team,points,t\nx,,1.0\ny,2,2.0\ny,,3.0\n"])
+def test_a_missing_value_under_max_is_none_alone_and_fails_among_others_on_both_routes(spark, tmp_path, content, read_later):
+    path = tmp_path / "scores.csv"
+    path.write_text(content)
+
+    def outcome(sql_plans):
+        p = sparkbeam.Pipeline(options=PipelineOptions(quiet=True, sql_plans=sql_plans))
+        best = p | sparkbeam.io.ReadFromCsv(str(path)) | "Totals" >> sparkbeam.GroupBy("team").aggregate_field("points", max, "best")
+        out = sparkbeam.capture(best | sparkbeam.Map(tuple) if read_later else best)
+        try:
+            result = p.run()
+        except Exception as error:  # the general path's failure is the reference
+            return type(error).__name__
+        return sorted(tuple(e.value) for e in result.emissions(out))
+
+    expected = outcome(False)
+    assert expected in ([("x", None), ("y", 4)], "TypeError")
+    assert outcome(True) == expected
