@@ -91,6 +91,9 @@ class Dataset:
     #: the same elements' values alone, when each is in the global window at the minimum
     #: timestamp with an unknown pane (a text file's lines): a body reads them so
     values: Any = None
+    #: how many elements there are, where the driver knows without holding them (a SQL
+    #: plan's panes made on the executors)
+    size: int | None = None
 
 
 class EngineFactory:
@@ -216,11 +219,11 @@ class SparkBackend:
         if must_wait(stage, params, stage.id in self.states):
             return self._run_waiting(stage, inputs, params, side, wanted)
         if stage.is_source and not stage.body and len(inputs) == 1:
-            # A source whose elements the driver already holds (a SQL plan's panes), read
-            # as they are: no job runs an empty body over them.
+            # A source whose elements the driver holds or has counted (a SQL plan's panes),
+            # read as they are: no job runs an empty body over them.
             ((pcoll, held),) = inputs.items()
-            if held.collected is not None and stage.outputs == (pcoll,):
-                count = len(held.collected)
+            count = len(held.collected) if held.collected is not None else held.size
+            if count is not None and stage.outputs == (pcoll,):
                 return StageResult({pcoll: held}, StageSummary(elements_in=count, elements_out=count))
         counters = (self.sc.accumulator(0), self.sc.accumulator(0))
         made_here = None

@@ -47,6 +47,7 @@ from sparkbeam.runners.spark.stream_rows import (
     PARTITION,
     PER_TRIGGER_LIMITS,
     RAW,
+    UNDECODED,
     session_local_columns,
     session_time_zone,
     stats_param,
@@ -59,6 +60,26 @@ __all__ = ["StreamIntake"]
 _LOG = logging.getLogger(__name__)
 
 # -- on the driver ---------------------------------------------------------------------
+
+
+def _split_lines(text: Any, valid: Any) -> Any:
+    """The lines of each whole file as an array column, without their ``\\n`` or ``\\r\\n``
+    (the last line's terminator ends it; it starts no empty line); ``valid``: whether the
+    file is all UTF-8.
+
+    Spark's string functions decode text to split it, turning bytes that are not UTF-8 into
+    U+FFFD; a file with such bytes is split as ISO-8859-1 text instead (one character per
+    byte, and no byte of a multi-byte UTF-8 sequence is a line end), each line then taken
+    back to its bytes, so that the bad bytes reach the line's dead letter as they were.
+    """
+    from pyspark.sql import functions as F
+
+    def split(column: Any) -> Any:
+        return F.split(F.regexp_replace(column, r"\r?\n\z", ""), r"\r?\n")
+
+    as_bytes = F.decode(text.cast("binary"), "ISO-8859-1")
+    byte_lines = F.transform(split(as_bytes), lambda line: F.encode(line, "ISO-8859-1").cast("string"))
+    return F.when(valid, split(text)).otherwise(byte_lines)
 
 
 class StreamIntake:
@@ -241,21 +262,30 @@ class StreamIntake:
         if spec.corrupt_column:
             options.update(mode="PERMISSIVE", columnNameOfCorruptRecord=spec.corrupt_column)
         whole = reader.option("wholetext", "true").load(spec.path)
-        # the last line's terminator ends it; it does not start an empty line
-        text = F.regexp_replace(F.col("value"), r"\r?\n\z", "")
-        lines = whole.select(
-            F.col("_metadata.file_path").alias(ORIGIN), F.posexplode(F.split(text, r"\r?\n")).alias(LINE, RAW)
+        # Whether each file is all UTF-8, once per file, so that the lines need no column of
+        # the whole file's text beside them (and a valid file's lines no scan of their own).
+        files = whole.select(
+            F.col("_metadata.file_path").alias(ORIGIN), F.col("value"), F.is_valid_utf8(F.col("value")).alias(UNDECODED)
+        )
+        lines = files.select(
+            ORIGIN, F.posexplode(_split_lines(F.col("value"), F.col(UNDECODED))).alias(LINE, RAW), UNDECODED
         ).withColumn(LINE, F.col(LINE) + 1)
+        # a line of a file that is not all UTF-8 keeps its bytes if they are not, for its dead letter
+        lines = lines.withColumn(UNDECODED, F.when(~F.col(UNDECODED) & ~F.is_valid_utf8(F.col(RAW)), F.col(RAW).cast("binary")))
         if spec.format == "text":
-            return lines.select(F.col(RAW).alias("value"), ORIGIN, LINE, RAW)
+            return lines.select(F.col(RAW).alias("value"), ORIGIN, LINE, RAW, UNDECODED)
         lines = lines.where(F.trim(F.col(RAW)) != "")  # Spark's readers skip blank lines
         if spec.format == "csv" and options.get("header", "false").lower() == "true":
-            lines = lines.where(F.col(LINE) > 1)
+            lines = lines.where((F.col(LINE) > 1) | F.col(UNDECODED).isNotNull())  # a bad header is reported
         parse = F.from_json if spec.format == "json" else F.from_csv
         shape = schema.simpleString() if spec.format == "csv" else schema  # from_csv takes text
-        parsed = lines.select(parse(F.col(RAW), shape, options).alias("__sparkbeam_parsed"), ORIGIN, LINE, RAW)
+        parsed = lines.select(parse(F.col(RAW), shape, options).alias("__sparkbeam_parsed"), ORIGIN, LINE, RAW, UNDECODED)
         return parsed.select(
-            *[F.col("__sparkbeam_parsed").getField(name).alias(name) for name in schema.fieldNames()], ORIGIN, LINE, RAW
+            *[F.col("__sparkbeam_parsed").getField(name).alias(name) for name in schema.fieldNames()],
+            ORIGIN,
+            LINE,
+            RAW,
+            UNDECODED,
         )
 
     def check_time_zone(self) -> str:
