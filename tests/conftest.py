@@ -58,12 +58,34 @@ def pytest_configure(config):
         raise pytest.UsageError(problem)
 
 
+# Whether this run collected tests marked ``objectstore``: then the session below starts
+# with Hadoop's s3a connector on its class path (tests/runners/test_object_store.py says why).
+_HADOOP_AWS_WANTED = False
+
+
+def pytest_collection_modifyitems(config, items):
+    global _HADOOP_AWS_WANTED
+    # Tests marked ``full`` run in tests/full_matrix.sh, which sets SPARKBEAM_FULL_MATRIX=1:
+    # the README's test command stays within its time.
+    if os.environ.get("SPARKBEAM_FULL_MATRIX") != "1":
+        later = pytest.mark.skip(reason="in the full matrix: tests/full_matrix.sh")
+        for item in items:
+            if item.get_closest_marker("full"):
+                item.add_marker(later)
+    _HADOOP_AWS_WANTED = any(item.get_closest_marker("objectstore") for item in items)
+
+
 @pytest.fixture(scope="session")
 def spark():
     from pyspark.sql import SparkSession
 
+    builder = SparkSession.builder
+    if _HADOOP_AWS_WANTED:
+        from tools.object_store import hadoop_aws_jars
+
+        builder = builder.config("spark.jars", ",".join(str(jar) for jar in hadoop_aws_jars()))
     session = (
-        SparkSession.builder.master("local[2]")
+        builder.master("local[2]")
         .appName("sparkbeam-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")

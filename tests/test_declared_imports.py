@@ -43,6 +43,7 @@ PROVIDERS = {
     "nbformat": "nbformat",
     "zstandard": "zstandard",
     "scipy": "scipy",
+    "moto": "moto",
 }
 
 #: Modules that come with a declared distribution as its own requirement, never declared alone.
@@ -50,6 +51,7 @@ CARRIED = {
     "numpy": ("pandas", "pandas and pyarrow are built on it"),
     "packaging": ("pytest", "pytest requires it"),
     "jupyter_client": ("nbclient", "nbclient runs kernels through it"),
+    "boto3": ("moto", "moto requires it; its S3 is set up and read with it"),
 }
 
 #: Optional by design: used when installed, with a fallback or an install hint when not.

@@ -21,6 +21,7 @@ import uuid
 from typing import Any
 
 from sparkbeam.io.filebased import ReadMatchingFiles
+from sparkbeam.io.fileio import WriteToFiles
 from sparkbeam.io.filesystem import match_files
 from sparkbeam.io.filewrites import WriteShardedFiles
 from sparkbeam.io.textio import ReadFromText, WriteToText
@@ -42,6 +43,15 @@ def check_inputs_and_outputs(pipeline: Any) -> None:
             _check_output(node, transform.file_path_prefix)
         elif isinstance(transform, WriteShardedFiles):
             _check_output(_user_node(node), transform.prefix)
+        elif isinstance(transform, WriteToFiles) and _local(transform.path) is None:
+            # Its DoFns write and rename with Python on the executors, which reach no
+            # Hadoop-served file system (the other file sinks go through the driver there).
+            msg = (
+                f"'{node.full_label}' (applied at {node.location}): WriteToFiles writes {transform.path!r} with "
+                "Python on the executors, which cannot reach that file system; write to a local path or a shared "
+                "mount, or use WriteToText/WriteToCsv/WriteToJson/WriteToParquet, which write s3a:// and hdfs:// URLs"
+            )
+            raise ValueError(msg)
 
 
 def _user_node(node: Any) -> Any:

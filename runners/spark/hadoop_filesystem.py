@@ -28,14 +28,15 @@ directory on S3 should read only the steps a later step's existence proves commi
 this file system serves the driver: matching input globs, checkpoints, the step journal,
 write-ahead-log metadata and renames that commit output. Data is written by Spark's own
 writers on the executors (sealed text files for keyed state and the write-ahead log, ``sealed_files.py``),
-which take any Hadoop URL. A file sink's shards are written by the executors' Python, so a
-sink's path must be one the executors reach (local, ``file://`` or a shared mount); a sink
-on a cluster file system is refused before Spark starts (``runners/spark/sinks.py``).
+which take any Hadoop URL. A file sink's shards are made by the executors' Python, which
+cannot open a Hadoop URL: on a cluster file system they are sent back to the driver and
+uploaded from there (``remote_files.py``).
 """
 
 from __future__ import annotations
 
 import io
+import os
 import posixpath
 from collections.abc import Iterator
 from typing import IO, Any
@@ -226,6 +227,15 @@ class HadoopFileSystem(FileSystem):
             handle.write(data)
         return True
 
+    def upload(self, local_path: str, path: str) -> None:
+        """Copy the local file ``local_path`` to ``path`` (replacing a file there), the
+        bytes moved in the JVM (Hadoop's ``create``, as ``create`` writes: a multipart upload
+        on S3 once past a block), never through Py4J."""
+        fs, jpath = self._fs(path)
+        jvm = _context()._jvm
+        source = jvm.java.io.FileInputStream(os.path.abspath(local_path))
+        jvm.org.apache.hadoop.io.IOUtils.copyBytes(source, fs.create(jpath, True), _READ_CHUNK, True)
+
     def open(self, path: str, mime_type: str = "application/octet-stream", compression_type: Any = CompressionTypes.AUTO) -> IO[bytes]:
         fs, jpath = self._fs(path)
         raw = io.BufferedReader(_JavaInput(fs.open(jpath)), buffer_size=_READ_CHUNK)
@@ -262,8 +272,12 @@ class HadoopFileSystem(FileSystem):
         way, which is how the committers use it; a replaced file is missing for a moment)."""
         fs, src = self._fs(source)
         _, dst = self._fs(destination)
-        if fs.rename(src, dst):
-            return
+        try:
+            if fs.rename(src, dst):
+                return
+        except Exception as error:  # s3a raises where HDFS answers False: a file is in the way
+            if "FileAlreadyExistsException" not in str(error):
+                raise
         if fs.exists(dst) and not fs.getFileStatus(dst).isDirectory() and fs.exists(src):
             fs.delete(dst, False)
             if fs.rename(src, dst):

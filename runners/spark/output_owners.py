@@ -108,12 +108,17 @@ def check_outputs(
     *,
     overwrite: bool,
     identity_pending: bool = False,
+    local_only: bool = False,
 ) -> None:
     """Refuse step folders the checkpoint ``checkpoint_id`` (None: a new one) in
-    ``checkpoint_dir`` (None: a temporary one) did not write, unless ``overwrite``."""
+    ``checkpoint_dir`` (None: a temporary one) did not write, unless ``overwrite``.
+    ``local_only``: before Spark starts, prefixes on cluster file systems are left for the
+    check under the lease (``claim_outputs``)."""
     if overwrite:
         return
     for op, prefix in _sink_prefixes(plan):
+        if local_only and commits.local_path(prefix) is None:
+            continue  # on a cluster file system: checked under the lease once Spark is up
         folders, mark = _foreign(prefix, checkpoint_id, checkpoint_dir, identity_pending)
         if folders:
             raise _refusal(op, prefix, folders, mark, checkpoint_dir)

@@ -100,6 +100,22 @@ def _check_supported(plan: StagePlan) -> None:
             sinks.check(sink)
 
 
+def _check_cluster_paths(plan: StagePlan, settings: dict[str, Any]) -> None:
+    """Once Spark is up, before the first step: the checkpoint directory and the file
+    sinks' folders on cluster file systems (``s3a://``, ``hdfs://``...) must be reachable
+    with the session's settings, or the run is refused naming the option or transform."""
+    from sparkbeam.runners.spark import remote_files, sinks
+
+    checkpoint_dir = settings.get("checkpoint_dir")
+    if checkpoint_dir and remote_files.is_remote(checkpoint_dir):
+        remote_files.check_reachable(checkpoint_dir, "--checkpoint_dir")
+    for stage in plan.stages:
+        for op in stage.sinks:
+            prefix = sinks.step_prefix(op)
+            if remote_files.is_remote(prefix):
+                remote_files.check_reachable(sinks.prefix_directory(prefix), f"'{op.label}' (applied at {op.location})")
+
+
 class _Execution:
     """One run of a planned pipeline: the step loop and what it holds open (the sources'
     queries, the backend, settings changed on the user's session), run in the caller's
@@ -304,6 +320,7 @@ class SparkRunner(PipelineRunner):
         cleanups.append(lambda: hadoop_filesystem.serve_file_urls(False))
         backend = None
         try:
+            _check_cluster_paths(plan, settings)
             context = spark.sparkContext
             cleanups.append(
                 install_for_executors(

@@ -18,10 +18,14 @@ wrote, so a step's files are always those of its last attempt. When a stream res
 its checkpoint, ``remove_leftovers`` deletes the temporary directories of steps a crash cut
 short (recognised by the sink's own prefix, so other writers' files are left alone).
 
-The shards are written by the executors' Python, so a sink's path must be one every
-executor reaches: a local path, a ``file://`` URL or a shared mount. A prefix on a file
-system only the driver's JVM serves (``hdfs://``, ``s3a://``..., see
-``runners/spark/hadoop_filesystem.py``) is refused before Spark starts.
+The shards are written by the executors' Python. On a prefix that Python cannot reach,
+a file system only the driver's JVM serves (``hdfs://``, ``s3a://``..., see
+``runners/spark/hadoop_filesystem.py``), each shard is sent back to the driver and uploaded
+from there (``remote_files.py``), then committed the same way; the committed step
+directory then also gets an empty ``_SUCCESS`` file, written last: on an object store the
+directory's rename is a copy file by file, so a reader takes a step folder as complete only
+once its ``_SUCCESS`` is there (a crash in the copy leaves a folder without it, which the
+replayed step rewrites). Any other scheme is refused before Spark starts.
 
 Each sink op Spark writes is registered here as a ``SparkSink`` (under
 ``execution.backend_ops("Spark")``): how a step lays out its files, and in batch, when it
@@ -33,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import tempfile
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -40,13 +45,15 @@ from typing import Any
 import attrs
 
 from sparkbeam.io import commits
+from sparkbeam.io.filesystems import FileSystems
 from sparkbeam.io.filewrites import FileSink
 from sparkbeam.io.stepfiles import StepFiles
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
 from sparkbeam.runners.core.execution import backend_ops
 from sparkbeam.runners.core.ops import Op, WriteFilesPerStepOp, WriteTextOp
 from sparkbeam.runners.core.steps import StepParams
-from sparkbeam.runners.spark import textio
+from sparkbeam.runners.spark import remote_files, textio
+from sparkbeam.runners.spark.hadoop_filesystem import HADOOP_SCHEMES
 from sparkbeam.runners.spark.metrics import MetricsChannel, metered_by
 from sparkbeam.utils.windowed_value import WindowedValue
 
@@ -67,7 +74,7 @@ def _text_step_files(op: WriteTextOp) -> StepFiles:
     sink = op.sink
     template = sink.shard_name_template
     num_shards = 1 if template == "" else sink.num_shards  # '' names exactly one file
-    return StepFiles(textio.TextFileSink(sink), textio.local_prefix(op), template, sink.file_name_suffix, num_shards)
+    return StepFiles(textio.TextFileSink(sink), textio.output_prefix(op), template, sink.file_name_suffix, num_shards)
 
 
 _SINKS = backend_ops("Spark").sinks
@@ -75,28 +82,40 @@ _SINKS.register(WriteFilesPerStepOp)(SparkSink(step_files=lambda op: op.files))
 _SINKS.register(WriteTextOp)(SparkSink(step_files=_text_step_files, batch_write=textio.write_text))
 
 
+#: the file written last into a step directory committed on a cluster file system
+COMMITTED_MARK = "_SUCCESS"
+
+
 def check(op: Op) -> None:
     """Refuse, before Spark starts, a sink Spark cannot write (an op type it does not
-    write, a path off the local and shared file systems)."""
+    write, a path on a file system that neither Python nor Hadoop serves)."""
     prefix = _SINKS.lookup(op).step_files(op).prefix
-    if "://" in prefix and not prefix.startswith("file://"):
+    scheme = prefix.split("://", 1)[0] if "://" in prefix else "file"
+    if scheme != "file" and scheme not in HADOOP_SCHEMES:
         msg = (
-            f"'{op.label}' (applied at {op.location}): file sinks on Spark are written by the executors' "
-            f"Python, which cannot reach {prefix!r} (its file system is served by Hadoop in the driver's JVM "
-            "only); write to a local path or a mount every executor shares"
+            f"'{op.label}' (applied at {op.location}): file sinks on Spark write to local paths, shared "
+            f"mounts and the file systems Hadoop serves ({', '.join(f'{s}://' for s in HADOOP_SCHEMES)}), "
+            f"not {prefix!r}"
         )
         raise TransformError(msg)
 
 
 def step_prefix(op: Op) -> str:
-    """The local path ``op``'s step folders are named after (``prefix-step-NNNNNNNN``)."""
+    """The path ``op``'s step folders are named after (``prefix-step-NNNNNNNN``): local, or
+    a URL of a cluster file system."""
     return str(_SINKS.lookup(op).step_files(op).prefix).removeprefix("file://")
+
+
+def prefix_directory(prefix: str) -> str:
+    """The directory a sink's prefix names files in (``os.path.dirname`` for URLs too)."""
+    return os.path.dirname(prefix) or "."
 
 
 def remove_leftovers(op: Op) -> list[str]:
     """Delete the temporary step directories of ``op``'s sink that an interrupted run left
     (called when a stream resumes, before its first step); returns what was removed."""
-    directory, base = os.path.split(step_prefix(op))
+    prefix = step_prefix(op)
+    directory, base = prefix_directory(prefix), os.path.basename(prefix)
     ours = tuple(f"{mark}{base}-step-" for mark in (commits.TEMPORARY_MARK, ".sparkbeam-replaced-"))
     removed = []
     for name in commits.list_names(directory):
@@ -107,21 +126,25 @@ def remove_leftovers(op: Op) -> list[str]:
 
 
 def write(sc: Any, op: Op, rdd: Any, known_empty: bool, params: StepParams, channel: MetricsChannel | None = None) -> None:
-    """Write one step of ``op``'s input: in batch by the sink's own write if it has one,
-    else as the step's committed directory. The writing tasks are metered by ``channel``
+    """Write one step of ``op``'s input: bounded input of a flat ``StepFiles`` once, in
+    Beam's layout; in batch by the sink's own write if it has one; else as the step's
+    committed directory. The writing tasks are metered by ``channel``
     (which also carries the run's key for their errors)."""
     sink: SparkSink = _SINKS.lookup(op)
-    if params.batch and sink.batch_write is not None:
+    if isinstance(op, WriteFilesPerStepOp) and op.files.flat:
+        _write_flat(sc, op, rdd, params, channel)  # bounded input, in any run
+    elif params.batch and sink.batch_write is not None:
         sink.batch_write(sc, op, rdd, params, channel)
     else:
         write_step(sc, op, rdd, known_empty, params.step, channel)
 
 
 def _write_partition(
-    op: Op, sink: FileSink, temp_dir: str, every_shard: bool, index: int, values: Iterator[WindowedValue]
+    op: Op, sink: FileSink, temp_dir: str, every_shard: bool, index: int, values: Iterator[WindowedValue], path: str | None = None
 ) -> Iterator[tuple[int, str, int]]:
-    """Writes one partition's values to a new file in ``temp_dir``: (index, path, count)."""
-    path = os.path.join(temp_dir, f".part-{index:05d}-{uuid.uuid4().hex}")  # one per task attempt
+    """Writes one partition's values to a new file in ``temp_dir`` (or to ``path``):
+    (index, path, count)."""
+    path = path or os.path.join(temp_dir, f".part-{index:05d}-{uuid.uuid4().hex}")  # one per task attempt
     writer = None
     records = 0
     value = None
@@ -151,6 +174,70 @@ def _write_partition(
         yield index, path, records
 
 
+def _written_shards(op: Op, files: StepFiles, rdd: Any, temp_dir: str, every_shard: bool, channel: MetricsChannel | None) -> list[tuple[int, str, int]]:
+    """Each partition's shard written into ``temp_dir`` (by the executors, or through the
+    driver where they cannot reach it): ``(partition, path, records)``, sorted."""
+    if files.num_shards and rdd.getNumPartitions() != files.num_shards:
+        rdd = rdd.repartition(files.num_shards)
+    if remote_files.is_remote(temp_dir):
+        chunks = functools.partial(metered_by(channel, _shard_chunks), op, files.sink, every_shard)
+        return remote_files.carry_shards(rdd.mapPartitionsWithIndex(chunks), temp_dir)
+    write = functools.partial(metered_by(channel, _write_partition), op, files.sink, temp_dir, every_shard)
+    return sorted(rdd.mapPartitionsWithIndex(write).collect())
+
+
+def _write_flat(sc: Any, op: WriteFilesPerStepOp, rdd: Any, params: StepParams, channel: MetricsChannel | None = None) -> list[str]:
+    """Bounded input written once as ``WriteShardedFiles`` lays it out (Beam's flat shard
+    names, at least ``min_shards`` of them, empty ones padded), committed file by file."""
+    files = op.files
+    remote = remote_files.is_remote(files.prefix)
+    with commits.staging_directory(files.prefix, create=remote) as temp_dir:
+        written = _written_shards(op, files, rdd, temp_dir, files.num_shards > 0 and files.min_shards > 0, channel)
+        written = [item for item in written if item[2] or files.num_shards]
+        if files.num_shards:
+            total = files.num_shards
+            shards = [(index, path) for index, path, _ in written]
+        else:
+            total = max(len(written), files.min_shards)
+            shards = [(number, path) for number, (_, path, _) in enumerate(written)]
+            for number in range(len(written), total):  # as Beam's file sinks pad empty input
+                shards.append((number, _empty_shard(files.sink, temp_dir, number)))
+        finals = []
+        for number, path in shards:
+            final = files.flat_path(number, total)
+            commits.commit(path, final)
+            finals.append(final)
+        return finals
+
+
+def _empty_shard(sink: FileSink, temp_dir: str, number: int) -> str:
+    """An empty shard of ``sink`` (its header and footer, if it has them) in ``temp_dir``."""
+    handle, local = tempfile.mkstemp(prefix="sparkbeam-shard-")
+    os.close(handle)
+    try:
+        sink.open(local).close()
+        path = commits.join(temp_dir, f".empty-{number:05d}")
+        if remote_files.is_remote(temp_dir):
+            FileSystems.get_filesystem(temp_dir).upload(local, path)
+        else:
+            commits.makedirs(temp_dir)
+            commits.commit(local, path)
+        return path
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(local)
+
+
+def _shard_chunks(op: Op, sink: FileSink, every_shard: bool, index: int, values: Iterator[WindowedValue]) -> Iterator[tuple[int, int, Any]]:
+    """One partition's shard, written locally and sent to the driver (``remote_files``)."""
+
+    def write(path: str) -> int | None:
+        written = list(_write_partition(op, sink, os.path.dirname(path), every_shard, index, values, path=path))
+        return written[0][2] if written else None
+
+    yield from remote_files.shard_chunks(index, write)
+
+
 def write_step(sc: Any, op: Op, rdd: Any, known_empty: bool, step: int, channel: MetricsChannel | None = None) -> list[str]:
     """Writes ``rdd`` as step ``step``'s committed directory; returns its files (none if empty)."""
     files = _SINKS.lookup(op).step_files(op)
@@ -158,20 +245,20 @@ def write_step(sc: Any, op: Op, rdd: Any, known_empty: bool, step: int, channel:
     if known_empty:
         commits.commit_directory(None, final_dir)
         return []
-    with commits.staging_directory(final_dir, create=False) as temp_dir:
-        if files.num_shards and rdd.getNumPartitions() != files.num_shards:
-            rdd = rdd.repartition(files.num_shards)
-        write = functools.partial(metered_by(channel, _write_partition), op, files.sink, temp_dir, files.num_shards > 0)
-        written = sorted(rdd.mapPartitionsWithIndex(write).collect())
+    remote = remote_files.is_remote(final_dir)
+    with commits.staging_directory(final_dir, create=remote) as temp_dir:
+        written = _written_shards(op, files, rdd, temp_dir, files.num_shards > 0, channel)
         if not any(records for _, _, records in written):
             commits.commit_directory(None, final_dir)
             return []
         names = []
         for shard, (_, path, _) in enumerate(written):
             final = files.shard_path(step, shard, len(written))
-            commits.commit(path, os.path.join(temp_dir, os.path.basename(final)))
+            commits.commit(path, commits.join(temp_dir, os.path.basename(final)))
             names.append(os.path.basename(final))
         for stray in set(commits.list_names(temp_dir)) - set(names):  # from task attempts that failed
-            os.remove(os.path.join(temp_dir, stray))
+            commits.remove(commits.join(temp_dir, stray), missing_ok=True)
         commits.commit_directory(temp_dir, final_dir)
+        if remote:
+            commits.write_bytes(commits.join(final_dir, COMMITTED_MARK), b"")
         return [os.path.join(final_dir, name) for name in names]

@@ -68,7 +68,7 @@ def check_before_start(plan: StagePlan, settings: dict[str, Any]) -> None:
             known_id = identity["id"] if identity is not None else None
         else:
             pending = True
-    check_outputs(plan, known_id, root, overwrite=settings["overwrite_output"], identity_pending=pending)
+    check_outputs(plan, known_id, root, overwrite=settings["overwrite_output"], identity_pending=pending, local_only=True)
 
 
 class StreamRun:

@@ -42,12 +42,13 @@ from sparkbeam.runners.core.ops import ReadTextOp, WriteTextOp
 from sparkbeam.runners.core.steps import StepParams
 from sparkbeam.runners.core.text_lines import TextRange, bundle_ranges, read_ranges, stream_lines
 from sparkbeam.runners.core.window_assignment import GLOBAL_WINDOWS
+from sparkbeam.runners.spark import remote_files
 from sparkbeam.runners.spark.metrics import MetricsChannel, metered_by
 from sparkbeam.utils.timestamp import MIN_TIMESTAMP
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue, new_windowed_value
 from sparkbeam.window import GlobalWindow
 
-__all__ = ["MatchedFile", "TextFileSink", "local_prefix", "matched_files", "read_text", "write_text"]
+__all__ = ["MatchedFile", "TextFileSink", "matched_files", "output_prefix", "read_text", "write_text"]
 
 #: the most bytes a task reads: Hadoop's local block size, the most a ``textFile`` split held
 _MAX_BUNDLE = 32 << 20
@@ -303,18 +304,25 @@ class TextFileSink(FileSink):
         return _TextShardWriter(_opener(path, self.compression), self.sink)
 
 
-def local_prefix(op: WriteTextOp) -> str:
-    """The sink's prefix as an absolute local path; other file systems are refused."""
+def output_prefix(op: WriteTextOp) -> str:
+    """The sink's prefix: an absolute local path, or a URL of a file system Hadoop serves
+    (written through the driver, ``remote_files.py``); other schemes are refused."""
+    from sparkbeam.runners.spark.hadoop_filesystem import HADOOP_SCHEMES
+
     prefix = op.sink.file_path_prefix
     if "://" in prefix and not prefix.startswith("file://"):
-        msg = f"'{op.label}' (applied at {op.location}): WriteToText on Spark writes to local or shared file systems, not {prefix!r}"
+        if prefix.split("://", 1)[0] in HADOOP_SCHEMES:
+            return prefix
+        msg = f"'{op.label}' (applied at {op.location}): WriteToText on Spark writes to local or shared file systems, or those Hadoop serves ({', '.join(HADOOP_SCHEMES)}), not {prefix!r}"
         raise TransformError(msg)
     return os.path.abspath(prefix.removeprefix("file://"))
 
 
-def _write_shard(op: WriteTextOp, sink: TextFileSink, temp_dir: str, num_shards: int, index: int, elements: Iterator[WindowedValue]) -> Iterator[tuple[str, str, int]]:
+def _write_shard(
+    op: WriteTextOp, sink: TextFileSink, temp_dir: str, num_shards: int, index: int, elements: Iterator[WindowedValue], path: str | None = None
+) -> Iterator[tuple[str, str, int]]:
     final_name = op.sink.shard_name(index, num_shards)
-    temp_path = os.path.join(temp_dir, f"shard-{index:05d}")
+    temp_path = path or os.path.join(temp_dir, f"shard-{index:05d}")
     writer = sink.open(temp_path)
     count = 0
     value = None
@@ -339,14 +347,34 @@ def write_text(sc: Any, op: WriteTextOp, rdd: Any, params: StepParams, channel: 
         rdd = rdd.repartition(num_shards) if rdd.getNumPartitions() != num_shards else rdd
     elif rdd.getNumPartitions() == 0:
         rdd = sc.parallelize([], 1)
-    with commits.staging_directory(local_prefix(op)) as temp_dir:
-        write = functools.partial(metered_by(channel, _write_shard), op, TextFileSink(sink), temp_dir, num_shards)
-        written = sorted(rdd.mapPartitionsWithIndex(write).collect())
+    prefix = output_prefix(op)
+    remote = remote_files.is_remote(prefix)
+    with commits.staging_directory(prefix) as temp_dir:
+        if remote:
+            chunks = functools.partial(metered_by(channel, _shard_chunks), op, TextFileSink(sink), num_shards)
+            written = [
+                (path, sink.shard_name(index, num_shards), count)
+                for index, path, count in remote_files.carry_shards(rdd.mapPartitionsWithIndex(chunks), temp_dir)
+            ]
+        else:
+            write = functools.partial(metered_by(channel, _write_shard), op, TextFileSink(sink), temp_dir, num_shards)
+            written = sorted(rdd.mapPartitionsWithIndex(write).collect())
         if sink.skip_if_empty and not any(count for _, _, count in written):
             return []  # Beam's skip_if_empty: no shards at all for an empty PCollection
         finals = []
         for temp_path, final_name, _ in written:
-            final_name = os.path.abspath(final_name.removeprefix("file://"))
+            if not remote:
+                final_name = os.path.abspath(final_name.removeprefix("file://"))
             commits.commit(temp_path, final_name)
             finals.append(final_name)
         return finals
+
+
+def _shard_chunks(op: WriteTextOp, sink: TextFileSink, num_shards: int, index: int, elements: Iterator[WindowedValue]) -> Iterator[tuple[int, int, Any]]:
+    """One shard written locally and sent to the driver, for a prefix it alone reaches."""
+
+    def write(path: str) -> int:
+        (_, _, count), = _write_shard(op, sink, os.path.dirname(path), num_shards, index, elements, path=path)
+        return count
+
+    return remote_files.shard_chunks(index, write)

@@ -28,6 +28,7 @@ import bz2
 import gzip
 import io
 import lzma
+import os
 import posixpath
 import re
 import zlib
@@ -515,6 +516,15 @@ def local_path(owner: str, path: str) -> str:
         )
         raise ValueError(msg)
     return path
+
+
+def output_prefix(owner: str, path: str) -> str:
+    """A file sink's prefix: a local path made absolute (``file://`` taken off), or a URL of
+    another file system as it is (a runner that cannot write there refuses it before it
+    starts; sparkbeam's Spark runner writes Hadoop's through its driver)."""
+    if "://" in path and not path.startswith("file://"):
+        return path
+    return os.path.abspath(local_path(owner, path))
 
 
 def match_files(pattern: str) -> list[str]:

@@ -4,7 +4,9 @@
       | GroupByKey onto one key | ParDo(rename every temporary shard to its final name)
 
 Files are written by Python on the executors, so paths must be local or on a file system
-that every executor mounts at the same path. Writes are atomic: shards go to a hidden
+that every executor mounts at the same path; a URL of another file system (``s3a://``,
+``hdfs://``) is handed to the runner as a ``WriteFilesPerStep`` in Beam's flat layout,
+which sparkbeam's Spark runner writes through its driver. Writes are atomic: shards go to a hidden
 ``.sparkbeam-temp-*`` directory beside the output and are renamed to their final names only
 once every shard is written, so a failed run leaves nothing under the final names (the
 hidden directory may remain after a failure, as Beam's temp directories do). Unbounded
@@ -27,7 +29,7 @@ import attrs
 from sparkbeam import pvalue
 from sparkbeam.core import DoFn, FlatMap, Flatten, GroupByKey, Impulse, Map, ParDo, WindowInto
 from sparkbeam.io import commits
-from sparkbeam.io.filesystem import local_path
+from sparkbeam.io.filesystem import output_prefix
 from sparkbeam.ptransform import PTransform
 from sparkbeam.utils.windowed_value import WindowedValue
 from sparkbeam.window import GlobalWindow, GlobalWindows
@@ -265,7 +267,7 @@ class WriteShardedFiles(PTransform):
         self.template = check_shard_name_template(owner, shard_name_template)
         self.sink = sink
         self.owner = owner
-        self.prefix = os.path.abspath(local_path(owner, file_path_prefix))
+        self.prefix = output_prefix(owner, file_path_prefix)
         self.suffix = file_name_suffix or ""
         self.num_shards = 1 if self.template == "" else num_shards
         self.min_shards = min_shards
@@ -274,10 +276,15 @@ class WriteShardedFiles(PTransform):
         if not isinstance(pcoll, pvalue.PCollection):
             msg = f"{self.owner} writes a PCollection, not {pcoll!r}"
             raise TypeError(msg)
-        if not pcoll.is_bounded:
+        if not pcoll.is_bounded or "://" in self.prefix:
             # stepfiles builds on this module, so it is imported only when needed.
             from sparkbeam.io.stepfiles import StepFiles, WriteFilesPerStep
 
+            if pcoll.is_bounded:
+                # A URL (s3a://, hdfs://...) the executors' Python cannot open: the runner
+                # writes the shards through its driver, in this layout.
+                files = StepFiles(self.sink, self.prefix, self.template, self.suffix, self.num_shards, flat=True, min_shards=self.min_shards)
+                return pcoll | "WriteThroughDriver" >> WriteFilesPerStep(files)
             files = StepFiles(self.sink, self.prefix, self.template, self.suffix, self.num_shards)
             return pcoll | "WriteEachStep" >> WriteFilesPerStep(files)
         temp_dir = commits.temporary_beside(self.prefix)

@@ -44,8 +44,11 @@ def step_directory(prefix: str, step: int) -> str:
 class StepFiles:
     """What a streaming file sink writes each step, and where.
 
-    ``sink`` opens one shard file; ``prefix`` is an absolute local path; ``num_shards=0``
-    writes one shard per partition with elements.
+    ``sink`` opens one shard file; ``prefix`` is an absolute local path or a URL of a
+    cluster file system; ``num_shards=0`` writes one shard per partition with elements.
+    ``flat``: bounded input written once in Beam's flat layout (``prefix-00000-of-00002``),
+    with at least ``min_shards`` shards, as ``WriteShardedFiles`` writes it: how bounded
+    input reaches a URL the executors' Python cannot open (the runner writes it).
     """
 
     sink: FileSink
@@ -53,9 +56,14 @@ class StepFiles:
     template: str
     suffix: str
     num_shards: int
+    flat: bool = False
+    min_shards: int = 0
 
     def directory(self, step: int) -> str:
         return step_directory(self.prefix, step)
+
+    def flat_path(self, shard: int, num_shards: int) -> str:
+        return shard_file_name(self.prefix, self.template, self.suffix, shard, num_shards)
 
     def shard_path(self, step: int, shard: int, num_shards: int) -> str:
         name = shard_file_name(os.path.basename(self.prefix), self.template, self.suffix, shard, num_shards)
@@ -79,4 +87,5 @@ class WriteFilesPerStep(PTransform):
         return "WriteFilesPerStep"
 
     def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
-        return pvalue.PCollection(pcoll.pipeline, is_bounded=False)
+        # bounded as its input: a flat write of bounded input keeps a batch run a batch
+        return pvalue.PCollection(pcoll.pipeline, is_bounded=pcoll.is_bounded and self.files.flat)

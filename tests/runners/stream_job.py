@@ -78,10 +78,17 @@ def build(p, input_dir: str, output_dir: str) -> None:
 
 
 def main(input_dir: str, output_dir: str, checkpoint_dir: str, timeline_log: str, *flags: str) -> None:
+    # ``--spark_conf k=v`` among the flags adds to the job's own settings (the object store
+    # tests pass the s3a connector's jars and settings so).
+    rest, extra = list(flags), []
+    while "--spark_conf" in rest:
+        at = rest.index("--spark_conf")
+        extra.append(rest[at + 1])
+        del rest[at : at + 2]
     options = PipelineOptions(
-        list(flags),
+        rest,
         spark_master="local[2]",
-        spark_conf=["spark.ui.enabled=false", "spark.sql.shuffle.partitions=2"],
+        spark_conf=["spark.ui.enabled=false", "spark.sql.shuffle.partitions=2", *extra],
         available_now=True,
         checkpoint_dir=checkpoint_dir,
         checkpoint_interval=3,
