@@ -115,15 +115,22 @@ def test_an_empty_file_gives_no_pane_and_writes_nothing(spark, tmp_path):
     assert record.elements_out == 0
 
 
-def test_a_million_groups_written_to_files_leave_the_drivers_memory_flat(tmp_path):
-    """A driver of its own: 512 MB of JVM heap, 8 MB of task results (collecting the groups
-    as Arrow would pass it), and the Python process's peak RSS read at the end (collecting the
-    panes took it to about 1 GB before; about 140 MB now)."""
+@pytest.mark.parametrize(
+    "groups, result_cap",
+    [(200_000, "2m"), pytest.param(1_000_000, "8m", marks=pytest.mark.full)],
+    ids=["200k", "1M"],
+)
+def test_many_groups_written_to_files_never_pass_through_the_driver(tmp_path, groups, result_cap):
+    """A driver of its own, with 512 MB of JVM heap and task results capped at a fraction of
+    what the groups' panes would weigh if they were collected (about 40 bytes a group as Arrow
+    would pass them): Spark fails any job whose results pass the cap, so the run can only
+    succeed when the panes are made and written on the executors. The driver's peak memory is
+    a figure for benchmarks/README.md (``python tests/runners/sql_plan_job.py``), not a test."""
     events = tmp_path / "events.csv"
     with open(events, "w") as out:
-        out.writelines(f"k{i},{i % 100},{(i % 600) * 100}\n" for i in range(1_000_000))
+        out.writelines(f"k{i},{i % 100},{(i % 600) * 100}\n" for i in range(groups))
     prefix = tmp_path / "out" / "totals"
-    caps = ["--spark_conf", "spark.driver.memory=512m", "--spark_conf", "spark.driver.maxResultSize=8m"]
+    caps = ["--spark_conf", "spark.driver.memory=512m", "--spark_conf", f"spark.driver.maxResultSize={result_cap}"]
     completed = subprocess.run(
         [sys.executable, os.path.join(HERE, "sql_plan_job.py"), str(events), str(prefix), *caps],
         capture_output=True,
@@ -134,10 +141,9 @@ def test_a_million_groups_written_to_files_leave_the_drivers_memory_flat(tmp_pat
     assert completed.returncode == 0, completed.stderr[-4000:]
     (line,) = [line for line in completed.stdout.splitlines() if line.startswith("RESULT ")]
     report = json.loads(line.removeprefix("RESULT "))
-    assert report["lines"] == 1_000_000
+    assert report["lines"] == groups
     assert report["notes"]["Totals"].startswith("SQL plan: ") and "panes made on the executors" in report["notes"]["Totals"]
     assert report["jvm_heap_mb"] <= 512
-    assert report["peak_rss_mb"] < 320, report
 
 
 @pytest.mark.parametrize("read_later", [False, True], ids=["captured", "read-by-a-later-stage"])
