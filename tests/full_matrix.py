@@ -1,0 +1,79 @@
+"""Tests that run in the full matrix (``tests/full_matrix.sh``) and not in the README's test
+command, which must stay within 15 minutes on a quiet two-core machine.
+
+Each entry is a pytest node id (a parametrised case by its id) and what in the README's
+command still covers its ground: a representative case of the same kind stays there. Tests
+can also be marked ``@pytest.mark.full`` where they are written; this table is for cases
+of a parametrised test and for tests whose module should not know about the split.
+``tests/test_full_matrix_table.py`` checks that every entry still names a test.
+"""
+
+from __future__ import annotations
+
+_BEAM_TRANSCRIPTS = "tests/conformance/test_transcripts_spark.py::test_beam_transcript_streaming_on_spark"
+_OUR_TRANSCRIPTS = "tests/conformance/test_sparkbeam_transcripts_spark.py::test_sparkbeam_transcript_streaming_on_spark"
+
+#: Beam's trigger transcripts streamed on Spark: every case runs on the engine in the suite
+#: (test_transcripts_engine.py), Spark is checked against the engine on random streams
+#: (test_invariants.py); on Spark the suite keeps a case of each kind (fixed windows with late
+#: data, a timestamp combiner, sessions, discarding, garbage collection, the negative cases).
+_BEAM_TRANSCRIPTS_LATER = [
+    "fixed_default",
+    "fixed_drop_late_data_after_allowed_lateness",
+    "timestamp_combiner_latest",
+    "timestamp_combiner_custom_timestamping_eow",
+    "timestamp_combiner_custom_timestamping_earliest",
+    "timestamp_combiner_custom_timestamping_earliest_1",
+    "known_late_data_watermark",
+    "bad_expected_values",
+    "bad_expected_window",
+    "missing_output_at_end",
+]
+
+#: sparkbeam's own transcripts on Spark, on the same terms.
+_OUR_TRANSCRIPTS_LATER = [
+    "sliding_earliest_transformed_overlap_rule_on",
+    "sliding_eow_ignores_overlap_rule",
+    "or_finally_processing_time_closes_window",
+    "after_all_waits_for_every_subtrigger",
+    "always_fires_every_bundle",
+    "session_merge_latest_hold",
+    "session_merge_end_of_window_hold",
+    "repeated_count_accumulating",
+    "repeated_count_per_window",
+    "processing_time_early_and_late_accumulating",
+    "processing_time_early_and_late_around_the_watermark",
+    "bad_drop_count",
+    "bad_repeated_count_accumulating_values",
+    "bad_processing_time_missing_late_pane",
+]
+
+FULL_MATRIX: dict[str, str] = {
+    **{f"{_BEAM_TRANSCRIPTS}[{name}]": "a Beam transcript on Spark; its kind stays in the suite" for name in _BEAM_TRANSCRIPTS_LATER},
+    **{f"{_OUR_TRANSCRIPTS}[{name}]": "a sparkbeam transcript on Spark; its kind stays in the suite" for name in _OUR_TRANSCRIPTS_LATER},
+    "tests/runners/test_stream_recovery.py::test_a_file_url_checkpoint_through_hadoop_resumes_after_sigkill": (
+        "the checkpoint primitives through Hadoop's API on s3a:// and the SIGKILL resume on local paths stay"
+    ),
+    "tests/runners/test_standalone_cluster.py::test_a_stream_stopped_on_the_cluster_resumes_through_spark_submit": (
+        "the batch example on the same standalone cluster and a stream on local-cluster stay in the suite"
+    ),
+    "tests/transforms/test_hot_key_fanout.py::test_fanout_equals_no_fanout_in_a_stream[fixed]": "the sessions case stays",
+    "tests/transforms/test_hot_key_fanout.py::test_fanout_equals_no_fanout_in_a_stream[global]": "the sessions case stays",
+    "tests/transforms/test_side_inputs.py::test_streaming_main_elements_wait_for_their_side_window_in_every_view[side_then_main-fixed]": (
+        "main_then_side-fixed stays"
+    ),
+    "tests/transforms/test_side_inputs.py::test_streaming_main_elements_wait_for_their_side_window_in_every_view[main_then_side-global]": (
+        "main_then_side-fixed stays"
+    ),
+    "tests/transforms/test_side_inputs.py::test_streaming_main_elements_wait_for_their_side_window_in_every_view[side_then_main-global]": (
+        "main_then_side-fixed stays"
+    ),
+    "tests/beam_frontend/test_nexmark.py::test_query_gives_beams_results[query9]": "queries 0-8 stay",
+    "tests/beam_frontend/test_nexmark.py::test_query_gives_beams_results[query10]": "queries 0-8 stay",
+    "tests/beam_frontend/test_nexmark.py::test_query_gives_beams_results[query11]": "queries 0-8 stay",
+    "tests/compat/test_examples.py::test_example_runs_as_on_beam[cookbook/mergecontacts]": "the other rewritten examples stay",
+    "tests/compat/test_examples.py::test_example_runs_as_on_beam[complete/tfidf]": "tfidf stays unmodified on the Beam front end",
+    "tests/compat/test_examples.py::test_example_runs_as_on_beam[cookbook/ordered_window_elements_batch]": (
+        "it stays unmodified on the Beam front end"
+    ),
+}
