@@ -5,6 +5,10 @@ shuffle partitions) and every Spark-backed test in it shares it: the suite runs 
 pytest-xdist workers, each with its own session. Executors run this interpreter. The JVMs
 the tests start compile with C1 alone (see ``FAST_JVM`` below).
 
+Kafka tests (marker ``kafka``) share one broker per test process, started from Maven
+Central's jars by ``tools/kafka_broker.py``; a process that collected any of them starts its
+session with Spark's Kafka connector.
+
 Before anything is collected, the run stops if the test extra of setup.cfg is not
 installed (``tests/dependencies.py``): a missing declared dependency is an error, never a
 reason to skip.
@@ -58,19 +62,57 @@ def pytest_configure(config):
         raise pytest.UsageError(problem)
 
 
+#: whether this process collected a test marked ``kafka``: its session then has Spark's Kafka connector
+_KAFKA_COLLECTED = False
+
+
+def pytest_collection_modifyitems(config, items):
+    global _KAFKA_COLLECTED
+    _KAFKA_COLLECTED = any(item.get_closest_marker("kafka") for item in items)
+
+
 @pytest.fixture(scope="session")
-def spark():
+def kafka_jars():
+    """Spark's Kafka connector and the jars PySpark lacks for it (tools/kafka_broker.py),
+    fetched from Maven Central once and cached. When Maven Central serves no connector of
+    the installed PySpark's version yet, the fallback's version is the one sparkbeam is told
+    to accept (SPARKBEAM_KAFKA_CONNECTOR_VERSION), here and in the jobs the tests start."""
+    from tools.kafka_broker import connector_jars
+
+    jars = connector_jars()
+    if not jars.matches_spark:
+        os.environ["SPARKBEAM_KAFKA_CONNECTOR_VERSION"] = jars.version
+    return jars
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory, kafka_jars):
+    """One Kafka broker (KRaft, loopback, ephemeral ports) for this test process's Kafka
+    tests; stopped at the end (and killed with the process if it dies first)."""
+    from tools.kafka_broker import KafkaBroker
+
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka"), kafka_jars.clients_version).start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(request):
     from pyspark.sql import SparkSession
 
-    session = (
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("sparkbeam-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")
-        .getOrCreate()
     )
+    if _KAFKA_COLLECTED:
+        # Jars are fixed when a session starts: a worker that will run Kafka tests starts its
+        # one session with the connector (four jars on the class path; no cost otherwise).
+        builder = builder.config("spark.jars", request.getfixturevalue("kafka_jars").spark_conf())
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

@@ -43,6 +43,7 @@ PROVIDERS = {
     "nbformat": "nbformat",
     "zstandard": "zstandard",
     "scipy": "scipy",
+    "confluent_kafka": "confluent-kafka",
 }
 
 #: Modules that come with a declared distribution as its own requirement, never declared alone.

@@ -100,6 +100,16 @@ def _check_supported(plan: StagePlan) -> None:
             sinks.check(sink)
 
 
+def _uses_kafka(plan: StagePlan) -> bool:
+    from sparkbeam.runners.core.ops import StreamReadOp, WriteKafkaOp
+
+    return any(
+        isinstance(op, WriteKafkaOp) or (isinstance(op, StreamReadOp) and op.spec.format == "kafka")
+        for stage in plan.stages
+        for op in [*((stage.head,) if stage.head is not None else ()), *stage.sinks]
+    )
+
+
 class _Execution:
     """One run of a planned pipeline: the step loop and what it holds open (the sources'
     queries, the backend, settings changed on the user's session), run in the caller's
@@ -318,6 +328,10 @@ class SparkRunner(PipelineRunner):
                 num_partitions=settings["state_partitions"],
                 overlapping_window_rule=settings["overlapping_window_rule"],
             )
+            if _uses_kafka(plan):
+                from sparkbeam.runners.spark.kafka import check_before_first_step
+
+                check_before_first_step(spark, plan)
             scripted_time = any(kind_of(op).scripts_processing_time for op in lowered.ops)
             clock = self.clock or (ManualClock() if scripted_time else WallClock())
             stream_run = None

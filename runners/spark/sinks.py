@@ -44,23 +44,34 @@ from sparkbeam.io.filewrites import FileSink
 from sparkbeam.io.stepfiles import StepFiles
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
 from sparkbeam.runners.core.execution import backend_ops
-from sparkbeam.runners.core.ops import Op, WriteFilesPerStepOp, WriteTextOp
+from sparkbeam.runners.core.ops import Op, WriteFilesPerStepOp, WriteKafkaOp, WriteTextOp
 from sparkbeam.runners.core.steps import StepParams
 from sparkbeam.runners.spark import textio
 from sparkbeam.runners.spark.metrics import MetricsChannel, metered_by
 from sparkbeam.utils.windowed_value import WindowedValue
 
-__all__ = ["SparkSink", "check", "write", "write_step"]
+__all__ = ["SparkSink", "check", "write", "write_step", "writes_files"]
 
 @attrs.frozen
 class SparkSink:
     """How Spark writes one sink op type."""
 
     #: what the op writes each step (a committed directory per step); refuses paths that
-    #: are not local or on a shared mount
-    step_files: Callable[[Any], StepFiles]
+    #: are not local or on a shared mount. None: a sink that writes no files
+    step_files: Callable[[Any], StepFiles] | None
     #: in batch, a write of its own (sc, op, rdd, params); None: as one step
     batch_write: Callable[..., Any] | None = None
+    #: a sink of no files: writes a step itself (sc, op, rdd, known_empty, step, channel, run)
+    step_write: Callable[..., Any] | None = None
+
+
+def _kafka_step(sc: Any, op: Any, rdd: Any, known_empty: bool, step: int, channel: Any, run: str) -> None:
+    from pyspark.sql import SparkSession
+
+    from sparkbeam.runners.spark import kafka
+
+    spark = SparkSession.getActiveSession() or SparkSession(sc)
+    kafka.write_step(spark, op, rdd, known_empty, step, run, channel)
 
 
 def _text_step_files(op: WriteTextOp) -> StepFiles:
@@ -73,12 +84,21 @@ def _text_step_files(op: WriteTextOp) -> StepFiles:
 _SINKS = backend_ops("Spark").sinks
 _SINKS.register(WriteFilesPerStepOp)(SparkSink(step_files=lambda op: op.files))
 _SINKS.register(WriteTextOp)(SparkSink(step_files=_text_step_files, batch_write=textio.write_text))
+_SINKS.register(WriteKafkaOp)(SparkSink(step_files=None, step_write=_kafka_step))
+
+
+def writes_files(op: Op) -> bool:
+    """The sink commits files per step (its prefix is owned, its leftovers removed)."""
+    return _SINKS.lookup(op).step_files is not None
 
 
 def check(op: Op) -> None:
     """Refuse, before Spark starts, a sink Spark cannot write (an op type it does not
     write, a path off the local and shared file systems)."""
-    prefix = _SINKS.lookup(op).step_files(op).prefix
+    step_files = _SINKS.lookup(op).step_files
+    if step_files is None:
+        return
+    prefix = step_files(op).prefix
     if "://" in prefix and not prefix.startswith("file://"):
         msg = (
             f"'{op.label}' (applied at {op.location}): file sinks on Spark are written by the executors' "
@@ -90,12 +110,18 @@ def check(op: Op) -> None:
 
 def step_prefix(op: Op) -> str:
     """The local path ``op``'s step folders are named after (``prefix-step-NNNNNNNN``)."""
-    return str(_SINKS.lookup(op).step_files(op).prefix).removeprefix("file://")
+    step_files = _SINKS.lookup(op).step_files
+    if step_files is None:
+        msg = f"'{op.label}' writes no files"
+        raise TypeError(msg)
+    return str(step_files(op).prefix).removeprefix("file://")
 
 
 def remove_leftovers(op: Op) -> list[str]:
     """Delete the temporary step directories of ``op``'s sink that an interrupted run left
     (called when a stream resumes, before its first step); returns what was removed."""
+    if not writes_files(op):
+        return []
     directory, base = os.path.split(step_prefix(op))
     ours = tuple(f"{mark}{base}-step-" for mark in (commits.TEMPORARY_MARK, ".sparkbeam-replaced-"))
     removed = []
@@ -106,12 +132,17 @@ def remove_leftovers(op: Op) -> list[str]:
     return removed
 
 
-def write(sc: Any, op: Op, rdd: Any, known_empty: bool, params: StepParams, channel: MetricsChannel | None = None) -> None:
+def write(
+    sc: Any, op: Op, rdd: Any, known_empty: bool, params: StepParams, channel: MetricsChannel | None = None, run: str = ""
+) -> None:
     """Write one step of ``op``'s input: in batch by the sink's own write if it has one,
-    else as the step's committed directory. The writing tasks are metered by ``channel``
-    (which also carries the run's key for their errors)."""
+    else as the step's committed directory (or the sink's own step write). The writing
+    tasks are metered by ``channel`` (which also carries the run's key for their errors);
+    ``run`` names the run for sinks that mark what they write with it."""
     sink: SparkSink = _SINKS.lookup(op)
-    if params.batch and sink.batch_write is not None:
+    if sink.step_write is not None:
+        sink.step_write(sc, op, rdd, known_empty, params.step, channel, run)
+    elif params.batch and sink.batch_write is not None:
         sink.batch_write(sc, op, rdd, params, channel)
     else:
         write_step(sc, op, rdd, known_empty, params.step, channel)
@@ -153,7 +184,11 @@ def _write_partition(
 
 def write_step(sc: Any, op: Op, rdd: Any, known_empty: bool, step: int, channel: MetricsChannel | None = None) -> list[str]:
     """Writes ``rdd`` as step ``step``'s committed directory; returns its files (none if empty)."""
-    files = _SINKS.lookup(op).step_files(op)
+    step_files = _SINKS.lookup(op).step_files
+    if step_files is None:
+        msg = f"'{op.label}' writes no files"
+        raise TypeError(msg)
+    files = step_files(op)
     final_dir = files.directory(step)
     if known_empty:
         commits.commit_directory(None, final_dir)

@@ -111,6 +111,7 @@ class StreamRun:
         checkpoint_dir = None if self.temporary else self.store.root
         claim_outputs(self.plan, self.store.checkpoint_id, checkpoint_dir, overwrite=self.overwrite_output)
         self.backend.wal_sealer = self.store.sealer
+        self.backend.run_id = self.store.checkpoint_id
         self.sources = {rt.stage.id: rt.source for rt in loop.runtimes if isinstance(rt.source, StreamSourceState)}
         if self.spark.sparkContext.getConf().get("spark.hadoop.cloneConf", "false").lower() != "true":
             _LOG.warning(
