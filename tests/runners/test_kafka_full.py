@@ -1,0 +1,174 @@
+"""Kafka under kills and outages: SIGKILL of the driver at random steps, a broker that goes away.
+
+Not in the default run (marker ``kafka_full``): ``python -m pytest -m kafka_full -n 1``
+(``tests/kafka_full.sh``). A Kafka stream job (``kafka_job.py``) reads a 4-partition topic
+at most 40 records a step, sums scores per team and minute, and writes the totals to an
+exactly-once file sink and to a topic with ``WriteToKafka``. Each seed kills it with SIGKILL
+once some steps have read data, wherever it is (the write-ahead log, a checkpoint, a sink),
+and restarts it until it finishes; the files must equal an uninterrupted run's and plain
+Python's totals, the stateful sequence must have no gap and no repeat, every stage's
+watermarks must never go back, and the output topic read with ``read_committed`` must hold
+every total at least once and, deduplicated by its run/step/attempt headers (the last attempt
+of each step), exactly the uninterrupted run's records.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import io
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from sparkbeam.io.kafka import HEADER_ATTEMPT, HEADER_RUN, HEADER_STEP
+from tests.runners import kafka_job
+from tests.runners.test_kafka import produce
+from tests.runners.test_stream_recovery import (
+    check_watermarks,
+    committed,
+    steps_with_data,
+    timeline,
+)
+
+pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.kafka_full, pytest.mark.timeout(1200)]
+
+JOB = os.path.join(os.path.dirname(__file__), "kafka_job.py")
+RECORDS = 240
+T0 = 1_700_000_000
+
+
+def write_input(kafka, topic: str) -> tuple[collections.Counter, collections.Counter]:
+    """The topic's records; the totals per (team, window start) and the records per team."""
+    rng = random.Random(11)
+    totals: collections.Counter = collections.Counter()
+    per_team: collections.Counter = collections.Counter()
+    records = []
+    for index in range(RECORDS):
+        ts = (index // 40) * 30 + rng.uniform(0, 15) + (index % 2) * 14  # within the 20 s delay
+        team, score = f"team{rng.randrange(3)}", rng.randrange(1, 10)
+        totals[(team, int((T0 + ts) // 60 * 60))] += score
+        per_team[team] += 1
+        records.append((index % 4, team.encode(), f"{team},{score}".encode(), T0 + ts, None))
+    produce(kafka, topic, records)
+    return totals, per_team
+
+
+def file_totals(output_dir: str) -> collections.Counter:
+    found: collections.Counter = collections.Counter()
+    for line, times in committed(output_dir, "totals").items():
+        team, start, total = line.split(",")
+        found[(team, int(start))] += int(total) * times
+    return found
+
+
+def sequence_is_exact(output_dir: str, per_team: collections.Counter) -> None:
+    lines = committed(output_dir, "sequence")
+    assert all(times == 1 for times in lines.values()), "a sequence number was written twice"
+    numbers: dict[str, list[int]] = collections.defaultdict(list)
+    for line in lines:
+        team, number = line.split(",")
+        numbers[team].append(int(number))
+    assert {team: sorted(n) for team, n in numbers.items()} == {team: list(range(1, c + 1)) for team, c in per_team.items()}
+
+
+def topic_output(kafka, topic: str) -> tuple[collections.Counter, collections.Counter]:
+    """Everything committed to ``topic``, and the same deduplicated: per (run, step), the
+    records of the last attempt written (a replay always follows the attempt it replaces)."""
+    messages = _drain(kafka, topic)
+    raw: collections.Counter = collections.Counter()
+    attempts: dict[tuple[bytes, bytes], list] = {}
+    for message in messages:
+        headers = dict(message.headers())
+        raw[(message.key(), message.value())] += 1
+        key = (headers[HEADER_RUN], headers[HEADER_STEP])
+        records = attempts.setdefault(key, [])
+        if records and records[-1][0] != headers[HEADER_ATTEMPT]:
+            records.clear()  # a later attempt of the step: the earlier one is replaced
+        records.append((headers[HEADER_ATTEMPT], message.key(), message.value()))
+    deduplicated = collections.Counter((k, v) for records in attempts.values() for _, k, v in records)
+    return raw, deduplicated
+
+
+def _drain(kafka, topic: str) -> list:
+    consumer = kafka.consumer(**{"isolation.level": "read_committed"})
+    consumer.subscribe([topic])
+    found, quiet = [], 0
+    try:
+        while quiet < 10:
+            batch = [m for m in consumer.consume(500, timeout=0.5) if m.error() is None]
+            found.extend(batch)
+            quiet = 0 if batch else quiet + 1
+    finally:
+        consumer.close()
+    return sorted(found, key=lambda m: (m.partition(), m.offset()))
+
+
+def run_job(args: list[str], log: str, kill_at: int | None, jars: str) -> bool:
+    process = subprocess.Popen(
+        [sys.executable, JOB, *args, "--spark_conf", f"spark.jars={jars}", "--spark_conf", "spark.ui.enabled=false"],
+        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+    )
+    deadline = time.monotonic() + 400
+    while process.poll() is None:
+        if kill_at is not None and steps_with_data(log) >= kill_at:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            return False
+        if time.monotonic() > deadline:
+            os.killpg(process.pid, signal.SIGKILL)
+            pytest.fail("the Kafka job did not finish in 400 s")
+        time.sleep(0.05)
+    stderr = process.stderr.read().decode() if process.stderr else ""
+    assert process.returncode == 0, stderr[-3000:]
+    return True
+
+
+@pytest.fixture(scope="module")
+def topic_and_truth(kafka, spark, tmp_path_factory):
+    topic = kafka.create_topic(f"scores-{uuid.uuid4().hex[:8]}", 4)
+    expected, per_team = write_input(kafka, topic)
+    base = tmp_path_factory.mktemp("uninterrupted")
+    out_topic = kafka.create_topic(f"totals-{uuid.uuid4().hex[:8]}", 1)
+    with contextlib.redirect_stderr(io.StringIO()):
+        kafka_job.main(kafka.bootstrap, topic, out_topic, str(base / "out"), str(base / "ck"), str(base / "log.jsonl"))
+    return topic, expected, per_team, str(base / "out"), topic_output(kafka, out_topic)
+
+
+def test_the_uninterrupted_run_matches_plain_python(topic_and_truth):
+    _, expected, per_team, out, (raw, deduplicated) = topic_and_truth
+    assert file_totals(out) == expected
+    sequence_is_exact(out, per_team)
+    assert raw == deduplicated  # no replay: nothing written twice
+    assert raw == collections.Counter({(team.encode(), f"{start},{total}".encode()): 1 for (team, start), total in expected.items()})
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_sigkill_at_random_steps_resumes_exactly(kafka, kafka_jars, topic_and_truth, tmp_path, seed):
+    topic, expected, per_team, uninterrupted_out, (_, truth) = topic_and_truth
+    rng = random.Random(seed)
+    out, ck, log = str(tmp_path / "out"), str(tmp_path / "ck"), str(tmp_path / "log.jsonl")
+    out_topic = kafka.create_topic(f"totals-{uuid.uuid4().hex[:8]}", 1)
+    args = [kafka.bootstrap, topic, out_topic, out, ck, log]
+    kill_points = sorted(rng.sample(range(1, 6), 2))
+    restarts = 0
+    for kill_at in [*kill_points, None]:
+        finished = run_job(args, log, kill_at, kafka_jars.spark_conf())
+        restarts += 0 if finished else 1
+        if finished:
+            break
+    assert restarts >= 1
+    assert committed(out, "totals") == committed(uninterrupted_out, "totals")
+    assert file_totals(out) == expected
+    sequence_is_exact(out, per_team)
+    check_watermarks(timeline(log))
+    raw, deduplicated = topic_output(kafka, out_topic)
+    assert deduplicated == truth
+    assert set(raw) == set(truth) and all(raw[k] >= truth[k] for k in truth)
