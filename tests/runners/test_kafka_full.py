@@ -172,3 +172,61 @@ def test_sigkill_at_random_steps_resumes_exactly(kafka, kafka_jars, topic_and_tr
     raw, deduplicated = topic_output(kafka, out_topic)
     assert deduplicated == truth
     assert set(raw) == set(truth) and all(raw[k] >= truth[k] for k in truth)
+
+
+def test_a_broker_that_goes_away_stops_the_stream_at_a_checkpoint_and_it_resumes_exactly_once_back(kafka_jars, spark, tmp_path):
+    """The broker is killed (SIGKILL) while the stream reads; the source's query fails, the
+    run stops with a checkpoint at the step boundary and says how to resume; with the broker
+    back (same ports, same log), the resumed run reads the rest: the totals are exact."""
+    import sparkbeam as beam
+    from sparkbeam.options.pipeline_options import PipelineOptions
+    from sparkbeam.runners.spark.checkpoints import CheckpointStore
+    from sparkbeam.runners.spark.intake import SourceFailedError
+    from tools.kafka_broker import KafkaBroker
+
+    broker = KafkaBroker(tmp_path / "broker", kafka_jars.clients_version).start()
+    try:
+        topic = broker.create_topic("scores", 4)
+        expected, _ = write_input(broker, topic)
+        out, ck, log = str(tmp_path / "out"), str(tmp_path / "ck"), str(tmp_path / "log.jsonl")
+        fast_failure = {"default.api.timeout.ms": "5000", "request.timeout.ms": "3000"}
+
+        def pipeline():
+            options = PipelineOptions(
+                available_now=True, checkpoint_dir=ck, checkpoint_interval=100, step_interval=0.5,
+                timeline_log=log, state_partitions=2, block_on_run=False,
+            )
+            p = beam.Pipeline(options=options)
+            scores = p | "ReadScores" >> beam.io.ReadFromKafka(
+                {"bootstrap.servers": broker.bootstrap, "auto.offset.reset": "earliest", **fast_failure}, topic,
+                value_deserializer="org.apache.kafka.common.serialization.StringDeserializer", timestamp_policy="CreateTime",
+                watermark=beam.io.BoundedOutOfOrdernessWatermarkEstimator(max_delay=20),
+                options={"maxOffsetsPerTrigger": "20", "kafkaConsumer.pollTimeoutMs": "3000", "fetchOffset.numRetries": "1"},
+            )
+            (
+                scores
+                | "Parse" >> beam.MapTuple(lambda _, value: (value.split(",")[0], int(value.split(",")[1])))
+                | "Minutes" >> beam.WindowInto(beam.window.FixedWindows(60))
+                | "Sum" >> beam.CombinePerKey(sum)
+                | "Lines" >> beam.Map(lambda team_total, w=beam.DoFn.WindowParam: f"{team_total[0]},{int(w.start)},{team_total[1]}")
+                | "WriteTotals" >> beam.io.WriteToText(f"{out}/totals")
+            )
+            return p
+
+        result = pipeline().run()
+        deadline = time.monotonic() + 120
+        while steps_with_data(log) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        broker.kill()
+        with pytest.raises(SourceFailedError, match=r"'ReadScores/Read'.*query failed(.|\n)*checkpoint written; once the source is back, run again with --checkpoint_dir="):
+            result.wait_until_finish(duration=180_000)
+        newest = CheckpointStore(ck, []).newest()
+        assert newest is not None and newest["step"] == max(r["step"] for r in timeline(log)) + 1
+        broker.start()
+        resumed = pipeline().run()
+        resumed.wait_until_finish(duration=300_000)
+        assert str(resumed.state).endswith("DONE")
+        assert file_totals(out) == expected
+        check_watermarks(timeline(log))
+    finally:
+        broker.stop()
