@@ -45,7 +45,7 @@ _PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 _JAR_VERSION = re.compile(r"spark-sql-kafka-0-10_[0-9.]+-([^/]+?)\.jar$")
 #: client settings the Admin client takes from a consumer or producer config
 _CLIENT_PREFIXES = ("bootstrap.servers", "security.protocol", "sasl.", "ssl.", "client.dns.lookup", "client.id")
-_CHECK_SECONDS = 15
+_CHECK_SECONDS = 10
 
 
 def _where(op: Op) -> str:

@@ -154,7 +154,9 @@ def test_an_idle_partition_stops_holding_the_watermark_and_rejoins_without_movin
     finally:
         stop.set()
         feeder.join()
-    marks = [r.output_watermark for r in result.watermarks().for_stage("Read/Read")]
+    records = result.watermarks().for_stage("Read/Read")
+    assert sum(r.elements_in for r in records) == 2 + 20 + 1  # partition 1's late record was read
+    marks = [r.output_watermark for r in records]
     assert marks == sorted(marks), "the watermark went back"
     seen = {m // 1_000_000 - T0 for m in marks if MIN_TIMESTAMP.micros < m < MAX_TIMESTAMP.micros}
     assert max(seen) > 20, f"partition 1's last time (20) held the watermark: {sorted(seen)}"
@@ -231,3 +233,34 @@ def test_the_connector_version_is_read_from_the_classpath_and_a_mismatch_is_refu
     p | "Read" >> beam.io.ReadFromKafka({"bootstrap.servers": "127.0.0.1:9"}, "scores")
     with pytest.raises(TransformError, match=rf"'Read/Read'.*connector on the classpath is version {other} .*but PySpark is {spark.version}.*spark-sql-kafka-0-10_2.13:{spark.version}"):
         p.run()
+
+
+def test_an_apache_beam_pipeline_with_beams_kafka_transforms_runs_on_sparkbeams_runner(spark, kafka, tmp_path):
+    """Beam's cross-language ReadFromKafka/WriteToKafka, with their documented arguments, run
+    as sparkbeam's (no expansion service); what Spark cannot do is refused when applied."""
+    import apache_beam as beam_
+    from apache_beam.io import kafka as beam_kafka
+    from apache_beam.options.pipeline_options import PipelineOptions as BeamOptions
+
+    import sparkbeam
+    from sparkbeam.runners.core.errors import UnsupportedError
+
+    source, sink = new_topic(kafka, 2), new_topic(kafka, 1)
+    produce(kafka, source, [(i % 2, b"k", f"{i}".encode(), T0 + i, None) for i in range(6)])
+    flags = ["--streaming", "--available_now", f"--checkpoint_dir={tmp_path / 'ck'}", "--step_interval=0.2", "--state_partitions=2"]
+    with beam_.Pipeline(runner=sparkbeam.SparkRunner(), options=BeamOptions(flags)) as p:
+        (
+            p
+            | "Read" >> beam_kafka.ReadFromKafka(
+                {"bootstrap.servers": kafka.bootstrap, "auto.offset.reset": "earliest"}, [source],
+                value_deserializer="org.apache.kafka.common.serialization.StringDeserializer", timestamp_policy="CreateTime",
+            )
+            | "Double" >> beam_.MapTuple(lambda key, value: (key, str(2 * int(value)).encode()))
+            | "Write" >> beam_kafka.WriteToKafka({"bootstrap.servers": kafka.bootstrap}, sink)
+        )
+    assert sorted(int(m.value()) for m in consume(kafka, sink, 6)) == [0, 2, 4, 6, 8, 10]
+    p = beam_.Pipeline(runner=sparkbeam.SparkRunner())
+    with pytest.raises(UnsupportedError, match=r"'Meta'.*with_metadata=True.*sparkbeam.io.ReadFromKafka\(with_metadata=True\)"):
+        p | "Meta" >> beam_kafka.ReadFromKafka({"bootstrap.servers": kafka.bootstrap}, [source], with_metadata=True)
+    with pytest.raises(UnsupportedError, match=r"'Bounded'.*max_num_records=5 is not supported on Spark: stop the stream with --max_steps"):
+        p | "Bounded" >> beam_kafka.ReadFromKafka({"bootstrap.servers": kafka.bootstrap}, [source], max_num_records=5)
