@@ -68,7 +68,7 @@ SASL_USER = "sparkbeam"
 SASL_PASSWORD = "sparkbeam-secret"
 #: librdkafka's own log lines (a refused connection while the broker starts...) off stderr
 QUIET = {"log_level": 0}
-_JAR_VERSION = re.compile(r"^(?P<name>.+?)-(?P<version>\d[^-]*(?:-[A-Za-z0-9.]+)?)\.jar$")
+_JAR_VERSION = re.compile(r"^(?P<name>.+?)-(?P<version>\d+\.[^-]*(?:-[A-Za-z0-9.]+)?)\.jar$")
 
 
 def _artifact(jar: Path) -> str:

@@ -35,6 +35,7 @@ from typing import Any
 import attrs
 
 from sparkbeam import pvalue
+from sparkbeam.beam_surface import module_getattr
 from sparkbeam.ptransform import PTransform
 
 __all__ = [
@@ -189,3 +190,16 @@ class WriteToKafka(PTransform):
 
     def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
         return pvalue.PCollection(pcoll.pipeline, is_bounded=pcoll.is_bounded)
+
+
+_beam_names = module_getattr(__name__, "apache_beam.io.kafka")
+
+
+def __getattr__(name: str) -> Any:
+    """``ReadFromKafka`` as Beam's module has it (it lives with the other stream reads,
+    which import this module); Beam's other names of ``apache_beam.io.kafka`` say why not."""
+    if name == "ReadFromKafka":
+        from sparkbeam.io.streaming import ReadFromKafka
+
+        return ReadFromKafka
+    return _beam_names(name)
