@@ -95,13 +95,32 @@ def check_connector(spark: Any, op: Op) -> None:
         raise TransformError(msg)
 
 
-def _admin_properties(jvm: Any, config: dict[str, str]) -> Any:
+def _check_seconds(op: Op, config: dict[str, str], config_name: str) -> float:
+    """How long the check waits for the brokers: the config's ``default.api.timeout.ms``
+    (Kafka's own bound on a client call, which Spark's consumer also takes), else 10 s."""
+    configured = config.get("default.api.timeout.ms")
+    if configured is None:
+        return float(_CHECK_SECONDS)
+    try:
+        milliseconds = int(configured)
+    except (TypeError, ValueError):
+        milliseconds = -1
+    if milliseconds <= 0:
+        msg = f"{_where(op)}: {config_name}['default.api.timeout.ms'] is a positive number of milliseconds, not {configured!r}"
+        raise TransformError(msg)
+    return max(milliseconds / 1000, 1.0)
+
+
+def _admin_properties(jvm: Any, config: dict[str, str], seconds: float) -> Any:
     properties = jvm.java.util.Properties()
     for key, value in config.items():
         if key.startswith(_CLIENT_PREFIXES):
             properties.setProperty(key, str(value))
-    properties.setProperty("request.timeout.ms", "5000")
-    properties.setProperty("default.api.timeout.ms", str(_CHECK_SECONDS * 1000 - 2000))
+    # The call's own bound ends before the driver stops waiting for it, so that the cause
+    # reported is Kafka's; the Admin client refuses a request timeout longer than that bound.
+    call = int(max(seconds - 2, seconds * 0.8) * 1000)
+    properties.setProperty("default.api.timeout.ms", str(call))
+    properties.setProperty("request.timeout.ms", str(min(5000, call)))
     # one attempt at a broker that is not there, rather than reconnecting in a tight loop
     properties.setProperty("reconnect.backoff.max.ms", "1000")
     return properties
@@ -125,11 +144,12 @@ def check_kafka(spark: Any, op: Op, config: dict[str, str], topics: Iterable[str
     jvm = spark._jvm
     servers = config.get("bootstrap.servers", "")
     topics = list(topics)
+    seconds = _check_seconds(op, config, config_name)
     admin = None
     try:
-        admin = jvm.org.apache.kafka.clients.admin.Admin.create(_admin_properties(jvm, config))
+        admin = jvm.org.apache.kafka.clients.admin.Admin.create(_admin_properties(jvm, config, seconds))
         result = admin.describeTopics(jvm.java.util.ArrayList(topics))
-        result.allTopicNames().get(_CHECK_SECONDS, jvm.java.util.concurrent.TimeUnit.SECONDS)
+        result.allTopicNames().get(int(seconds * 1000), jvm.java.util.concurrent.TimeUnit.MILLISECONDS)
     except Exception as error:
         chain = _cause_names(error)
         names = " ".join(name for name, _ in chain)
@@ -151,7 +171,8 @@ def check_kafka(spark: Any, op: Op, config: dict[str, str], topics: Iterable[str
         elif "Timeout" in names or "ConfigException" in names:
             msg = (
                 f"{_where(op)}: no Kafka broker answered at {servers!r} ({config_name}['bootstrap.servers']) "
-                f"within {_CHECK_SECONDS} s ({detail}); check the address and that the broker is up"
+                f"within {seconds:g} s ({detail}); check the address and that the broker is up "
+                f"(a slow one: raise {config_name}['default.api.timeout.ms'])"
             )
         else:
             msg = f"{_where(op)}: cannot reach Kafka at {servers!r} with {config_name}: {detail}"

@@ -10,7 +10,7 @@ the first step. The kill loops and the broker outage are in ``test_kafka_full.py
 from __future__ import annotations
 
 import json
-import threading
+import time
 import uuid
 
 import pytest
@@ -19,11 +19,12 @@ import sparkbeam as beam
 from sparkbeam.io.kafka import HEADER_ATTEMPT, HEADER_RUN, HEADER_STEP, STRING_DESERIALIZER
 from sparkbeam.io.watermarks import MonotonicWatermarkEstimator
 from sparkbeam.options.pipeline_options import PipelineOptions
+from sparkbeam.runner import PipelineState
 from sparkbeam.runners.core.errors import TransformError
 from sparkbeam.runners.spark import kafka as spark_kafka
 from sparkbeam.runners.spark.checkpoints import IDENTITY, CheckpointStore
 from sparkbeam.transforms import window
-from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp
+from sparkbeam.utils.timestamp import MAX_TIMESTAMP, Timestamp
 from tools.kafka_broker import SASL_USER
 
 pytestmark = [pytest.mark.spark, pytest.mark.kafka, pytest.mark.timeout(300)]
@@ -126,43 +127,51 @@ def test_records_that_do_not_deserialise_are_dead_letters_naming_topic_partition
 def test_an_idle_partition_stops_holding_the_watermark_and_rejoins_without_moving_it_back(spark, kafka, tmp_path):
     """Partition 1 sends once and goes quiet while partition 0 keeps sending: after the idle
     timeout the watermark follows partition 0; when partition 1 sends again (behind), it
-    rejoins without moving the watermark back. Offsets of both partitions are in the checkpoint."""
+    rejoins without moving the watermark back. Offsets of both partitions are in the checkpoint.
+    The run goes on in the background, fed as its timeline shows what it has read, and is
+    cancelled (a checkpoint at the step it stops) once partition 1's late record is read."""
     topic = new_topic(kafka, 2)
     produce(kafka, topic, [(0, b"a", b"0", T0 + 10, None), (1, b"b", b"0", T0 + 20, None)])
-    log = tmp_path / "timeline.jsonl"
-    p = beam.Pipeline(options=options(max_steps=40, timeline_log=str(log), checkpoint_dir=str(tmp_path / "ck"), checkpoint_interval=5))
+    p = beam.Pipeline(options=options(block_on_run=False, checkpoint_dir=str(tmp_path / "ck"), checkpoint_interval=1000))
     p | "Read" >> beam.io.ReadFromKafka(
         {"bootstrap.servers": kafka.bootstrap, "auto.offset.reset": "earliest"}, topic,
         timestamp_policy="CreateTime", watermark=MonotonicWatermarkEstimator(), idle_timeout=1,
     )
-    stop = threading.Event()
+    result = p.run()
 
-    def feed():
-        while not stop.wait(0.05):  # once the first records were read
-            if log.exists() and any(json.loads(line)["elements_in"] for line in log.read_text().splitlines()):
-                break
-        for second in range(30, 130, 5):
-            if stop.wait(0.2):
+    def records():
+        return result.watermarks().for_stage("Read/Read")
+
+    def wait_for(condition, what):
+        for _ in range(600):  # 60 s
+            if result.state != PipelineState.RUNNING:
+                result.wait_until_finish()  # raises the run's error
+                pytest.fail(f"the stream ended before {what}")
+            if condition(records()):
                 return
-            produce(kafka, topic, [(0, b"a", b"x", T0 + second, None)])
-        produce(kafka, topic, [(1, b"b", b"late", T0 + 25, None)])  # partition 1 rejoins, behind
+            time.sleep(0.1)
+        pytest.fail(f"the stream did not reach {what} in 60 s: {records()[-3:]}")
 
-    feeder = threading.Thread(target=feed, daemon=True)
-    feeder.start()
     try:
-        result = p.run()
+        wait_for(lambda rs: sum(r.elements_in for r in rs) == 2, "reading the first two records")
+        sent, second = 2, 30
+        while max(r.output_watermark for r in records()) <= (T0 + 20) * 1_000_000:  # partition 1 still holds it
+            if second > 600:
+                pytest.fail(f"partition 1 (quiet) still holds the watermark at {T0 + 20}: {records()[-3:]}")
+            produce(kafka, topic, [(0, b"a", b"x", T0 + second, None)])
+            sent, second = sent + 1, second + 5
+            time.sleep(0.2)
+        assert any(r.hold_key is not None and "(1 idle)" in r.hold_key for r in records())
+        produce(kafka, topic, [(1, b"b", b"late", T0 + 25, None)])  # partition 1 rejoins, behind
+        wait_for(lambda rs: sum(r.elements_in for r in rs) == sent + 1, "reading partition 1's late record")
     finally:
-        stop.set()
-        feeder.join()
-    records = result.watermarks().for_stage("Read/Read")
-    assert sum(r.elements_in for r in records) == 2 + 20 + 1  # partition 1's late record was read
-    marks = [r.output_watermark for r in records]
+        assert result.cancel() in (PipelineState.CANCELLED, PipelineState.DONE)
+    marks = [r.output_watermark for r in records()]
     assert marks == sorted(marks), "the watermark went back"
-    seen = {m // 1_000_000 - T0 for m in marks if MIN_TIMESTAMP.micros < m < MAX_TIMESTAMP.micros}
-    assert max(seen) > 20, f"partition 1's last time (20) held the watermark: {sorted(seen)}"
+    assert max(marks) > (T0 + 25) * 1_000_000
     newest = CheckpointStore(str(tmp_path / "ck"), []).newest()
     offsets = json.loads(next(iter(newest["sources"].values()))["offsets"])
-    assert set(offsets[topic]) == {"0", "1"} and offsets[topic]["0"] >= 2
+    assert offsets[topic] == {"0": sent - 1, "1": 2}
 
 
 def test_write_to_kafka_writes_each_step_with_headers_to_deduplicate(spark, kafka, tmp_path):
@@ -194,8 +203,15 @@ def test_write_to_kafka_writes_each_step_with_headers_to_deduplicate(spark, kafk
 
 def test_an_unreachable_broker_is_refused_before_the_first_step_naming_bootstrap_servers(spark, tmp_path):
     p = beam.Pipeline(options=options(available_now=True, checkpoint_dir=str(tmp_path / "ck")))
-    p | "Read" >> beam.io.ReadFromKafka({"bootstrap.servers": "127.0.0.1:9"}, "scores")
-    with pytest.raises(TransformError, match=r"'Read/Read'.*no Kafka broker answered at '127.0.0.1:9' \(consumer_config\['bootstrap.servers'\]\)"):
+    # the check waits for the consumer's default.api.timeout.ms (10 s when not given)
+    p | "Read" >> beam.io.ReadFromKafka({"bootstrap.servers": "127.0.0.1:9", "default.api.timeout.ms": "2000"}, "scores")
+    with pytest.raises(
+        TransformError, match=r"'Read/Read'.*no Kafka broker answered at '127.0.0.1:9' \(consumer_config\['bootstrap.servers'\]\) within 2 s"
+    ):
+        p.run()
+    p = beam.Pipeline(options=options(available_now=True, checkpoint_dir=str(tmp_path / "ck2")))
+    p | "Read" >> beam.io.ReadFromKafka({"bootstrap.servers": "127.0.0.1:9", "default.api.timeout.ms": "soon"}, "scores")
+    with pytest.raises(TransformError, match=r"'Read/Read'.*consumer_config\['default.api.timeout.ms'\] is a positive number of milliseconds, not 'soon'"):
         p.run()
 
 
