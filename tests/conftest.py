@@ -6,8 +6,11 @@ pytest-xdist workers, each with its own session. Executors run this interpreter.
 the tests start compile with C1 alone (see ``FAST_JVM`` below).
 
 Kafka tests (marker ``kafka``) share one broker per test process, started from Maven
-Central's jars by ``tools/kafka_broker.py``; a process that collected any of them starts its
-session with Spark's Kafka connector.
+Central's jars by ``tools/kafka_broker.py`` when the first of them runs; a process that
+collected any of them starts its session with Spark's Kafka connector. That is every xdist
+worker of the default run (each collects the whole suite): four jars on the session's class
+path cost nothing measurable, where a separate driver for the Kafka tests would cost a
+second Spark start (seconds of a 2-core machine) and could not use the ``spark`` fixture.
 
 Before anything is collected, the run stops if the test extra of setup.cfg is not
 installed (``tests/dependencies.py``): a missing declared dependency is an error, never a

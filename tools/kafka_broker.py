@@ -31,6 +31,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import ctypes
+import fcntl
 import logging
 import os
 import re
@@ -48,7 +49,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tools.maven_jars import MavenFetchError, fetch
+from tools.maven_jars import MavenFetchError, cache_root, fetch
 
 __all__ = [
     "FALLBACK_CONNECTOR",
@@ -108,8 +109,33 @@ def _pyspark() -> tuple[str, set[str]]:
     return pyspark.__version__, {_artifact(jar) for jar in jars.glob("*.jar")}
 
 
+@contextlib.contextmanager
+def _one_fetch_at_a_time() -> Any:
+    """The test workers all start their sessions at once: on a clean machine one Maven
+    fetches while the others wait and then find the cache filled (Maven 3.8 does not lock
+    its local repository against another Maven writing the same files)."""
+    root = cache_root()
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        lock = open(root / ".kafka.lock", "a")  # noqa: SIM115 (closed below, after the fetch)
+    except OSError as error:
+        msg = f"cannot use the Maven jar cache {root}: {error}; set SPARKBEAM_MAVEN_CACHE to a folder of yours"
+        raise MavenFetchError(msg) from error
+    with lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 def connector_jars() -> ConnectorJars:
     """Spark's Kafka connector for the installed PySpark (or the fallback, see module docs)."""
+    with _one_fetch_at_a_time():
+        return _connector_jars()
+
+
+def _connector_jars() -> ConnectorJars:
     spark_version, shipped = _pyspark()
     wanted = [spark_version]
     fallback = os.environ.get("SPARKBEAM_TEST_KAFKA_CONNECTOR", FALLBACK_CONNECTOR)
@@ -142,9 +168,10 @@ def connector_jars() -> ConnectorJars:
 
 def broker_jars(clients_version: str) -> list[Path]:
     """The broker of ``clients_version`` and a logger for it."""
-    jars = fetch([f"org.apache.kafka:kafka_2.13:{clients_version}"])
-    slf4j = _version(jars, "slf4j-api") or "1.7.36"
-    return jars + fetch([f"org.slf4j:slf4j-simple:{slf4j}"], transitive=False)
+    with _one_fetch_at_a_time():
+        jars = fetch([f"org.apache.kafka:kafka_2.13:{clients_version}"])
+        slf4j = _version(jars, "slf4j-api") or "1.7.36"
+        return jars + fetch([f"org.slf4j:slf4j-simple:{slf4j}"], transitive=False)
 
 
 def _free_port() -> int:

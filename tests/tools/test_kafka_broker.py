@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tools import kafka_broker
 
 
@@ -31,3 +33,12 @@ def test_the_broker_listens_on_loopback_only_keeps_records_and_has_a_sasl_listen
     assert settings["log.dirs"] == str(tmp_path / "data")
     assert f'user_{kafka_broker.SASL_USER}="{kafka_broker.SASL_PASSWORD}"' in settings["listener.name.sasl_plaintext.plain.sasl.jaas.config"]
     assert broker.bootstrap == "127.0.0.1:9101" and broker.sasl_bootstrap == "127.0.0.1:9102"
+
+
+def test_a_cache_that_cannot_be_used_is_a_fetch_error_naming_it(tmp_path, monkeypatch):
+    # the conftest starts the session without the connector on a MavenFetchError, not on an OSError
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    monkeypatch.setenv("SPARKBEAM_MAVEN_CACHE", str(blocked / "cache"))
+    with pytest.raises(kafka_broker.MavenFetchError, match=r"cannot use the Maven jar cache .*file/cache.*SPARKBEAM_MAVEN_CACHE"):
+        kafka_broker.connector_jars()
