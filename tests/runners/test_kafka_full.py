@@ -97,14 +97,25 @@ def topic_output(kafka, topic: str) -> tuple[collections.Counter, collections.Co
 
 
 def _drain(kafka, topic: str) -> list:
+    """Every committed record of ``topic``: its partitions assigned directly (no consumer
+    group to join, which took longer than any quiet period on a loaded machine) and read
+    up to the end offsets they have now (the writers are done: no transaction is open)."""
+    from confluent_kafka import TopicPartition
+
     consumer = kafka.consumer(**{"isolation.level": "read_committed"})
-    consumer.subscribe([topic])
-    found, quiet = [], 0
+    partitions = kafka.admin().list_topics(topic, timeout=30).topics[topic].partitions
+    ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1] for p in partitions}
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    found, next_offset = [], dict.fromkeys(partitions, 0)
+    deadline = time.monotonic() + 120
     try:
-        while quiet < 10:
-            batch = [m for m in consumer.consume(500, timeout=0.5) if m.error() is None]
-            found.extend(batch)
-            quiet = 0 if batch else quiet + 1
+        while any(next_offset[p] < ends[p] for p in partitions):
+            if time.monotonic() > deadline:
+                pytest.fail(f"reading {topic} back: at offsets {next_offset} of {ends} after 120 s")
+            for message in consumer.consume(500, timeout=0.5):
+                if message.error() is None:
+                    found.append(message)
+                    next_offset[message.partition()] = message.offset() + 1
     finally:
         consumer.close()
     return sorted(found, key=lambda m: (m.partition(), m.offset()))
