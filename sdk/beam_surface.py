@@ -43,7 +43,7 @@ _REASONS = {
     "apache_beam.io.aws": "AWS IO is not supported; file IO reads and writes local or shared file systems",
     "apache_beam.io.azure": "Azure IO is not supported; file IO reads and writes local or shared file systems",
     "apache_beam.io.external": "cross-language IO is not supported",
-    "apache_beam.io.kafka": "Beam's cross-language Kafka IO is not supported; use sparkbeam.io.ReadFromKafka",
+    "apache_beam.io.kafka": "sparkbeam's Kafka IO is ReadFromKafka and WriteToKafka on Spark's Kafka connector; Beam's expansion-service names are not supported",
     "apache_beam.io.ReadFromPubSub": "Pub/Sub is not supported",
     "apache_beam.io.WriteToPubSub": "Pub/Sub is not supported",
     "apache_beam.io.ReadFromBigQuery": "BigQuery is not supported",

@@ -5,6 +5,13 @@ shuffle partitions) and every Spark-backed test in it shares it: the suite runs 
 pytest-xdist workers, each with its own session. Executors run this interpreter. The JVMs
 the tests start compile with C1 alone (see ``FAST_JVM`` below).
 
+Kafka tests (marker ``kafka``) share one broker per test process, started from Maven
+Central's jars by ``tools/kafka_broker.py`` when the first of them runs; a process that
+collected any of them starts its session with Spark's Kafka connector. That is every xdist
+worker of the default run (each collects the whole suite): four jars on the session's class
+path cost nothing measurable, where a separate driver for the Kafka tests would cost a
+second Spark start (seconds of a 2-core machine) and could not use the ``spark`` fixture.
+
 Before anything is collected, the run stops if the test extra of setup.cfg is not
 installed (``tests/dependencies.py``): a missing declared dependency is an error, never a
 reason to skip.
@@ -17,6 +24,7 @@ import os
 import shutil
 import sys
 import tempfile
+import warnings
 
 import pytest
 
@@ -58,21 +66,24 @@ def pytest_configure(config):
         raise pytest.UsageError(problem)
 
 
-# Whether this run collected tests marked ``objectstore``: then the session below starts
-# with Hadoop's s3a connector on its class path (tests/runners/test_object_store.py says why).
+# Whether this run collected tests marked ``objectstore`` or ``kafka``: then the session below
+# starts with Hadoop's s3a connector or Spark's Kafka connector on its class path (jars are
+# fixed when a session starts; tests/runners/test_object_store.py and tools/kafka_broker.py).
 _HADOOP_AWS_WANTED = False
+_KAFKA_COLLECTED = False
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
-    global _HADOOP_AWS_WANTED
-    # Tests marked ``full``, or listed in tests/full_matrix.py, run in tests/full_matrix.sh,
-    # which sets SPARKBEAM_FULL_MATRIX=1: the README's test command stays within its time.
-    # (First among the hooks, so that ``-m full`` sees the marks the table adds.)
+    global _HADOOP_AWS_WANTED, _KAFKA_COLLECTED
+    # Tests marked ``full`` or ``kafka_full``, or listed in tests/full_matrix.py, run in
+    # tests/full_matrix.sh (tests/kafka_full.sh for the Kafka ones), which set
+    # SPARKBEAM_FULL_MATRIX=1: the README's test command stays within its time. (First among
+    # the hooks, so that ``-m full`` sees the marks added here.)
     from tests.full_matrix import FULL_MATRIX
 
     for item in items:
-        if item.nodeid in FULL_MATRIX:
+        if item.nodeid in FULL_MATRIX or item.get_closest_marker("kafka_full"):
             item.add_marker(pytest.mark.full)
     if os.environ.get("SPARKBEAM_FULL_MATRIX") != "1":
         later = pytest.mark.skip(reason="in the full matrix: tests/full_matrix.sh")
@@ -80,26 +91,65 @@ def pytest_collection_modifyitems(config, items):
             if item.get_closest_marker("full"):
                 item.add_marker(later)
     _HADOOP_AWS_WANTED = any(item.get_closest_marker("objectstore") for item in items)
+    _KAFKA_COLLECTED = any(item.get_closest_marker("kafka") for item in items)
 
 
 @pytest.fixture(scope="session")
-def spark():
+def kafka_jars():
+    """Spark's Kafka connector and the jars PySpark lacks for it (tools/kafka_broker.py),
+    fetched from Maven Central once and cached. When Maven Central serves no connector of
+    the installed PySpark's version yet, the fallback's version is the one sparkbeam is told
+    to accept (SPARKBEAM_KAFKA_CONNECTOR_VERSION), here and in the jobs the tests start."""
+    from tools.kafka_broker import connector_jars
+
+    jars = connector_jars()
+    if not jars.matches_spark:
+        os.environ["SPARKBEAM_KAFKA_CONNECTOR_VERSION"] = jars.version
+    return jars
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory, kafka_jars):
+    """One Kafka broker (KRaft, loopback, ephemeral ports) for this test process's Kafka
+    tests; stopped at the end (and killed with the process if it dies first)."""
+    from tools.kafka_broker import KafkaBroker
+
+    broker = KafkaBroker(tmp_path_factory.mktemp("kafka"), kafka_jars.clients_version).start()
+    yield broker
+    broker.stop()
+
+
+@pytest.fixture(scope="session")
+def spark(request):
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder
-    if _HADOOP_AWS_WANTED:
-        from tools.object_store import hadoop_aws_jars
-
-        builder = builder.config("spark.jars", ",".join(str(jar) for jar in hadoop_aws_jars()))
-    session = (
-        builder.master("local[2]")
+    builder = (
+        SparkSession.builder.master("local[2]")
         .appName("sparkbeam-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.default.parallelism", "2")
-        .getOrCreate()
     )
+    jars = []
+    if _HADOOP_AWS_WANTED:
+        from tools.object_store import hadoop_aws_jars
+
+        jars.extend(str(jar) for jar in hadoop_aws_jars())
+    if _KAFKA_COLLECTED:
+        # Jars are fixed when a session starts: a worker that will run Kafka tests starts its
+        # one session with the connector (four jars on the class path; no cost otherwise).
+        # Without Maven or Maven Central the other tests still run: the Kafka tests fail on
+        # the kafka_jars fixture's own error.
+        from tools.maven_jars import MavenFetchError
+
+        try:
+            jars.append(request.getfixturevalue("kafka_jars").spark_conf())
+        except MavenFetchError as error:
+            warnings.warn(f"the tests' SparkSession starts without Spark's Kafka connector: {error}", stacklevel=1)
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

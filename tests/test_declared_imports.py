@@ -44,6 +44,7 @@ PROVIDERS = {
     "zstandard": "zstandard",
     "scipy": "scipy",
     "moto": "moto",
+    "confluent_kafka": "confluent-kafka",
 }
 
 #: Modules that come with a declared distribution as its own requirement, never declared alone.

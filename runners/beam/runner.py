@@ -24,6 +24,7 @@ from apache_beam.runners.pipeline_utils import group_by_key_input_visitor
 from apache_beam.runners.runner import PipelineRunner as BeamPipelineRunner
 
 from sparkbeam.runners.beam.capture import captured_in
+from sparkbeam.runners.beam.kafka import is_kafka, substitute
 from sparkbeam.runners.beam.options import SparkBeamOptions, sparkbeam_settings
 from sparkbeam.runners.beam.translate import translate
 from sparkbeam.runners.spark import runner as spark_runner
@@ -82,6 +83,11 @@ class SparkRunner(spark_runner.SparkRunner, BeamPipelineRunner):
         stack = getattr(pipeline, "transforms_stack", None)
         if stack:
             self.locations[stack[-1].full_label] = _user_location()
+        if is_kafka(transform):
+            # Beam would ask a Java expansion service to expand it: sparkbeam reads and writes
+            # Kafka with Spark's connector instead (kafka.py), checked here, before the run.
+            label = stack[-1].full_label if stack else type(transform).__name__
+            return substitute(transform, input, f"'{label}' (applied at {self.locations.get(label, _user_location())})")
         return BeamPipelineRunner.apply(self, transform, input, options)
 
 

@@ -39,6 +39,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam import pvalue as beam_pvalue
 from apache_beam.io import iobase
+from apache_beam.io import kafka as beam_kafka
 from apache_beam.options.pipeline_options import TypeOptions
 from apache_beam.runners.common import DoFnSignature
 from apache_beam.testing import test_stream as beam_test_stream
@@ -48,6 +49,7 @@ from apache_beam.transforms import util as beam_util
 from apache_beam.utils import timestamp as beam_timestamp
 
 from sparkbeam.core import _CallableDoFn
+from sparkbeam.runners.beam import kafka as beam_kafka_io
 from sparkbeam.runners.beam.batched import BeamBatchedParDoOp, is_batched, takes_batches
 from sparkbeam.runners.beam.grouping import BeamCombineFn, KeyCodec, KeyCodingOp, grouping_coders
 from sparkbeam.runners.beam.pardo import BeamParDoOp, SideInputName, SideView
@@ -70,6 +72,7 @@ from sparkbeam.runners.core.ops import (
     SideInputSlot,
     TestStreamOp,
     WindowIntoOp,
+    WriteKafkaOp,
 )
 from sparkbeam.testing import test_stream
 from sparkbeam.utils.timestamp import Duration, Timestamp
@@ -82,7 +85,8 @@ __all__ = ["supported_primitives", "translate"]
 _REFUSED_HINTS = {
     "ExternalTransform": (
         "cross-language transforms need Beam's expansion service and a portable runner; "
-        "use a Python transform (for Kafka, sparkbeam.io.ReadFromKafka in a sparkbeam pipeline)"
+        "use a Python transform (Beam's apache_beam.io.kafka.ReadFromKafka and WriteToKafka run as "
+        "sparkbeam's own when the pipeline is built with --runner=sparkbeam.SparkRunner)"
     ),
     "_ReadFromPubSub": (
         "Pub/Sub has no local emulator here; read the messages from Kafka or from files "
@@ -524,9 +528,26 @@ def _reading_label(node: Any) -> str:
     return f"{node.full_label}/ReadBundle"
 
 
+def _kafka_read(t: _Translation, node: Any) -> list[Op]:
+    """Beam's ReadFromKafka, left unexpanded by ``SparkRunner.apply``: sparkbeam's read (``kafka.py``)."""
+    base = t.base(node)
+    (output,) = _pcolls(node.outputs.values())
+    records = t.new_pcoll(f"{node.full_label}/Read", t.windowing(output, base["label"]), False)
+    return list(beam_kafka_io.read_ops(node, base, records))
+
+
+def _kafka_write(t: _Translation, node: Any) -> list[Op]:
+    """Beam's WriteToKafka, left unexpanded by ``SparkRunner.apply``: sparkbeam's sink."""
+    base = t.base(node)
+    where = f"'{node.full_label}' (applied at {base['location']})"
+    return [WriteKafkaOp(**base, spec=beam_kafka_io.write_spec(node, where))]
+
+
 _COMPOSITES: list[tuple[type, Callable[[_Translation, Any], list[Op] | None]]] = [
     (beam_core.CombinePerKey, _combine_per_key),
     (iobase.Read, _read),
+    (beam_kafka.ReadFromKafka, _kafka_read),
+    (beam_kafka.WriteToKafka, _kafka_write),
 ]
 
 

@@ -58,6 +58,7 @@ from sparkbeam.runners.core.ops import (
     TestStreamOp,
     WindowIntoOp,
     WriteFilesPerStepOp,
+    WriteKafkaOp,
     WriteTextOp,
 )
 from sparkbeam.runners.core.sources import BoundedSourceState, SourceState, TestStreamState
@@ -451,3 +452,4 @@ register_kind(
 )
 register_kind(WriteTextOp, Role.SINK)
 register_kind(WriteFilesPerStepOp, Role.SINK)
+register_kind(WriteKafkaOp, Role.SINK, shape=lambda op: (f"topic={op.spec.topic}",))

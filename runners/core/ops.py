@@ -19,6 +19,7 @@ from sparkbeam.combine import CombineFn, CombinePerKey
 from sparkbeam.core import Create, Flatten, GroupByKey, Impulse, ParDo, WindowInto
 from sparkbeam.dofn import DoFn
 from sparkbeam.io.iobase import BoundedSource, ReadBoundedSource
+from sparkbeam.io.kafka import WriteKafkaSpec, WriteToKafka
 from sparkbeam.io.stepfiles import StepFiles, WriteFilesPerStep
 from sparkbeam.io.streaming import StreamReadSpec, _StreamRead
 from sparkbeam.io.textio import ReadFromText, WriteToText
@@ -48,6 +49,7 @@ __all__ = [
     "TestStreamOp",
     "WindowIntoOp",
     "WriteFilesPerStepOp",
+    "WriteKafkaOp",
     "WriteTextOp",
     "lower",
     "supported_primitives",
@@ -185,6 +187,13 @@ class WriteFilesPerStepOp(SinkOp):
     """A streaming file sink: each step's elements to a committed directory of their own."""
 
     files: StepFiles
+
+
+@attrs.frozen
+class WriteKafkaOp(SinkOp):
+    """Each step's (key, value) pairs written to a Kafka topic (``runners/spark/kafka.py``)."""
+
+    spec: WriteKafkaSpec
 
 
 @attrs.frozen
@@ -405,6 +414,11 @@ def _lower_write_text(lowering: _Lowering, node: AppliedTransform) -> Op:
 @_registers(WriteFilesPerStep)
 def _lower_write_files_per_step(lowering: _Lowering, node: AppliedTransform) -> Op:
     return WriteFilesPerStepOp(**lowering.base(node), files=node.transform.files)
+
+
+@_registers(WriteToKafka)
+def _lower_write_kafka(lowering: _Lowering, node: AppliedTransform) -> Op:
+    return WriteKafkaOp(**lowering.base(node), spec=node.transform.spec)
 
 
 def _lower_combine_per_key(lowering: _Lowering, node: AppliedTransform) -> Op:

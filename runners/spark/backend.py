@@ -137,6 +137,8 @@ class SparkBackend:
         self.release_at: dict[int, dict[int, int]] = {}
         #: opens a real stream's write-ahead-log batches (a stream run sets it, see streaming.py)
         self.wal_sealer: Sealer | None = None
+        #: names this run in what sinks mark their records with (a stream: its checkpoint's id)
+        self.run_id = uuid.uuid4().hex
         #: the Spark job group of this run's jobs (to cancel them, and to follow them)
         self.job_group = f"sparkbeam-{uuid.uuid4().hex[:12]}"
         self.current_stage: str | None = None
@@ -534,7 +536,7 @@ class SparkBackend:
             (pcoll,) = sink.inputs
             dataset = datasets[pcoll]
             with user_errors(self.error_key):
-                sinks.write(self.sc, sink, dataset.rdd, dataset.known_empty, params, self._channel())
+                sinks.write(self.sc, sink, dataset.rdd, dataset.known_empty, params, self._channel(), run=self.run_id)
 
     def end_step(self, step: int) -> None:
         if self.put_off:

@@ -55,9 +55,23 @@ from sparkbeam.runners.spark.stream_rows import (
 )
 from sparkbeam.utils.timestamp import Timestamp
 
-__all__ = ["StreamIntake"]
+__all__ = ["SourceFailedError", "StreamIntake"]
+
+
+class SourceFailedError(RuntimeError):
+    """A source's Structured Streaming query failed (its broker went away, its files were
+    removed...); the run stops at the step boundary, with a checkpoint when it has a directory."""
 
 _LOG = logging.getLogger(__name__)
+
+def _first_cause(failure: Any) -> str:
+    """The line of a query's failure that says what went wrong (Spark's own first line is
+    often only 'Query ... terminated with exception')."""
+    text = str(getattr(failure, "desc", failure) or failure)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    causes = [line for line in lines if "Exception:" in line or "Error:" in line]
+    return (causes[-1] if causes else lines[0] if lines else repr(failure))[:500]
+
 
 # -- on the driver ---------------------------------------------------------------------
 
@@ -407,8 +421,8 @@ class StreamIntake:
             return
         failure = self.query.exception()
         if failure is not None:
-            msg = f"{self.where}: the source's Structured Streaming query failed: {failure.desc.splitlines()[0] if hasattr(failure, 'desc') else failure}"
-            raise RuntimeError(msg)
+            msg = f"{self.where}: the source's Structured Streaming query failed: {_first_cause(failure)}"
+            raise SourceFailedError(msg)
 
     def forget_through(self, batch_id: int) -> None:
         """Delete the log of batches up to ``batch_id`` (a checkpoint no longer needs them)."""

@@ -63,7 +63,7 @@ def _mark(prefix: str) -> dict[str, Any] | None:
 
 
 def _sink_prefixes(plan: StagePlan) -> list[tuple[Op, str]]:
-    return [(op, sinks.step_prefix(op)) for stage in plan.stages for op in stage.sinks]
+    return [(op, sinks.step_prefix(op)) for stage in plan.stages for op in stage.sinks if sinks.writes_files(op)]
 
 
 def _foreign(

@@ -111,9 +111,21 @@ def _check_cluster_paths(plan: StagePlan, settings: dict[str, Any]) -> None:
         remote_files.check_reachable(checkpoint_dir, "--checkpoint_dir")
     for stage in plan.stages:
         for op in stage.sinks:
+            if not sinks.writes_files(op):
+                continue  # a Kafka sink: its brokers are checked on their own
             prefix = sinks.step_prefix(op)
             if remote_files.is_remote(prefix):
                 remote_files.check_reachable(sinks.prefix_directory(prefix), f"'{op.label}' (applied at {op.location})")
+
+
+def _uses_kafka(plan: StagePlan) -> bool:
+    from sparkbeam.runners.core.ops import StreamReadOp, WriteKafkaOp
+
+    return any(
+        isinstance(op, WriteKafkaOp) or (isinstance(op, StreamReadOp) and op.spec.format == "kafka")
+        for stage in plan.stages
+        for op in [*((stage.head,) if stage.head is not None else ()), *stage.sinks]
+    )
 
 
 class _Execution:
@@ -335,6 +347,10 @@ class SparkRunner(PipelineRunner):
                 num_partitions=settings["state_partitions"],
                 overlapping_window_rule=settings["overlapping_window_rule"],
             )
+            if _uses_kafka(plan):
+                from sparkbeam.runners.spark.kafka import check_before_first_step
+
+                check_before_first_step(spark, plan)
             scripted_time = any(kind_of(op).scripts_processing_time for op in lowered.ops)
             clock = self.clock or (ManualClock() if scripted_time else WallClock())
             stream_run = None

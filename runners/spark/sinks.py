@@ -50,24 +50,35 @@ from sparkbeam.io.filewrites import FileSink
 from sparkbeam.io.stepfiles import StepFiles
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
 from sparkbeam.runners.core.execution import backend_ops
-from sparkbeam.runners.core.ops import Op, WriteFilesPerStepOp, WriteTextOp
+from sparkbeam.runners.core.ops import Op, WriteFilesPerStepOp, WriteKafkaOp, WriteTextOp
 from sparkbeam.runners.core.steps import StepParams
 from sparkbeam.runners.spark import remote_files, textio
 from sparkbeam.runners.spark.hadoop_filesystem import HADOOP_SCHEMES
 from sparkbeam.runners.spark.metrics import MetricsChannel, metered_by
 from sparkbeam.utils.windowed_value import WindowedValue
 
-__all__ = ["SparkSink", "check", "write", "write_step"]
+__all__ = ["SparkSink", "check", "write", "write_step", "writes_files"]
 
 @attrs.frozen
 class SparkSink:
     """How Spark writes one sink op type."""
 
     #: what the op writes each step (a committed directory per step); refuses paths that
-    #: are not local or on a shared mount
-    step_files: Callable[[Any], StepFiles]
+    #: are not local or on a shared mount. None: a sink that writes no files
+    step_files: Callable[[Any], StepFiles] | None
     #: in batch, a write of its own (sc, op, rdd, params); None: as one step
     batch_write: Callable[..., Any] | None = None
+    #: a sink of no files: writes a step itself (sc, op, rdd, known_empty, step, channel, run)
+    step_write: Callable[..., Any] | None = None
+
+
+def _kafka_step(sc: Any, op: Any, rdd: Any, known_empty: bool, step: int, channel: Any, run: str) -> None:
+    from pyspark.sql import SparkSession
+
+    from sparkbeam.runners.spark import kafka
+
+    spark = SparkSession.getActiveSession() or SparkSession(sc)
+    kafka.write_step(spark, op, rdd, known_empty, step, run, channel)
 
 
 def _text_step_files(op: WriteTextOp) -> StepFiles:
@@ -80,6 +91,12 @@ def _text_step_files(op: WriteTextOp) -> StepFiles:
 _SINKS = backend_ops("Spark").sinks
 _SINKS.register(WriteFilesPerStepOp)(SparkSink(step_files=lambda op: op.files))
 _SINKS.register(WriteTextOp)(SparkSink(step_files=_text_step_files, batch_write=textio.write_text))
+_SINKS.register(WriteKafkaOp)(SparkSink(step_files=None, step_write=_kafka_step))
+
+
+def writes_files(op: Op) -> bool:
+    """The sink commits files per step (its prefix is owned, its leftovers removed)."""
+    return _SINKS.lookup(op).step_files is not None
 
 
 #: the file written last into a step directory committed on a cluster file system
@@ -89,7 +106,10 @@ COMMITTED_MARK = "_SUCCESS"
 def check(op: Op) -> None:
     """Refuse, before Spark starts, a sink Spark cannot write (an op type it does not
     write, a path on a file system that neither Python nor Hadoop serves)."""
-    prefix = _SINKS.lookup(op).step_files(op).prefix
+    step_files = _SINKS.lookup(op).step_files
+    if step_files is None:
+        return
+    prefix = step_files(op).prefix
     scheme = prefix.split("://", 1)[0] if "://" in prefix else "file"
     if scheme != "file" and scheme not in HADOOP_SCHEMES:
         msg = (
@@ -103,7 +123,11 @@ def check(op: Op) -> None:
 def step_prefix(op: Op) -> str:
     """The path ``op``'s step folders are named after (``prefix-step-NNNNNNNN``): local, or
     a URL of a cluster file system."""
-    return str(_SINKS.lookup(op).step_files(op).prefix).removeprefix("file://")
+    step_files = _SINKS.lookup(op).step_files
+    if step_files is None:
+        msg = f"'{op.label}' writes no files"
+        raise TypeError(msg)
+    return str(step_files(op).prefix).removeprefix("file://")
 
 
 def prefix_directory(prefix: str) -> str:
@@ -114,6 +138,8 @@ def prefix_directory(prefix: str) -> str:
 def remove_leftovers(op: Op) -> list[str]:
     """Delete the temporary step directories of ``op``'s sink that an interrupted run left
     (called when a stream resumes, before its first step); returns what was removed."""
+    if not writes_files(op):
+        return []
     prefix = step_prefix(op)
     directory, base = prefix_directory(prefix), os.path.basename(prefix)
     ours = tuple(f"{mark}{base}-step-" for mark in (commits.TEMPORARY_MARK, ".sparkbeam-replaced-"))
@@ -125,13 +151,18 @@ def remove_leftovers(op: Op) -> list[str]:
     return removed
 
 
-def write(sc: Any, op: Op, rdd: Any, known_empty: bool, params: StepParams, channel: MetricsChannel | None = None) -> None:
-    """Write one step of ``op``'s input: bounded input of a flat ``StepFiles`` once, in
-    Beam's layout; in batch by the sink's own write if it has one; else as the step's
-    committed directory. The writing tasks are metered by ``channel``
-    (which also carries the run's key for their errors)."""
+def write(
+    sc: Any, op: Op, rdd: Any, known_empty: bool, params: StepParams, channel: MetricsChannel | None = None, run: str = ""
+) -> None:
+    """Write one step of ``op``'s input: a sink's own step write if it has one (Kafka);
+    bounded input of a flat ``StepFiles`` once, in Beam's layout; in batch by the sink's own
+    write if it has one; else as the step's committed directory. The writing tasks are
+    metered by ``channel`` (which also carries the run's key for their errors); ``run``
+    names the run for sinks that mark what they write with it."""
     sink: SparkSink = _SINKS.lookup(op)
-    if isinstance(op, WriteFilesPerStepOp) and op.files.flat:
+    if sink.step_write is not None:
+        sink.step_write(sc, op, rdd, known_empty, params.step, channel, run)
+    elif isinstance(op, WriteFilesPerStepOp) and op.files.flat:
         _write_flat(sc, op, rdd, params, channel)  # bounded input, in any run
     elif params.batch and sink.batch_write is not None:
         sink.batch_write(sc, op, rdd, params, channel)
@@ -240,7 +271,11 @@ def _shard_chunks(op: Op, sink: FileSink, every_shard: bool, index: int, values:
 
 def write_step(sc: Any, op: Op, rdd: Any, known_empty: bool, step: int, channel: MetricsChannel | None = None) -> list[str]:
     """Writes ``rdd`` as step ``step``'s committed directory; returns its files (none if empty)."""
-    files = _SINKS.lookup(op).step_files(op)
+    step_files = _SINKS.lookup(op).step_files
+    if step_files is None:
+        msg = f"'{op.label}' writes no files"
+        raise TypeError(msg)
+    files = step_files(op)
     final_dir = files.directory(step)
     if known_empty:
         commits.commit_directory(None, final_dir)

@@ -132,9 +132,21 @@ def _element(spec: StreamReadSpec, fields: tuple[str, ...], values: list) -> Any
         for name in ("key", "value"):
             if record.get(name) is not None:
                 record[name] = bytes(record[name])
+        if record.get("headers") is not None:
+            record["headers"] = [(h[0], None if h[1] is None else bytes(h[1])) for h in record["headers"]]
         return schema_row_type(tuple(record))(*record.values())
     msg = f"unknown element kind {kind!r}"
     raise ValueError(msg)
+
+
+def _decoded(spec: StreamReadSpec, element: Any) -> Any:
+    """A Kafka element with its key and value deserialised (``spec.decode``)."""
+    if spec.decode is None:
+        return element
+    if spec.element == "kafka":
+        return spec.decode(*element)
+    key, value = spec.decode(element.key, element.value)
+    return element._replace(key=key, value=value)
 
 
 def _raw(spec: StreamReadSpec, element: Any, corrupt: str | None, raw: str | None) -> str:
@@ -192,6 +204,8 @@ def wal_records(
         corrupt = record.get(spec.corrupt_column) if spec.corrupt_column else None
         element = _element(spec, fields, [record[n] for n in fields])
         try:
+            if spec.decode is not None:
+                element = _decoded(spec, element)
             if corrupt is not None:
                 msg = "the record does not parse with the source's schema"
                 raise ValueError(msg)

@@ -28,7 +28,7 @@ from sparkbeam.runners.core.steps import StepLoop
 from sparkbeam.runners.core.stream_sources import StreamSourceState
 from sparkbeam.runners.spark.checkpoint_key import load_key
 from sparkbeam.runners.spark.checkpoints import LOOP_FILE, CheckpointStore, pipeline_shape
-from sparkbeam.runners.spark.intake import StreamIntake
+from sparkbeam.runners.spark.intake import SourceFailedError, StreamIntake
 from sparkbeam.runners.spark.lease import CheckpointLease
 from sparkbeam.runners.spark.output_owners import check_outputs, claim_outputs
 
@@ -111,6 +111,7 @@ class StreamRun:
         checkpoint_dir = None if self.temporary else self.store.root
         claim_outputs(self.plan, self.store.checkpoint_id, checkpoint_dir, overwrite=self.overwrite_output)
         self.backend.wal_sealer = self.store.sealer
+        self.backend.run_id = self.store.checkpoint_id
         self.sources = {rt.stage.id: rt.source for rt in loop.runtimes if isinstance(rt.source, StreamSourceState)}
         if self.spark.sparkContext.getConf().get("spark.hadoop.cloneConf", "false").lower() != "true":
             _LOG.warning(
@@ -225,17 +226,35 @@ class StreamRun:
         entry = self.replay.pop(step, None)
         if entry is None:
             self._pace()
-            entry = self._take(step)
-            while self._before_first_batch(entry) and not self._stopping.is_set():
-                # Nothing has been read yet and no watermark can move (no source knows a
-                # partition): a step would do nothing, so wait for the first batch instead.
-                self._stopping.wait(min(self.step_interval, 0.1))
+            try:
                 entry = self._take(step)
+                while self._before_first_batch(entry) and not self._stopping.is_set():
+                    # Nothing has been read yet and no watermark can move (no source knows a
+                    # partition): a step would do nothing, so wait for the first batch instead.
+                    self._stopping.wait(min(self.step_interval, 0.1))
+                    entry = self._take(step)
+            except SourceFailedError as error:
+                raise self._stopped_by(error, step) from None
             self.store.write_journal(entry)
         self.clock.micros = entry["now"]
         for stage_id, source in self.sources.items():
             taken = entry["sources"][str(stage_id)]
             source.feed(self.intakes[stage_id].batches(taken["batches"]), entry["now"], exhausted=taken["exhausted"])
+
+    def _stopped_by(self, error: SourceFailedError, step: int) -> SourceFailedError:
+        """A source failed between steps: everything up to ``step`` is consistent, so a
+        checkpoint is written there (with a directory of the run's own) and the error says
+        how to resume once the source is back."""
+        if self.temporary or self.loop is None:
+            return error
+        newest = self.store.newest()
+        if newest is None or newest["step"] != step:
+            self.checkpoint()
+        msg = (
+            f"{error}\nsparkbeam: stopped before step {step}, checkpoint written; once the source is back, "
+            f"run again with --checkpoint_dir={self.store.root} to resume at step {step}"
+        )
+        return SourceFailedError(msg)
 
     def _take(self, step: int) -> dict[str, Any]:
         """The journal entry of a new step: its time and the batches each source takes."""

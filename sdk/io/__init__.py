@@ -15,6 +15,7 @@ from sparkbeam.io.filebased import BadRecord, BadRecordError
 from sparkbeam.io.filesystem import CompressionTypes
 from sparkbeam.io.iobase import Read, Sink, Write, Writer
 from sparkbeam.io.jsonio import ReadFromJson, WriteToJson
+from sparkbeam.io.kafka import WriteToKafka
 from sparkbeam.io.parquetio import (
     ReadAllFromParquet,
     ReadAllFromParquetBatched,
@@ -79,6 +80,7 @@ __all__ = [
     "Write",
     "WriteToCsv",
     "WriteToJson",
+    "WriteToKafka",
     "WriteToParquet",
     "WriteToParquetBatched",
     "WriteToText",

@@ -36,6 +36,7 @@ import attrs
 from sparkbeam import pvalue
 from sparkbeam.core import DoFn, ParDo
 from sparkbeam.io.filebased import BadRecord, BadRecordError, ExceptionHandling
+from sparkbeam.io.kafka import BYTES_DESERIALIZER, KafkaDecode
 from sparkbeam.io.watermarks import (
     MonotonicWatermarkEstimator,
     WalltimeWatermarkEstimator,
@@ -83,6 +84,8 @@ class StreamReadSpec:
     partition_by: str | Callable[[Any], Any] | None = None
     #: parse failures of CSV and JSON land in this column (Spark's PERMISSIVE mode)
     corrupt_column: str | None = None
+    #: Kafka: the key and value deserializers (None: the bytes as read); a failure is a bad record
+    decode: Callable[[Any, Any], tuple[Any, Any]] | None = None
 
     @property
     def uses_ingestion_time(self) -> bool:
@@ -394,16 +397,32 @@ class ReadFromSocket(_StreamReadTransform):
 
 
 _KAFKA_POLICIES = {"ProcessingTime": None, "CreateTime": "timestamp", "LogAppendTime": "timestamp"}
+#: Beam's ReadFromKafka arguments that a Spark Structured Streaming read has no use for when
+#: left at Beam's defaults; set otherwise, they are refused naming what to do instead
+_BEAM_ONLY = {
+    "start_read_time": (None, "set consumer_config['auto.offset.reset'] or options={'startingTimestamp': ms}"),
+    "max_num_records": (None, "stop the stream with --max_steps or --available_now"),
+    "max_read_time": (None, "stop the stream with --max_steps or --available_now"),
+    "commit_offset_in_finalize": (False, "Spark keeps the offsets in the checkpoint, not in a consumer group"),
+    "redistribute": (False, "follow the read with beam.Reshuffle()"),
+    "expansion_service": (None, "sparkbeam reads with Spark's Kafka connector, not a cross-language expansion"),
+}
 
 
 class ReadFromKafka(_StreamReadTransform):
-    """Kafka records as ``(key, value)`` bytes pairs (rows with metadata if ``with_metadata``),
-    with Beam's ``ReadFromKafka`` arguments; needs Spark's Kafka connector on the classpath
+    """Kafka records as ``(key, value)`` pairs (bytes, or what the deserializers make of
+    them), or with ``with_metadata`` as rows of ``key, value, topic, partition, offset,
+    timestamp, timestampType, headers`` (headers as ``(name, bytes)`` pairs), with Beam's
+    ``ReadFromKafka`` arguments; needs Spark's Kafka connector on the classpath
     (``--spark_conf spark.jars.packages=org.apache.spark:spark-sql-kafka-0-10_2.13:<spark version>``).
 
     The watermark's partitions are Kafka's topic-partitions. ``timestamp_policy``:
     ``'ProcessingTime'`` (Beam's default), ``'CreateTime'`` or ``'LogAppendTime'`` (the
     record's Kafka timestamp; which one the broker stores is a topic setting).
+    ``key_deserializer``/``value_deserializer``: see ``sparkbeam.io.kafka``; a record that
+    fails to deserialise is a bad record naming its topic, partition and offset.
+    ``options``: more of Spark's Kafka source options (``maxOffsetsPerTrigger``,
+    ``startingOffsets`` as JSON, ...).
     """
 
     _format = "kafka"
@@ -413,6 +432,8 @@ class ReadFromKafka(_StreamReadTransform):
         self,
         consumer_config: dict[str, Any],
         topics: list[str] | str,
+        key_deserializer: Any = BYTES_DESERIALIZER,
+        value_deserializer: Any = BYTES_DESERIALIZER,
         *,
         with_metadata: bool = False,
         timestamp_policy: str = "ProcessingTime",
@@ -421,6 +442,13 @@ class ReadFromKafka(_StreamReadTransform):
         if timestamp_policy not in _KAFKA_POLICIES:
             msg = f"ReadFromKafka: timestamp_policy must be one of {', '.join(_KAFKA_POLICIES)}, got {timestamp_policy!r}"
             raise ValueError(msg)
+        for name, (default, instead) in _BEAM_ONLY.items():
+            value = settings.pop(name, default)
+            if value != default:
+                msg = f"ReadFromKafka: {name}={value!r} is not supported on Spark: {instead}"
+                raise ValueError(msg)
+        for name in ("consumer_polling_timeout", "redistribute_num_keys", "allow_duplicates", "dynamic_read_poll_interval_seconds"):
+            settings.pop(name, None)  # Beam's tuning of its own Java reader: no meaning here
         self._source_time_column = _KAFKA_POLICIES[timestamp_policy]
         super().__init__(**settings)
         if not isinstance(consumer_config, dict) or "bootstrap.servers" not in consumer_config:
@@ -434,11 +462,15 @@ class ReadFromKafka(_StreamReadTransform):
         self.topics = topics
         self.with_metadata = with_metadata
         self.timestamp_policy = timestamp_policy
+        self.decode = KafkaDecode.of("ReadFromKafka", key_deserializer, value_deserializer)
         if with_metadata:
             self._element = "kafka_metadata"
 
     def _spec_fields(self) -> dict[str, Any]:
-        return {"options": kafka_reader_options(self.consumer_config, self.topics)}
+        options = kafka_reader_options(self.consumer_config, self.topics)
+        if self.with_metadata:
+            options["includeHeaders"] = "true"
+        return {"options": options, "decode": self.decode}
 
 
 def kafka_reader_options(consumer_config: dict[str, Any], topics: list[str]) -> dict[str, str]:

@@ -57,3 +57,29 @@ def test_kafka_options_follow_beams_consumer_config():
     assert read.spec().source_time_column == "timestamp"
     with pytest.raises(ValueError, match="timestamp_policy must be one of"):
         beam.io.ReadFromKafka({"bootstrap.servers": "b:9092"}, "t", timestamp_policy="Whenever")
+
+
+def test_write_to_kafka_takes_beams_arguments_and_refuses_what_spark_sets_itself():
+    from sparkbeam.io.kafka import STRING_SERIALIZER, WriteToKafka
+
+    write = WriteToKafka({"bootstrap.servers": "b:9092", "compression.type": "lz4"}, "out", value_serializer=STRING_SERIALIZER)
+    assert write.spec.serialize((b"k", "v")) == (b"k", b"v")
+    assert write.spec.writer_options() == {
+        "kafka.bootstrap.servers": "b:9092", "kafka.compression.type": "lz4", "kafka.enable.idempotence": "true", "kafka.acks": "all"
+    }
+    with pytest.raises(TypeError, match=r"ByteArraySerializer takes bytes, got str 'k'"):
+        write.spec.serialize(("k", "v"))
+    with pytest.raises(ValueError, match=r"producer_config\['value.serializer'\] is Spark's"):
+        WriteToKafka({"bootstrap.servers": "b", "value.serializer": "x"}, "out")
+    with pytest.raises(ValueError, match=r"key_serializer must be one of .*ByteArraySerializer.* or a Python function, got 'LongSerializer'"):
+        WriteToKafka({"bootstrap.servers": "b"}, "out", key_serializer="LongSerializer")
+    with pytest.raises(ValueError, match=r"'bootstrap.servers'"):
+        WriteToKafka({}, "out")
+
+
+def test_kafka_reads_refuse_beams_arguments_spark_cannot_honour():
+    with pytest.raises(ValueError, match=r"^ReadFromKafka: max_read_time=10 is not supported on Spark: stop the stream with --max_steps"):
+        beam.io.ReadFromKafka({"bootstrap.servers": "b"}, "t", max_read_time=10)
+    read = beam.io.ReadFromKafka({"bootstrap.servers": "b"}, "t", value_deserializer=lambda raw: raw.decode().upper(), consumer_polling_timeout=5)
+    assert read.spec().decode(b"k", b"v") == (b"k", "V")
+    assert beam.io.ReadFromKafka({"bootstrap.servers": "b"}, "t").spec().decode is None  # bytes as read
