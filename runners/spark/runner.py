@@ -100,6 +100,19 @@ def _check_supported(plan: StagePlan) -> None:
             sinks.check(sink)
 
 
+def _check_keep_open(settings: dict[str, Any]) -> None:
+    """``--keep_open`` leaves windows open for the next run: it needs a run that ends by
+    itself (``--available_now``) and a checkpoint directory the next run can resume from."""
+    if not settings["keep_open"]:
+        return
+    if not settings["available_now"]:
+        msg = "--keep_open stops a run when its sources hold nothing more: give --available_now as well"
+        raise ValueError(msg)
+    if not settings["checkpoint_dir"]:
+        msg = "--keep_open leaves open windows, timers and state for the next run in the checkpoint: give --checkpoint_dir=DIR"
+        raise ValueError(msg)
+
+
 def _check_cluster_paths(plan: StagePlan, settings: dict[str, Any]) -> None:
     """Once Spark is up, before the first step: the checkpoint directory and the file
     sinks' folders on cluster file systems (``s3a://``, ``hdfs://``...) must be reachable
@@ -304,7 +317,8 @@ class SparkRunner(PipelineRunner):
         _LOG.debug("stage plan:\n%s", plan.describe())
         streaming = bool(settings["streaming"]) or any(not pc.is_bounded for pc in lowered.pcollections)
         _check_supported(plan)
-        refuse_side_inputs_never_ready(plan, sources_end=bool(settings["available_now"]))
+        _check_keep_open(settings)
+        refuse_side_inputs_never_ready(plan, sources_end=bool(settings["available_now"]) and not settings["keep_open"])
         check_picklable(plan)
         from sparkbeam.runners.spark.backend import SparkBackend
         from sparkbeam.runners.spark.dependencies import (

@@ -81,6 +81,9 @@ class StreamRun:
         self.interval = settings["checkpoint_interval"]
         self.step_interval = settings["step_interval"]
         self.available_now = settings["available_now"]
+        #: --keep_open: the run stops, undrained, once its sources have given everything
+        self.keep_open = bool(settings["keep_open"])
+        self.read_everything = False
         self.overwrite_output = settings["overwrite_output"]
         given = settings["checkpoint_dir"]
         self.temporary = given is None
@@ -150,6 +153,27 @@ class StreamRun:
             intake.wait_until_running()
         if finished and manifest is not None:
             self._after_finished(manifest["step"] - 1)
+        elif self.keep_open and manifest is not None and not self.replay and not self._news():
+            # Kept open by an earlier run, and nothing arrived since: no step runs (an empty
+            # one could still move watermarks by idleness, which Spark's availableNow would not).
+            loop.max_steps = loop.step
+            print(
+                f"sparkbeam: nothing arrived since step {manifest['step'] - 1} of the stream in "
+                f"--checkpoint_dir={self.store.root}; its windows stay open (--keep_open)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def _news(self) -> bool:
+        """With ``--available_now``, once the sources' queries have read what is there:
+        whether any batch past what the run consumed holds records (or bad or dropped ones)."""
+        while not all(intake.finished() for intake in self.intakes.values()) and not self._stopping.is_set():
+            self._stopping.wait(0.05)
+        return any(
+            batch.records or batch.bad or batch.dropped
+            for stage_id, source in self.sources.items()
+            for batch in self.intakes[stage_id].take(source.consumed_through)[0]
+        )
 
     def _after_finished(self, last_step: int) -> None:
         """Started again on a stream that finished: with ``--available_now``, once the
@@ -160,19 +184,10 @@ class StreamRun:
         if loop is None:
             return
         where = f"sparkbeam: the stream in --checkpoint_dir={self.store.root} finished at step {last_step}"
-        if self.available_now:
-            while not all(intake.finished() for intake in self.intakes.values()) and not self._stopping.is_set():
-                self._stopping.wait(0.05)
-            news = [
-                batch
-                for stage_id, source in self.sources.items()
-                for batch in self.intakes[stage_id].take(source.consumed_through)[0]
-                if batch.records or batch.bad or batch.dropped
-            ]
-            if not news:
-                loop.max_steps = loop.step
-                print(f"{where}; nothing to do (give a new checkpoint directory to run it again)", file=sys.stderr, flush=True)
-                return
+        if self.available_now and not self._news():
+            loop.max_steps = loop.step
+            print(f"{where}; nothing to do (give a new checkpoint directory to run it again)", file=sys.stderr, flush=True)
+            return
         line = (
             f"{where}; reading what arrived since: its watermarks are at the end of time, so windows and "
             "groupings count the new records as late data (element-wise steps and their sinks take them)"
@@ -209,6 +224,18 @@ class StreamRun:
         loop = self.loop
         if self.temporary or loop is None or not self.intakes:
             return
+        if self.read_everything:
+            # --keep_open: open windows, pending timers and state wait in this checkpoint.
+            newest = self.store.newest()
+            if newest is None or newest["step"] != loop.step:
+                self.checkpoint()
+            print(
+                f"sparkbeam: read everything the sources held; stopped at step {loop.step - 1} without draining "
+                f"(--keep_open): open windows wait in --checkpoint_dir={self.store.root} for the next run",
+                file=sys.stderr,
+                flush=True,
+            )
+            return
         if not all(source.done for source in self.sources.values()):
             return  # stopped by --max_steps: a restart goes on
         self.checkpoint(finished=True)
@@ -228,7 +255,7 @@ class StreamRun:
             self._pace()
             try:
                 entry = self._take(step)
-                while self._before_first_batch(entry) and not self._stopping.is_set():
+                while not self.read_everything and self._before_first_batch(entry) and not self._stopping.is_set():
                     # Nothing has been read yet and no watermark can move (no source knows a
                     # partition): a step would do nothing, so wait for the first batch instead.
                     self._stopping.wait(min(self.step_interval, 0.1))
@@ -259,13 +286,23 @@ class StreamRun:
     def _take(self, step: int) -> dict[str, Any]:
         """The journal entry of a new step: its time and the batches each source takes."""
         entry: dict[str, Any] = {"step": step, "now": self.wall.now_micros(), "sources": {}}
+        ended = []
         for stage_id, source in self.sources.items():
             intake = self.intakes[stage_id]
             # Asked before taking: once the query has ended, no batch can follow these.
             finished = intake.finished()
             batches, left = intake.take(source.consumed_through)
-            exhausted = finished and not left
+            ended.append(finished and not left)
+            # With --keep_open no source is ever exhausted: its watermark stays where its
+            # events put it, and the next run on the checkpoint reads on from its offsets.
+            exhausted = finished and not left and not self.keep_open
             entry["sources"][str(stage_id)] = {"batches": [b.batch_id for b in batches], "exhausted": exhausted}
+        if self.keep_open and all(ended) and self.loop is not None:
+            # This step takes the sources' last batches (the ones Spark had when the run
+            # started): the loop stops after it, at a checkpoint (checkpoint_on_finish).
+            self.read_everything = True
+            limit = self.loop.max_steps
+            self.loop.max_steps = step + 1 if limit is None else min(limit, step + 1)
         return entry
 
     def _before_first_batch(self, entry: dict[str, Any]) -> bool:

@@ -332,6 +332,12 @@ class SparkRunnerOptions(PipelineOptions):
                 "arrived since its last run), as a stream of steps with checkpoints, then finish "
                 "(Spark's Trigger.AvailableNow)", is_flag=True,
                 group="streaming"),
+        _Option("keep_open", _to_bool, False,
+                "with --available_now: when the sources hold nothing more, stop at a checkpoint "
+                "without draining, as Spark's Trigger.AvailableNow stops (watermarks stay where "
+                "the events put them; open windows, pending timers and state wait in "
+                "--checkpoint_dir for the next run); without it the run drains, firing every "
+                "window", is_flag=True, group="streaming"),
         _Option("quiet", _to_bool, False,
                 "no progress line while a run goes on (a live line on a terminal, a log line "
                 "otherwise)", is_flag=True),

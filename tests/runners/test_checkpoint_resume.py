@@ -208,3 +208,61 @@ def test_available_now_on_a_finished_stream_reads_what_arrived_since(spark, tmp_
     emitted, records, _, said = run(again)  # nothing arrived since
     assert records == [] and emitted == {"read": [], "counted": []}
     assert said == [f"sparkbeam: the stream in --checkpoint_dir={tmp_path / 'ck'} finished at step {again}; nothing to do (give a new checkpoint directory to run it again)"]
+
+
+@pytest.mark.spark
+def test_keep_open_stops_undrained_and_the_next_run_fills_the_open_windows(spark, tmp_path, capfd):
+    """``--available_now --keep_open`` stops as Spark's availableNow stops: the windows the
+    events' watermark has passed fire, the others wait in the checkpoint, and the next run's
+    records join them (without it the first run fires every window and the next run's
+    record for an old window is late)."""
+    directory = tmp_path / "in"
+    directory.mkdir()
+    write_lines(str(directory / "f0.txt"), ["a,1", "a,2", "b,25"], 1_700_000_000)
+    settings = {
+        "step_interval": 0.2,
+        "state_partitions": 2,
+        "available_now": True,
+        "keep_open": True,
+        "checkpoint_dir": str(tmp_path / "ck"),
+    }
+
+    def run(after_step: int = -1):
+        p = beam.Pipeline(options=PipelineOptions(**settings))
+        totals = (
+            p
+            | "Read" >> beam.io.ReadFromTextStream(str(directory), timestamp=lambda line: int(line.split(",")[1]))
+            | "Key" >> beam.Map(lambda line: (line.split(",")[0], 1))
+            | "Tens" >> beam.WindowInto(window.FixedWindows(10))
+            | "Count" >> beam.CombinePerKey(sum)
+        )
+        counted = beam.capture(totals)
+        result = p.run()
+        emitted = sorted((e.value, e.windows[0].start.micros // 1_000_000) for e in result.emissions(counted) if e.step > after_step)
+        said = [line for line in capfd.readouterr().err.splitlines() if line.startswith("sparkbeam:")]
+        return emitted, max([r.step for r in result.watermarks()], default=-1), said
+
+    emitted, last, said = run()
+    assert emitted == [(("a", 2), 0)]  # the watermark is at 25 s: [20, 30) stays open
+    assert said and "stopped at step" in said[-1] and "--keep_open" in said[-1]
+
+    write_lines(str(directory / "f1.txt"), ["b,27", "c,45"], 1_700_000_001)
+    emitted, again, _ = run(last)
+    assert emitted == [(("b", 2), 20)]  # b,25 from the first run and b,27 from this one
+
+    emitted, _, said = run(again)  # nothing arrived since: no step, [40, 50) still open
+    assert emitted == []
+    assert said == [f"sparkbeam: nothing arrived since step {again} of the stream in --checkpoint_dir={tmp_path / 'ck'}; its windows stay open (--keep_open)"]
+
+
+def test_keep_open_needs_available_now_and_a_checkpoint_directory(tmp_path):
+    directory = tmp_path / "in"
+    directory.mkdir()
+    for settings, problem in [
+        ({"keep_open": True}, "give --available_now as well"),
+        ({"keep_open": True, "available_now": True}, "give --checkpoint_dir=DIR"),
+    ]:
+        p = beam.Pipeline(options=PipelineOptions(**settings))
+        _ = p | beam.io.ReadFromTextStream(str(directory)) | beam.Map(len)
+        with pytest.raises(ValueError, match=problem):
+            p.run()
