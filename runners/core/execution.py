@@ -2,7 +2,8 @@
 
 Ibis's backend compilers are the model (STYLE.md): one registration per op type, a
 dispatcher whose base case raises naming the op, and the list of what runs read off the
-registry, never kept by hand.
+registry, never kept by hand. Every table here is a ``registry.Registry``, with its one
+lookup rule.
 
 **The engine's side**: one ``OpKind`` per op type (``register_kind``, at the end of this
 module for the engine's own ops), declaring
@@ -23,8 +24,7 @@ module for the engine's own ops), declaring
 each source it supports into its datasets (memory: lists; Spark: RDDs), how it runs each
 grouping, how it writes each sink. Element-wise ops need no registration: every backend runs
 them through the shared fused body. What a backend does not register is refused, naming the
-op's label, where it was applied and the backend (``OpDispatcher.lookup``); what it runs is
-``supported_ops(backend)``.
+op's label, where it was applied and the backend; what it runs is ``supported_ops(backend)``.
 
 Adding a primitive is one ``register_kind`` (here for the engine's own ops, beside the op
 for a front end's: ``runners/beam/pardo.py``) and one registration per backend that runs it.
@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -60,6 +60,7 @@ from sparkbeam.runners.core.ops import (
     WriteFilesPerStepOp,
     WriteTextOp,
 )
+from sparkbeam.runners.core.registry import Registry
 from sparkbeam.runners.core.sources import BoundedSourceState, SourceState, TestStreamState
 from sparkbeam.runners.core.window_assignment import cached_assignment, window_assigner
 from sparkbeam.utils.timestamp import MIN_TIMESTAMP
@@ -70,9 +71,9 @@ if TYPE_CHECKING:
     from sparkbeam.runners.core.plan import StagePlan
 
 __all__ = [
+    "KINDS",
     "BackendOps",
     "BodyBuilder",
-    "OpDispatcher",
     "OpKind",
     "Role",
     "backend_ops",
@@ -83,7 +84,6 @@ __all__ = [
 ]
 
 Receiver = Callable[[WindowedValue], None]
-_Impl = TypeVar("_Impl")
 
 
 class Role(enum.Enum):
@@ -180,7 +180,18 @@ class OpKind:
             raise TypeError(msg)
 
 
-_KINDS: dict[type, OpKind] = {}
+def _where(op: Any) -> str:
+    return f"'{getattr(op, 'label', op)}' (applied at {getattr(op, 'location', 'an unknown place')})"
+
+
+def _unknown_op(op: Any, known: list[str]) -> UnsupportedError:
+    msg = f"{_where(op)}: sparkbeam's engine cannot execute {type(op).__name__}; it executes {', '.join(known)}"
+    return UnsupportedError(msg)
+
+
+#: op type -> its kind. Exact types only: a subclass of a registered op type is an op of
+#: its own, registered ``like`` its base when it is one.
+KINDS: Registry[OpKind] = Registry("op kinds", refuse=_unknown_op)
 
 
 def register_kind(op_type: type, role: Role | None = None, *, like: type | None = None, **hooks: Any) -> OpKind:
@@ -188,7 +199,7 @@ def register_kind(op_type: type, role: Role | None = None, *, like: type | None 
     type already registered whose role and hooks this one keeps, but for ``hooks`` (a
     front end's ParDo whose DoFns run on other machinery is a ParDo but for its runner)."""
     if like is not None:
-        base = _KINDS[like]
+        base = KINDS.at(like)
         if "join_body" in hooks:  # joins its own way: what its code is, it says itself
             hooks.setdefault("body_code", None)
         kind = attrs.evolve(base, op_type=op_type, role=role or base.role, **hooks)
@@ -197,28 +208,13 @@ def register_kind(op_type: type, role: Role | None = None, *, like: type | None 
         raise TypeError(msg)
     else:
         kind = OpKind(op_type, role, **hooks)
-    _KINDS[op_type] = kind
+    KINDS.add(op_type, kind)
     return kind
-
-
-def _lookup(table: dict[type, Any], op: Any) -> Any:
-    # The exact type only: a subclass of a registered op type is an op of its own, which
-    # must be registered (possibly ``like`` its base), never run as its base by accident.
-    return table.get(type(op))
-
-
-def _where(op: Any) -> str:
-    return f"'{getattr(op, 'label', op)}' (applied at {getattr(op, 'location', 'an unknown place')})"
 
 
 def kind_of(op: Op) -> OpKind:
     """The op's kind; an op type the engine does not know is refused, naming the op."""
-    kind = _lookup(_KINDS, op)
-    if kind is None:
-        known = ", ".join(sorted(cls.__name__ for cls in _KINDS))
-        msg = f"{_where(op)}: sparkbeam's engine cannot execute {type(op).__name__}; it executes {known}"
-        raise UnsupportedError(msg)
-    return kind
+    return KINDS.lookup(op)
 
 
 def make_source_state(op: Op) -> SourceState:
@@ -230,36 +226,16 @@ def make_source_state(op: Op) -> SourceState:
     return kind.source_state(op)
 
 
-class OpDispatcher(Generic[_Impl]):
-    """One backend's implementations of one kind of work (``work``: 'read', 'group',
-    'write'), per op type. The base case raises an ``UnsupportedError`` naming the op."""
+def _refusal(backend: str, work: str) -> Callable[[Any, list[str]], UnsupportedError]:
+    def refuse(op: Any, known: list[str]) -> UnsupportedError:
+        can = ", ".join(known) or "nothing"
+        msg = (
+            f"{_where(op)}: the {backend} backend cannot {work} {type(op).__name__} "
+            f"(it can {work} {can}); run the pipeline on a runner that supports it"
+        )
+        return UnsupportedError(msg)
 
-    def __init__(self, backend: str, work: str) -> None:
-        self.backend = backend
-        self.work = work
-        self._impls: dict[type, _Impl] = {}
-
-    def register(self, *op_types: type) -> Callable[[_Impl], _Impl]:
-        def registering(impl: _Impl) -> _Impl:
-            for op_type in op_types:
-                self._impls[op_type] = impl
-            return impl
-
-        return registering
-
-    def lookup(self, op: Op) -> _Impl:
-        impl = _lookup(self._impls, op)
-        if impl is None:
-            can = ", ".join(self.op_types()) or "nothing"
-            msg = (
-                f"{_where(op)}: the {self.backend} backend cannot {self.work} {type(op).__name__} "
-                f"(it can {self.work} {can}); run the pipeline on a runner that supports it"
-            )
-            raise UnsupportedError(msg)
-        return impl
-
-    def op_types(self) -> list[str]:
-        return sorted(cls.__name__ for cls in self._impls)
+    return refuse
 
 
 class BackendOps:
@@ -267,9 +243,9 @@ class BackendOps:
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.sources: OpDispatcher[Callable[..., Any]] = OpDispatcher(name, "read")
-        self.groupings: OpDispatcher[Callable[..., Any]] = OpDispatcher(name, "group with")
-        self.sinks: OpDispatcher[Any] = OpDispatcher(name, "write")
+        self.sources: Registry[Callable[..., Any]] = Registry(f"{name} sources", refuse=_refusal(name, "read"))
+        self.groupings: Registry[Callable[..., Any]] = Registry(f"{name} groupings", refuse=_refusal(name, "group with"))
+        self.sinks: Registry[Any] = Registry(f"{name} sinks", refuse=_refusal(name, "write"))
 
     def check(self, plan: StagePlan) -> None:
         """Refuse, before anything runs, an op of ``plan`` the backend does not run,
@@ -303,8 +279,8 @@ def supported_ops(backend: str) -> list[str]:
     """The op types the backend runs: its registered sources, groupings and sinks, and
     every element-wise op (the fused body is the same on every backend)."""
     ops = backend_ops(backend)
-    element_wise = [kind.op_type.__name__ for kind in _KINDS.values() if kind.role is Role.ELEMENT_WISE]
-    return sorted({*element_wise, *ops.sources.op_types(), *ops.groupings.op_types(), *ops.sinks.op_types()})
+    element_wise = [kind.op_type.__name__ for _, kind in KINDS.items() if kind.role is Role.ELEMENT_WISE]
+    return sorted({*element_wise, *ops.sources.names(), *ops.groupings.names(), *ops.sinks.names()})
 
 
 # ---------------------------------------------------------------------------- the engine's ops
