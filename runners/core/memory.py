@@ -37,6 +37,7 @@ from sparkbeam.runners.core.ops import (
 )
 from sparkbeam.runners.core.plan import Stage, StagePlan, plan_stages
 from sparkbeam.runners.core.records import KeyedState, Pane, Parked, Summary
+from sparkbeam.runners.core.settings import RunSettings
 from sparkbeam.runners.core.side_input_wait import must_wait, run_waiting
 from sparkbeam.runners.core.sources import SourceEmission
 from sparkbeam.runners.core.stateful_step import key_for_state, stateful_partition
@@ -278,7 +279,7 @@ def run_in_memory(
     MEMORY.check(plan)
     if streaming is None:
         streaming = any(not info.is_bounded for info in lowered.pcollections)
-    history = run_history(lowered, pipeline.options.get_all_options(), streaming=streaming)
+    history = run_history(lowered, RunSettings.from_options(pipeline.options), streaming=streaming)
     loop = StepLoop(
         plan,
         MemoryBackend(overlapping_window_rule),

@@ -31,6 +31,7 @@ from sparkbeam.runners.core.history import run_history
 from sparkbeam.runners.core.metrics import RunMetrics
 from sparkbeam.runners.core.ops import LoweredPipeline, lower
 from sparkbeam.runners.core.plan import StagePlan, plan_stages
+from sparkbeam.runners.core.settings import RunMode, RunSettings
 from sparkbeam.runners.core.side_input_wait import refuse_side_inputs_never_ready
 from sparkbeam.runners.core.steps import StepLoop
 from sparkbeam.runners.core.timeline import Emissions, Timeline, emissions_of
@@ -69,15 +70,15 @@ def _installed(module: str) -> bool:
         return False
 
 
-def _lower(pipeline: Pipeline, settings: dict[str, Any]) -> LoweredPipeline:
+def _lower(pipeline: Pipeline, settings: RunSettings) -> LoweredPipeline:
     """The pipeline's ops, each schema'd segment one SQL plan unless it cannot be one (the
     reason noted on its stage) or ``--no_sql_plans`` keeps the general path."""
     from sparkbeam.runners.core.schema_segments import find_segments
 
     reason = None
-    if settings["streaming"]:
+    if settings.streaming:
         reason = "a streaming run (SQL plans run in batch only)"
-    elif not settings["sql_plans"]:
+    elif not settings.sql_plans:
         reason = "--no_sql_plans"
     elif not _installed("pyarrow"):
         # The plan's groups come back through Arrow; without it the general path is exact too.
@@ -261,22 +262,23 @@ class SparkRunner(PipelineRunner):
             return run_beam_pipeline(self, pipeline, options)
         # Before Spark starts: reads that match nothing, outputs that cannot be written.
         check_inputs_and_outputs(pipeline)
-        settings = options.get_all_options()
+        settings = RunSettings.from_options(options)
         return self.run_lowered(_lower(pipeline, settings), settings)
 
     def run_lowered(
         self,
         lowered: LoweredPipeline,
-        settings: dict[str, Any],
+        settings: RunSettings,
         result_type: type[SparkPipelineResult] | None = None,
     ) -> SparkPipelineResult:
         """Plan and run lowered ops (from sparkbeam's SDK or from Beam's graph) with the
-        settings of ``PipelineOptions.get_all_options()``."""
+        run's settings (``RunSettings.from_options``)."""
         plan = plan_stages(lowered)
         _LOG.debug("stage plan:\n%s", plan.describe())
-        streaming = bool(settings["streaming"]) or any(not pc.is_bounded for pc in lowered.pcollections)
+        mode = settings.mode(unbounded_input=any(not pc.is_bounded for pc in lowered.pcollections))
+        streaming = mode is RunMode.STREAMING
         _check_supported(plan)
-        refuse_side_inputs_never_ready(plan, sources_end=bool(settings["available_now"]))
+        refuse_side_inputs_never_ready(plan, sources_end=settings.available_now)
         check_picklable(plan)
         from sparkbeam.runners.spark.backend import SparkBackend
         from sparkbeam.runners.spark.dependencies import (
@@ -286,21 +288,21 @@ class SparkRunner(PipelineRunner):
         from sparkbeam.runners.spark.session import executors_share_this_interpreter, get_session
         from sparkbeam.runners.spark.spark_log import choose_log
 
-        check_dependency_options(settings["requirements_file"], settings["setup_file"])
+        check_dependency_options(settings.requirements_file, settings.setup_file)
         real_sources = any(kind_of(op).endless for op in lowered.ops)
         if real_sources:
             from sparkbeam.runners.spark.streaming import check_before_start
 
             check_before_start(plan, settings)
         spark, session_settings = get_session(
-            settings["spark_master"], settings["spark_conf"], settings["job_name"], log=choose_log(settings)
+            settings.spark_master, list(settings.spark_conf), settings.job_name, log=choose_log(settings)
         )
         cleanups: list[Callable[[], None]] = [session_settings.restore]
         # hdfs://, s3a://, gs://... through Hadoop's API while this session is up; file://
         # URLs too with --file_urls_through_hadoop (for this run only)
         from sparkbeam.runners.spark import hadoop_filesystem
 
-        hadoop_filesystem.serve_file_urls(bool(settings["file_urls_through_hadoop"]))
+        hadoop_filesystem.serve_file_urls(settings.file_urls_through_hadoop)
         cleanups.append(lambda: hadoop_filesystem.serve_file_urls(False))
         backend = None
         try:
@@ -308,15 +310,15 @@ class SparkRunner(PipelineRunner):
             cleanups.append(
                 install_for_executors(
                     context,
-                    settings["requirements_file"],
-                    settings["setup_file"],
+                    settings.requirements_file,
+                    settings.setup_file,
                     same_machine=executors_share_this_interpreter(context),
                 )
             )
             backend = SparkBackend(
                 spark,
-                num_partitions=settings["state_partitions"],
-                overlapping_window_rule=settings["overlapping_window_rule"],
+                num_partitions=settings.state_partitions,
+                overlapping_window_rule=settings.overlapping_window_rule,
             )
             scripted_time = any(kind_of(op).scripts_processing_time for op in lowered.ops)
             clock = self.clock or (ManualClock() if scripted_time else WallClock())
@@ -333,7 +335,7 @@ class SparkRunner(PipelineRunner):
                 backend,
                 clock,
                 batch=not streaming,
-                max_steps=settings["max_steps"],
+                max_steps=settings.max_steps,
                 hooks=progress or stream_run,
                 on_record=progress.on_record if progress is not None else None,
                 history=history,
@@ -348,8 +350,8 @@ class SparkRunner(PipelineRunner):
             raise
         execution = _Execution(loop, stream_run, backend, cleanups)
         result = (result_type or SparkPipelineResult)(plan, execution)
-        if not settings["block_on_run"]:
-            execution.start(settings["job_name"] or "pipeline")
+        if not settings.block_on_run:
+            execution.start(settings.job_name or "pipeline")
             return result
         with stop_on_signals(execution):
             execution.run()

@@ -88,3 +88,11 @@ def test_a_stateful_pardo_with_no_runner_of_its_own_is_refused_not_run_as_sparkb
     with pytest.raises(UnsupportedError, match=r"'Theirs' \(applied at their_pipeline.py:9\): nothing runs the stateful DoFns of OtherStatefulOp"):
         stateful_step._RUNNERS.lookup(op)
     assert stateful_step._RUNNERS.lookup(ops.StatefulParDoOp.__new__(ops.StatefulParDoOp)) is stateful_step.StatefulDoFnRunner
+
+
+def test_the_documented_example_runs():
+    import doctest
+
+    from sparkbeam.runners.core import registry
+
+    assert doctest.testmod(registry).failed == 0
