@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkbeam.metrics.execution import _CURRENT
+from sparkbeam.metrics.execution import current_step, enter_step, leave_step
 from sparkbeam.runners.core.errors import UserCodeError
 from sparkbeam.runners.core.holds import HoldPolicy
 from sparkbeam.runners.core.metrics import step_scoped
@@ -92,20 +92,21 @@ def test_the_fused_map_side_names_the_combines_step_and_gives_the_map_its_own_ba
 
     class _Recording(SumFn):
         def add_input(self, accumulator, element):
-            seen.append(("combine", _CURRENT.step))
+            seen.append(("combine", current_step()))
             return accumulator + element
 
     def stamp(kv):
-        seen.append(("map", _CURRENT.step))
+        seen.append(("map", current_step()))
         return TimestampedValue(kv, kv[1])
 
     upstream, source, op = _stamp_window_combine(_Recording(), stamp)
     holder = batch_grouping._SetUpOnce(step_scoped(op.combine_fn, op.label))
     holds = HoldPolicy(op.windowing, overlapping_window_rule=True)
-    _CURRENT.step = "outer"
+    caller = enter_step("outer")
     list(batch_grouping._precombine_body(upstream, None, None, source, op, holder, holds, CountingAccumulator(), True, [("a", 1), ("a", 2)]))
     assert seen == [("map", "Stamp"), ("combine", "Sum/Precombine")] * 2
-    assert _CURRENT.step == "outer"
+    assert current_step() == "outer"
+    leave_step(caller)
 
 
 @pytest.mark.parametrize(
@@ -219,7 +220,7 @@ class _StepRecordingSumFn(SumFn):
         self.steps: list[str] = []
 
     def add_input(self, accumulator, element):
-        self.steps.append(_CURRENT.step)
+        self.steps.append(current_step())
         return super().add_input(accumulator, element)
 
 
@@ -236,19 +237,18 @@ def test_the_stamped_path_names_the_combine_step_and_restores_the_callers():
     def add_in_a_fresh_thread() -> None:
         # A thread that never named a step: it reads the default before and after.
         table.add_stamped(("a", 1), 1 * S, (IntervalWindow(0, 10),))
-        after.append(_CURRENT.step)
+        after.append(current_step())
 
     worker = threading.Thread(target=add_in_a_fresh_thread)
     worker.start()
     worker.join()
-    outer = _CURRENT.step
-    _CURRENT.step = "Stamp"
+    outer = enter_step("Stamp")
     try:
         table.add_stamped(("a", 2), 2 * S, (IntervalWindow(0, 10),))
         table.add_stamped(("b", 3), 3 * S, (IntervalWindow(0, 10),))
-        assert _CURRENT.step == "Stamp"
+        assert current_step() == "Stamp"
     finally:
-        _CURRENT.step = outer
+        leave_step(outer)
     assert after == [""]
     assert combine_fn.steps == ["Sum/Precombine"] * 3
     assert table.seen == 3
