@@ -133,6 +133,9 @@ class Registry(Generic[_Value]):
     def __contains__(self, key: Any) -> bool:
         return key in self._entries
 
+    def __iter__(self) -> Iterator[Any]:
+        return iter(list(self._entries))
+
     def __len__(self) -> int:
         return len(self._entries)
 

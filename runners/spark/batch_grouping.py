@@ -40,7 +40,6 @@ from sparkbeam.runners.core.ops import GroupOp
 from sparkbeam.runners.core.plan import Stage
 from sparkbeam.runners.core.records import window_of_group_key
 from sparkbeam.runners.spark.metrics import MetricsChannel, metered, task_failed
-from sparkbeam.trigger import DefaultTrigger
 from sparkbeam.utils.windowed_value import (
     PANE_INFO_UNKNOWN,
     PaneInfo,
@@ -50,12 +49,7 @@ from sparkbeam.utils.windowed_value import (
 )
 from sparkbeam.window import GlobalWindow, IntervalWindow
 
-__all__ = ["MapSideTable", "UpstreamBody", "applies", "compact_key_hash", "group"]
-
-
-def applies(op: GroupOp) -> bool:
-    windowing = op.windowing
-    return isinstance(windowing.triggerfn, DefaultTrigger) and not windowing.windowfn.is_merging()
+__all__ = ["MapSideTable", "UpstreamBody", "compact_key_hash", "group"]
 
 
 class _ListCombineFn(CombineFn):

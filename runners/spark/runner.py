@@ -3,8 +3,9 @@
 Bounded pipelines run as batch: one step, the watermark going from -inf to +inf. Pipelines
 with unbounded input (or ``--streaming``) run as a stream of steps. Either way the result
 has every stage's watermark timeline (``result.watermarks()``), what captured
-PCollections emitted (``result.emissions(pcoll)``) and the user's metrics
-(``result.metrics()``, Beam's metric results).
+PCollections emitted (``result.emissions(pcoll)``), the user's metrics
+(``result.metrics()``, Beam's metric results) and how each stage ran
+(``result.physical_plan()``, ``runners/core/physical.py``).
 
 ``run()`` waits for the end of the run unless ``--no_block_on_run``: then the run goes on
 in a background thread and the result is RUNNING until it ends; ``wait_until_finish``
@@ -30,6 +31,7 @@ from sparkbeam.runners.core.execution import kind_of
 from sparkbeam.runners.core.history import run_history
 from sparkbeam.runners.core.metrics import RunMetrics
 from sparkbeam.runners.core.ops import LoweredPipeline, lower
+from sparkbeam.runners.core.physical import PhysicalPlan, plan_physical
 from sparkbeam.runners.core.plan import StagePlan, plan_stages
 from sparkbeam.runners.core.settings import RunMode, RunSettings
 from sparkbeam.runners.core.side_input_wait import refuse_side_inputs_never_ready
@@ -222,6 +224,12 @@ class SparkPipelineResult(PipelineResult):
             self._execution.done.wait()
         return self.state
 
+    def physical_plan(self) -> PhysicalPlan:
+        """How each stage runs: its strategy (a fused map, a lifted grouping, a run on the
+        driver...), why, on which steps something else runs instead, and why the other
+        strategies were declined. ``print(result.physical_plan())`` lists it."""
+        return self._execution.loop.physical
+
     def watermarks(self) -> Timeline:
         """Every stage's input and output watermark per step, with what holds it back."""
         timeline = self._execution.loop.history.timeline([stage.name for stage in self.plan.stages])
@@ -330,6 +338,8 @@ class SparkRunner(PipelineRunner):
                 clock = stream_run.clock
             history = run_history(lowered, settings, streaming=streaming)
             progress = run_progress(settings, backend, stream_run, plan, batch=not streaming)
+            physical = plan_physical(plan, mode, backend.capabilities())
+            _LOG.debug("%s", physical.describe())
             loop = StepLoop(
                 plan,
                 backend,
@@ -339,6 +349,7 @@ class SparkRunner(PipelineRunner):
                 hooks=progress or stream_run,
                 on_record=progress.on_record if progress is not None else None,
                 history=history,
+                physical=physical,
             )
             if progress is not None:
                 cleanups.append(progress.close)

@@ -74,7 +74,7 @@ def test_the_engines_tables_are_registries():
     for table in (execution.KINDS, ops._LOWERINGS, stateful_step._RUNNERS, triggers._BUILDERS, user_state._RUNTIME_STATES):
         assert isinstance(table, Registry)
     memory = execution.backend_ops("in-memory")
-    assert all(isinstance(table, Registry) for table in (memory.sources, memory.groupings, memory.sinks))
+    assert all(isinstance(table, Registry) for table in (memory.sources, memory.strategies, memory.sinks))
 
 
 def test_a_stateful_pardo_with_no_runner_of_its_own_is_refused_not_run_as_sparkbeams():
