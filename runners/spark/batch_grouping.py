@@ -379,7 +379,7 @@ def _precombine_body(
 @attrs.frozen
 class UpstreamBody:
     """The bare fused body of the stage upstream of a batch grouping, not yet run, that
-    the grouping alone reads (``SparkBackend._bare_output``): the grouping runs it in its
+    the grouping alone reads (``Strategy.MAP_SIDE_PASS``, ``element_stages.py``): it runs it in its
     map side's pass (``_precombine_body``) rather than over its output RDD."""
 
     source: Any  # the RDD of the body's input elements

@@ -122,11 +122,31 @@ def test_side_input_conditions():
     assert Strategy.SIDE_INPUT_WAIT not in {s.strategy for s in batch}
 
 
+_NONE = StepFacts(_params(), nothing_new=False)
+#: per condition: step facts where it holds, and facts where it does not
+_CASES = {
+    Condition.NOTHING_NEW: (attrs.evolve(_NONE, nothing_new=True), _NONE),
+    Condition.NOTHING_DUE: (StepFacts(_params(5, 5), nothing_new=True), StepFacts(_params(0, 5), nothing_new=True, has_state=True)),
+    Condition.HELD_OR_COUNTED: (attrs.evolve(_NONE, counted=3), _NONE),
+    Condition.HELD_AND_FEW: (attrs.evolve(_NONE, held=3), attrs.evolve(_NONE, held=DRIVER_STAGE_MAX_ELEMENTS + 1)),
+    Condition.SIDE_INPUTS_COMPLETE: (
+        StepFacts(_params(side=((7, MAX),)), nothing_new=False),
+        StepFacts(_params(side=((7, 5),)), nothing_new=False),
+    ),
+    Condition.NOTHING_RELEASABLE: (
+        StepFacts(_params(side=((7, 5),)), nothing_new=True, has_state=True, release_at={7: 10}),
+        StepFacts(_params(side=((7, 10),)), nothing_new=True, has_state=True, release_at={7: 10}),
+    ),
+}
+
+
 @pytest.mark.parametrize("condition", list(Condition))
 def test_every_condition_has_a_rule(condition):
     stage = plan_stages(lower(_sum_pipeline(streaming=False))).stages[0]
     planned = PlannedStage(stage, Strategy.FUSED_MAP, "test")
-    assert condition_holds(condition, planned, StepFacts(_params(), nothing_new=True)) in (True, False)
+    holds, fails = _CASES[condition]
+    assert condition_holds(condition, planned, holds)
+    assert not condition_holds(condition, planned, fails)
 
 
 def test_the_in_memory_result_shows_the_plan_it_ran():
