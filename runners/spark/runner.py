@@ -339,7 +339,7 @@ class SparkRunner(PipelineRunner):
             history = run_history(lowered, settings, streaming=streaming)
             progress = run_progress(settings, backend, stream_run, plan, batch=not streaming)
             physical = plan_physical(plan, mode, backend.capabilities())
-            _LOG.debug("%s", physical.describe())
+            _LOG.debug("%s", physical)  # formatted only when debug logging is on
             loop = StepLoop(
                 plan,
                 backend,
