@@ -59,11 +59,12 @@ def test_a_schemad_aggregation_without_pyarrow_takes_the_general_path_and_says_w
         "pyarrow",
         f"""
         import sparkbeam as beam
+        from sparkbeam.runners.core.settings import RunSettings
         from sparkbeam.runners.spark.runner import _lower
         p = beam.Pipeline()
         rows = p | beam.io.ReadFromCsv({str(scores)!r})
         rows | "Totals" >> beam.GroupBy("team").aggregate_field("score", sum, "total")
-        lowered = _lower(p, {{"streaming": False, "sql_plans": True}})
+        lowered = _lower(p, RunSettings(sql_plans=True))
         print(lowered.notes["Totals/Combine"])
         """,
     )

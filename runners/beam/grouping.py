@@ -35,7 +35,7 @@ from apache_beam import coders
 from apache_beam.typehints import typehints
 
 from sparkbeam.combine import CombineFn
-from sparkbeam.metrics.execution import _CURRENT
+from sparkbeam.metrics.execution import current_container
 from sparkbeam.runners.beam.metrics import _EngineTracker, beam_metrics, tracking_for_the_task
 from sparkbeam.runners.beam.metrics import _get_tracker as _current_tracker
 from sparkbeam.runners.core.errors import UserCodeError
@@ -226,7 +226,7 @@ class BeamCombineFn(CombineFn):
     def create_accumulator(self, *args: Any, **kwargs: Any) -> Any:
         # Once per key and window before the shuffle: as add_input.
         tracker = _current_tracker()
-        if type(tracker) is _EngineTracker and tracker.container is _CURRENT.container and tracker.container is not None:
+        if type(tracker) is _EngineTracker and tracker.container is current_container() and tracker.container is not None:
             return self.fn.create_accumulator()
         return beam_metrics(self.fn.create_accumulator)
 
@@ -235,7 +235,7 @@ class BeamCombineFn(CombineFn):
         # Beam functions the engine runs, plain.py), no tracker to set and reset per call.
         # (metrics.tracking_in_place, inlined.)
         tracker = _current_tracker()
-        if type(tracker) is _EngineTracker and tracker.container is _CURRENT.container and tracker.container is not None:
+        if type(tracker) is _EngineTracker and tracker.container is current_container() and tracker.container is not None:
             return self.fn.add_input(mutable_accumulator, element)
         return beam_metrics(self.fn.add_input, mutable_accumulator, element)
 

@@ -19,7 +19,7 @@ from apache_beam.metrics.metric import MetricResults
 from apache_beam.runners.worker import statesampler
 
 from sparkbeam.metrics.cells import DistributionResult, GaugeResult
-from sparkbeam.metrics.execution import _CURRENT, MetricsEnvironment
+from sparkbeam.metrics.execution import MetricsEnvironment, current_container, current_step
 from sparkbeam.metrics.metricbase import MetricName
 from sparkbeam.runners.core.metrics import RunMetrics
 
@@ -73,7 +73,7 @@ def task_tracker() -> _EngineTracker:
     """A tracker for the running task's container and step (made in the task's thread)."""
     global _last_tracker
     tracker = _last_tracker
-    container, step = _CURRENT.container, _CURRENT.step
+    container, step = current_container(), current_step()
     if tracker.container is not container or tracker.step != step:
         tracker = _last_tracker = _EngineTracker(container, step)
     return tracker
@@ -87,7 +87,7 @@ def tracking_in_place() -> bool:
     """Whether Beam's metric updates in this thread already go to the running task's
     container (``tracking_for_the_task`` is in force): then Beam code may be called as it is."""
     tracker = _get_tracker()
-    return type(tracker) is _EngineTracker and tracker.container is _CURRENT.container and tracker.container is not None
+    return type(tracker) is _EngineTracker and tracker.container is current_container() and tracker.container is not None
 
 
 def _no_change() -> None:
@@ -116,7 +116,7 @@ def tracking_for_the_task() -> Callable[[], None]:
 def beam_metrics(call: Callable[..., Any], *args: Any) -> Any:
     """``call(*args)`` with Beam's metric updates going to sparkbeam's container."""
     tracker = _last_tracker
-    if tracker.container is not _CURRENT.container or tracker.step != _CURRENT.step:
+    if tracker.container is not current_container() or tracker.step != current_step():
         tracker = task_tracker()
     previous = _get_tracker()
     _set_tracker(tracker)

@@ -7,7 +7,7 @@
 parses as one command line. Flags both know (``--streaming``, ``--job_name``,
 ``--requirements_file``, ``--setup_file``) are Beam's and keep their meaning.
 ``sparkbeam_settings`` reads a Beam options object into the settings sparkbeam's runner
-takes, validated by sparkbeam's own option table.
+takes (``RunSettings``), validated by sparkbeam's own option table.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from apache_beam.options import pipeline_options as beam_options
 
 from sparkbeam.options import pipeline_options as options
 from sparkbeam.options.pipeline_options import SparkRunnerOptions
+from sparkbeam.runners.core.settings import RunSettings
 
 __all__ = ["SparkBeamOptions", "sparkbeam_settings"]
 
@@ -42,9 +43,9 @@ class SparkBeamOptions(beam_options.PipelineOptions):
                 parser.add_argument(f"--{name}", dest=name, default=None, help=option.help)
 
 
-def sparkbeam_settings(beam: Any) -> dict[str, Any]:
-    """The settings of sparkbeam's runner (``PipelineOptions.get_all_options()``) for a
-    Beam options object; a bad value fails naming the option."""
+def sparkbeam_settings(beam: Any) -> RunSettings:
+    """The settings of sparkbeam's runner for a Beam options object; a bad value fails
+    naming the option."""
     chosen: dict[str, Any] = {}
     spark = beam.view_as(SparkBeamOptions)
     for name in SparkRunnerOptions._names:
@@ -60,4 +61,4 @@ def sparkbeam_settings(beam: Any) -> dict[str, Any]:
     job_name = beam.view_as(beam_options.GoogleCloudOptions).job_name
     if job_name is not None:
         chosen["job_name"] = job_name
-    return options.PipelineOptions(**chosen).get_all_options()
+    return RunSettings.from_options(options.PipelineOptions(**chosen))

@@ -162,7 +162,8 @@ class BeamSplittableDoFnRunner(BeamDoFnRunner):
             statesampler.set_current_tracker(previous)
 
 
-register_kind(BeamSplittableParDoOp, like=ParDoOp, join_body=pardo_joiner(BeamSplittableDoFnRunner))
+# Splits and checkpoints its restrictions within a task: never a tiny stage on the driver.
+register_kind(BeamSplittableParDoOp, like=ParDoOp, join_body=pardo_joiner(BeamSplittableDoFnRunner), driver_runnable=False)
 
 
 def splittable_ops(t: Any, process: BeamParDoOp, input_windowing: Windowing) -> list[Any]:

@@ -54,7 +54,6 @@ from sparkbeam.runners.core import execution
 from sparkbeam.runners.core.drops import DropReason, GroupingStats
 from sparkbeam.runners.core.errors import UnsupportedError, UserCodeError
 from sparkbeam.runners.core.holds import HoldPolicy
-from sparkbeam.runners.core.memory import MEMORY, MemoryBackend
 from sparkbeam.runners.core.ops import Op, ParDoOp, StatefulParDoOp
 from sparkbeam.runners.core.stateful_step import (
     checked_timer_hold,
@@ -63,7 +62,6 @@ from sparkbeam.runners.core.stateful_step import (
     take_due_timer,
 )
 from sparkbeam.runners.core.user_state import KeyStore, PendingTimer, WindowCells
-from sparkbeam.runners.spark.backend import SPARK, SparkBackend
 from sparkbeam.utils.windowed_value import WindowedValue
 
 __all__ = ["BeamStatefulDoFnRunner", "BeamStatefulParDoOp", "stateful_par_do"]
@@ -443,5 +441,3 @@ class BeamStatefulDoFnRunner:
 # A stateful ParDo in every way (planning, keyed state, checkpoints) but for its DoFn's runner.
 execution.register_kind(BeamStatefulParDoOp, like=StatefulParDoOp)
 register_stateful_runner(BeamStatefulParDoOp, BeamStatefulDoFnRunner)
-SPARK.groupings.register(BeamStatefulParDoOp)(SparkBackend._run_grouping)
-MEMORY.groupings.register(BeamStatefulParDoOp)(MemoryBackend._run_stateful)

@@ -74,6 +74,7 @@ from sparkbeam.runners.core.ops import (
     WindowIntoOp,
     WriteKafkaOp,
 )
+from sparkbeam.runners.core.registry import Registry
 from sparkbeam.testing import test_stream
 from sparkbeam.utils.timestamp import Duration, Timestamp
 from sparkbeam.window import TimestampedValue
@@ -174,15 +175,7 @@ class _Translation:
             return
         if _passes_through(node):
             return  # a composite that returned its input (Create's MaybeReshuffle of one value)
-        translate_primitive = _primitive_translation(transform)
-        if translate_primitive is None:
-            msg = (
-                f"'{node.full_label}' (applied at {self.location(node)}): the primitive "
-                f"{type(transform).__name__} has no translation in sparkbeam's Beam runner; "
-                f"supported primitives: {', '.join(supported_primitives())}"
-            )
-            raise UnsupportedError(msg)
-        self.ops.extend(translate_primitive(self, node))
+        self.ops.extend(_PRIMITIVES.lookup((self, node))(self, node))
 
 
 def _pcolls(values: Any) -> list[Any]:
@@ -200,28 +193,32 @@ def _passes_through(node: Any) -> bool:
 
 
 Translate = Callable[[_Translation, Any], list[Op]]
-_PRIMITIVES: dict[type, Translate] = {}
+
+
+def _untranslated(subject: tuple[_Translation, Any], known: list[str]) -> UnsupportedError:
+    translation, node = subject
+    msg = (
+        f"'{node.full_label}' (applied at {translation.location(node)}): the primitive "
+        f"{type(node.transform).__name__} has no translation in sparkbeam's Beam runner; "
+        f"supported primitives: {', '.join(known)}"
+    )
+    return UnsupportedError(msg)
+
+
+#: Beam primitive type -> its translation; a subclass of a primitive translates as its
+#: nearest registered base (Beam specialises its primitives).
+_PRIMITIVES: Registry[Translate] = Registry(
+    "Beam primitives", refuse=_untranslated, key=lambda subject: type(subject[1].transform)
+)
 
 
 def _translates(kind: type) -> Callable[[Translate], Translate]:
-    def register(fn: Translate) -> Translate:
-        _PRIMITIVES[kind] = fn
-        return fn
-
-    return register
-
-
-def _primitive_translation(transform: Any) -> Translate | None:
-    for kind in type(transform).__mro__:
-        found = _PRIMITIVES.get(kind)
-        if found is not None:
-            return found
-    return None
+    return _PRIMITIVES.register(kind, subclasses=True)
 
 
 def supported_primitives() -> list[str]:
     """Beam's primitives this runner translates, read off the registry."""
-    return sorted(kind.__name__ for kind in _PRIMITIVES)
+    return _PRIMITIVES.names()
 
 
 @_translates(beam_core.Impulse)

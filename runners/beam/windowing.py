@@ -32,6 +32,7 @@ from apache_beam.utils.timestamp import Timestamp as BeamTimestamp
 
 from sparkbeam import trigger
 from sparkbeam.runners.core.errors import UnsupportedError
+from sparkbeam.runners.core.registry import Registry
 from sparkbeam.utils.timestamp import Duration, Timestamp
 from sparkbeam.window import (
     BoundedWindow,
@@ -252,7 +253,7 @@ def _after_watermark(spec: Any, label: str) -> trigger.TriggerFn:
     return trigger.AfterWatermark(early=early, late=late)
 
 
-_TRIGGERS: dict[type, Callable[[Any, str], trigger.TriggerFn]] = {
+_TRIGGER_TRANSLATIONS: dict[type, Callable[[Any, str], trigger.TriggerFn]] = {
     beam_trigger.DefaultTrigger: lambda spec, label: trigger.DefaultTrigger(),
     beam_trigger.Always: lambda spec, label: trigger.Always(),
     beam_trigger._Never: lambda spec, label: trigger.Never(),
@@ -270,16 +271,26 @@ _TRIGGERS: dict[type, Callable[[Any, str], trigger.TriggerFn]] = {
 }
 
 
+def _untranslated_trigger(subject: tuple[Any, str], known: list[str]) -> UnsupportedError:
+    spec, label = subject
+    msg = (
+        f"'{label}': the trigger {spec!r} ({type(spec).__name__}) has no translation to "
+        f"sparkbeam's triggers; supported: {', '.join(known)}"
+    )
+    return UnsupportedError(msg)
+
+
+#: Beam trigger type (exactly) -> the engine's trigger
+_TRIGGERS: Registry[Callable[[Any, str], trigger.TriggerFn]] = Registry(
+    "Beam triggers", refuse=_untranslated_trigger, key=lambda subject: type(subject[0])
+)
+for _beam_type, _translation in _TRIGGER_TRANSLATIONS.items():
+    _TRIGGERS.add(_beam_type, _translation)
+
+
 def engine_trigger(spec: Any, label: str) -> trigger.TriggerFn:
     """The engine's trigger spec for a Beam trigger (same semantics, same names)."""
-    translate = _TRIGGERS.get(type(spec))
-    if translate is None:
-        msg = (
-            f"'{label}': the trigger {spec!r} ({type(spec).__name__}) has no translation to "
-            f"sparkbeam's triggers; supported: {', '.join(sorted(t.__name__ for t in _TRIGGERS))}"
-        )
-        raise UnsupportedError(msg)
-    return translate(spec, label)
+    return _TRIGGERS.lookup((spec, label))(spec, label)
 
 
 _COMBINERS = {

@@ -2,16 +2,22 @@
 
 Ibis's backend compilers are the model (STYLE.md): one registration per op type, a
 dispatcher whose base case raises naming the op, and the list of what runs read off the
-registry, never kept by hand.
+registry, never kept by hand. Every table here is a ``registry.Registry``, with its one
+lookup rule.
 
 **The engine's side**: one ``OpKind`` per op type (``register_kind``, at the end of this
 module for the engine's own ops), declaring
 
 - its ``Role`` in planning (``plan.py``): a source heads a stage, a grouping heads one after
   a shuffle, an element-wise op fuses into the stage its input comes from, a sink is
-  attached to the stage that produces its input;
-- for a source, the state that feeds it step by step (``source_state``), and the elements
-  the driver holds for it, if any (``driver_elements``: Create, Impulse);
+  attached to the stage that produces its input; a keyed op that keeps user state
+  (``user_state``: a stateful DoFn) is a grouping the physical plan runs as one;
+- for a source, the state that feeds it step by step (``source_state``), the elements
+  the driver holds for it, if any (``driver_elements``: Create, Impulse), and where its
+  elements come from (``read``, a ``strategies.SourceRead``: kept on the driver, spread
+  from it, read on the executors);
+- for an element-wise op, whether a tiny stage of it may run in the driver's process
+  (``driver_runnable``);
 - for an element-wise op, how it joins a stage's fused body (``join_body``, ``fused.py``);
 - what of it must pickle to reach Spark's executors (``shipped_parts``) and the op as they
   need it (``for_executors``: a source's contents stay on the driver);
@@ -21,10 +27,11 @@ module for the engine's own ops), declaring
 
 **Each backend's side**: a backend registers, under its name (``backend_ops``), how it reads
 each source it supports into its datasets (memory: lists; Spark: RDDs), how it runs each
-grouping, how it writes each sink. Element-wise ops need no registration: every backend runs
-them through the shared fused body. What a backend does not register is refused, naming the
-op's label, where it was applied and the backend (``OpDispatcher.lookup``); what it runs is
-``supported_ops(backend)``.
+strategy of the physical plan (``strategies.Strategy``: a fused map, a lifted grouping, a
+stateful stage... chosen per stage by ``physical.py`` from what the backend registered),
+how it writes each sink. Element-wise ops need no registration: every backend runs them
+through the shared fused body. What a backend does not register is refused, naming the
+op's label, where it was applied and the backend; what it runs is ``supported_ops(backend)``.
 
 Adding a primitive is one ``register_kind`` (here for the engine's own ops, beside the op
 for a front end's: ``runners/beam/pardo.py``) and one registration per backend that runs it.
@@ -36,7 +43,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -61,7 +68,9 @@ from sparkbeam.runners.core.ops import (
     WriteKafkaOp,
     WriteTextOp,
 )
+from sparkbeam.runners.core.registry import Registry
 from sparkbeam.runners.core.sources import BoundedSourceState, SourceState, TestStreamState
+from sparkbeam.runners.core.strategies import Capabilities, SourceRead, Strategy
 from sparkbeam.runners.core.window_assignment import cached_assignment, window_assigner
 from sparkbeam.utils.timestamp import MIN_TIMESTAMP
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
@@ -71,12 +80,13 @@ if TYPE_CHECKING:
     from sparkbeam.runners.core.plan import StagePlan
 
 __all__ = [
+    "KINDS",
     "BackendOps",
     "BodyBuilder",
-    "OpDispatcher",
     "OpKind",
     "Role",
     "backend_ops",
+    "keyed_strategy",
     "kind_of",
     "pardo_joiner",
     "register_kind",
@@ -84,7 +94,6 @@ __all__ = [
 ]
 
 Receiver = Callable[[WindowedValue], None]
-_Impl = TypeVar("_Impl")
 
 
 class Role(enum.Enum):
@@ -145,6 +154,10 @@ def _same(op: Any) -> Any:
     return op
 
 
+def _read_on_executors(op: Any) -> SourceRead:
+    return SourceRead.EXECUTORS
+
+
 @attrs.frozen
 class OpKind:
     """What the engine knows about one op type (see the module docs)."""
@@ -172,6 +185,12 @@ class OpKind:
     #: an op whose code reports no metrics (a key codec), which may run in any step;
     #: None, not known (the body then names no step itself)
     body_code: str | None = None
+    #: a keyed op whose user code keeps state and timers per key (a stateful DoFn)
+    user_state: bool = False
+    #: a source: where its elements come from
+    read: Callable[[Any], SourceRead] = _read_on_executors
+    #: an element-wise op a tiny stage may run in the driver's process, as a task would
+    driver_runnable: bool = True
 
     def __attrs_post_init__(self) -> None:
         needs = {Role.SOURCE: ("source_state", self.source_state), Role.ELEMENT_WISE: ("join_body", self.join_body)}
@@ -181,7 +200,18 @@ class OpKind:
             raise TypeError(msg)
 
 
-_KINDS: dict[type, OpKind] = {}
+def _where(op: Any) -> str:
+    return f"'{getattr(op, 'label', op)}' (applied at {getattr(op, 'location', 'an unknown place')})"
+
+
+def _unknown_op(op: Any, known: list[str]) -> UnsupportedError:
+    msg = f"{_where(op)}: sparkbeam's engine cannot execute {type(op).__name__}; it executes {', '.join(known)}"
+    return UnsupportedError(msg)
+
+
+#: op type -> its kind. Exact types only: a subclass of a registered op type is an op of
+#: its own, registered ``like`` its base when it is one.
+KINDS: Registry[OpKind] = Registry("op kinds", refuse=_unknown_op)
 
 
 def register_kind(op_type: type, role: Role | None = None, *, like: type | None = None, **hooks: Any) -> OpKind:
@@ -189,7 +219,7 @@ def register_kind(op_type: type, role: Role | None = None, *, like: type | None 
     type already registered whose role and hooks this one keeps, but for ``hooks`` (a
     front end's ParDo whose DoFns run on other machinery is a ParDo but for its runner)."""
     if like is not None:
-        base = _KINDS[like]
+        base = KINDS.at(like)
         if "join_body" in hooks:  # joins its own way: what its code is, it says itself
             hooks.setdefault("body_code", None)
         kind = attrs.evolve(base, op_type=op_type, role=role or base.role, **hooks)
@@ -198,28 +228,13 @@ def register_kind(op_type: type, role: Role | None = None, *, like: type | None 
         raise TypeError(msg)
     else:
         kind = OpKind(op_type, role, **hooks)
-    _KINDS[op_type] = kind
+    KINDS.add(op_type, kind)
     return kind
-
-
-def _lookup(table: dict[type, Any], op: Any) -> Any:
-    # The exact type only: a subclass of a registered op type is an op of its own, which
-    # must be registered (possibly ``like`` its base), never run as its base by accident.
-    return table.get(type(op))
-
-
-def _where(op: Any) -> str:
-    return f"'{getattr(op, 'label', op)}' (applied at {getattr(op, 'location', 'an unknown place')})"
 
 
 def kind_of(op: Op) -> OpKind:
     """The op's kind; an op type the engine does not know is refused, naming the op."""
-    kind = _lookup(_KINDS, op)
-    if kind is None:
-        known = ", ".join(sorted(cls.__name__ for cls in _KINDS))
-        msg = f"{_where(op)}: sparkbeam's engine cannot execute {type(op).__name__}; it executes {known}"
-        raise UnsupportedError(msg)
-    return kind
+    return KINDS.lookup(op)
 
 
 def make_source_state(op: Op) -> SourceState:
@@ -231,46 +246,60 @@ def make_source_state(op: Op) -> SourceState:
     return kind.source_state(op)
 
 
-class OpDispatcher(Generic[_Impl]):
-    """One backend's implementations of one kind of work (``work``: 'read', 'group',
-    'write'), per op type. The base case raises an ``UnsupportedError`` naming the op."""
+def keyed_strategy(kind: OpKind) -> Strategy:
+    """The strategy every backend that runs a keyed op of this kind registers: a stateful
+    DoFn's, or the general one of a grouping (lifting and batch combining are options of
+    the physical plan, ``physical.py``)."""
+    return Strategy.STATEFUL if kind.user_state else Strategy.UNLIFTED_GROUPING
 
-    def __init__(self, backend: str, work: str) -> None:
-        self.backend = backend
-        self.work = work
-        self._impls: dict[type, _Impl] = {}
 
-    def register(self, *op_types: type) -> Callable[[_Impl], _Impl]:
-        def registering(impl: _Impl) -> _Impl:
-            for op_type in op_types:
-                self._impls[op_type] = impl
-            return impl
+def _refusal(backend: str, work: str) -> Callable[[Any, list[str]], UnsupportedError]:
+    def refuse(op: Any, known: list[str]) -> UnsupportedError:
+        can = ", ".join(known) or "nothing"
+        msg = (
+            f"{_where(op)}: the {backend} backend cannot {work} {type(op).__name__} "
+            f"(it can {work} {can}); run the pipeline on a runner that supports it"
+        )
+        return UnsupportedError(msg)
 
-        return registering
+    return refuse
 
-    def lookup(self, op: Op) -> _Impl:
-        impl = _lookup(self._impls, op)
-        if impl is None:
-            can = ", ".join(self.op_types()) or "nothing"
-            msg = (
-                f"{_where(op)}: the {self.backend} backend cannot {self.work} {type(op).__name__} "
-                f"(it can {self.work} {can}); run the pipeline on a runner that supports it"
-            )
-            raise UnsupportedError(msg)
-        return impl
 
-    def op_types(self) -> list[str]:
-        return sorted(cls.__name__ for cls in self._impls)
+def _no_strategy(backend: str) -> Callable[[Any, list[str]], UnsupportedError]:
+    def refuse(strategy: Any, known: list[str]) -> UnsupportedError:
+        msg = f"the {backend} backend does not run the strategy {strategy.value!r} (it runs {', '.join(known) or 'none'})"
+        return UnsupportedError(msg)
+
+    return refuse
 
 
 class BackendOps:
-    """What one backend registers: how it reads sources, runs groupings, writes sinks."""
+    """What one backend registers: how it reads sources, runs each strategy of the
+    physical plan, writes sinks."""
 
     def __init__(self, name: str) -> None:
         self.name = name
-        self.sources: OpDispatcher[Callable[..., Any]] = OpDispatcher(name, "read")
-        self.groupings: OpDispatcher[Callable[..., Any]] = OpDispatcher(name, "group with")
-        self.sinks: OpDispatcher[Any] = OpDispatcher(name, "write")
+        self.sources: Registry[Callable[..., Any]] = Registry(f"{name} sources", refuse=_refusal(name, "read"))
+        self.strategies: Registry[Callable[..., Any]] = Registry(f"{name} strategies", refuse=_no_strategy(name), key=None)
+        self.sinks: Registry[Any] = Registry(f"{name} sinks", refuse=_refusal(name, "write"))
+
+    def capabilities(
+        self, *, driver_runs_tiny_stages: bool = False, puts_off_summaries: bool = False, lazy: bool = False
+    ) -> Capabilities:
+        """What the physical plan may use: the strategies registered, and what the backend
+        and its session declare (see ``Capabilities``)."""
+        return Capabilities(
+            self.name,
+            frozenset(key for key in self.strategies if isinstance(key, Strategy)),
+            driver_runs_tiny_stages=driver_runs_tiny_stages and Strategy.DRIVER_RUN in self.strategies,
+            puts_off_summaries=puts_off_summaries,
+            lazy=lazy,
+        )
+
+    def runs_keyed(self, kind: OpKind) -> bool:
+        """Whether the backend runs a keyed op of this kind: a stateful DoFn's strategy, or
+        a grouping's general one."""
+        return keyed_strategy(kind) in self.strategies
 
     def check(self, plan: StagePlan) -> None:
         """Refuse, before anything runs, an op of ``plan`` the backend does not run,
@@ -281,12 +310,16 @@ class BackendOps:
                 role = kind_of(head).role
                 if role is Role.SOURCE:
                     self.sources.lookup(head)
-                elif role is Role.GROUPING:
-                    self.groupings.lookup(head)
+                elif role is Role.GROUPING and not self.runs_keyed(kind_of(head)):
+                    raise _refusal(self.name, "group with")(head, self.keyed_op_types())
             for op in stage.body:
                 kind_of(op)
             for sink in stage.sinks:
                 self.sinks.lookup(sink)
+
+    def keyed_op_types(self) -> list[str]:
+        """The keyed op types the backend runs (groupings and stateful DoFns)."""
+        return sorted(kind.op_type.__name__ for _, kind in KINDS.items() if kind.role is Role.GROUPING and self.runs_keyed(kind))
 
 
 _BACKENDS: dict[str, BackendOps] = {}
@@ -304,8 +337,8 @@ def supported_ops(backend: str) -> list[str]:
     """The op types the backend runs: its registered sources, groupings and sinks, and
     every element-wise op (the fused body is the same on every backend)."""
     ops = backend_ops(backend)
-    element_wise = [kind.op_type.__name__ for kind in _KINDS.values() if kind.role is Role.ELEMENT_WISE]
-    return sorted({*element_wise, *ops.sources.op_types(), *ops.groupings.op_types(), *ops.sinks.op_types()})
+    element_wise = [kind.op_type.__name__ for _, kind in KINDS.items() if kind.role is Role.ELEMENT_WISE]
+    return sorted({*element_wise, *ops.sources.names(), *ops.keyed_op_types(), *ops.sinks.names()})
 
 
 # ---------------------------------------------------------------------------- the engine's ops
@@ -394,6 +427,8 @@ register_kind(
     Role.SOURCE,
     source_state=BoundedSourceState,
     driver_elements=_impulse_elements,
+    # one element: the driver keeps it (a tiny chain off it may run there)
+    read=lambda op: SourceRead.HELD,
 )
 register_kind(
     CreateOp,
@@ -401,6 +436,7 @@ register_kind(
     source_state=BoundedSourceState,
     driver_elements=_create_elements,
     for_executors=lambda op: attrs.evolve(op, values=()),  # each step ships its own elements
+    read=lambda op: SourceRead.SPREAD,
 )
 register_kind(ReadTextOp, Role.SOURCE, source_state=BoundedSourceState)
 register_kind(
@@ -425,6 +461,7 @@ register_kind(
     for_executors=lambda op: attrs.evolve(op, events=()),  # the script stays on the driver
     split_stages=_test_stream_stages,
     scripts_processing_time=True,
+    read=lambda op: SourceRead.SPREAD,
 )
 register_kind(
     ParDoOp,
@@ -447,6 +484,7 @@ register_kind(
     StatefulParDoOp,
     # Keyed like a grouping: its state and timers live per key between steps (stateful_step.py).
     Role.GROUPING,
+    user_state=True,
     shipped_parts=lambda op: (("DoFn", op.dofn), ("arguments", (op.args, op.kwargs))),
     shape=lambda op: (f"windowing={describe(op.windowing)} dofn={type(op.dofn).__name__}",),
 )

@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from itertools import chain, islice, repeat
 
-from sparkbeam.metrics.execution import _CURRENT
+from sparkbeam.metrics.execution import enter_step, leave_step
 from sparkbeam.runners.core.dofn_invoker import ElementRunner, SideInputs
 from sparkbeam.runners.core.errors import UnsupportedError
 from sparkbeam.runners.core.execution import kind_of
@@ -198,7 +198,7 @@ class FusedBody:
         out = self._out
         for runner in self._runners:
             runner.start()
-        current, step = _CURRENT, self._step
+        step = self._step
         try:
             receivers = self._receivers
             seen = 0
@@ -207,13 +207,12 @@ class FusedBody:
                 if step is not None:
                     # Only around the push: what feeds the body and what reads its output
                     # run in steps of their own.
-                    outer = current.step
-                    current.step = step
+                    outer = enter_step(step)
                     try:
                         for receive in receivers.get(pcoll, ()):
                             receive(wv)
                     finally:
-                        current.step = outer
+                        leave_step(outer)
                 else:
                     for receive in receivers.get(pcoll, ()):
                         receive(wv)
@@ -258,7 +257,7 @@ class FusedBody:
         out = self._out
         for runner in self._runners:
             runner.start()
-        current, step = _CURRENT, self._step
+        step = self._step
         try:
             receivers = self._receivers.get(pcoll, [])
             (receive,) = receivers if len(receivers) == 1 else (self.sender(pcoll),)
@@ -275,12 +274,11 @@ class FusedBody:
                 chunk = list(islice(iterator, CHUNK))
                 seen += len(chunk)
                 if step is not None:
-                    outer = current.step
-                    current.step = step
+                    outer = enter_step(step)
                     try:
                         _push_all(map(receive, chunk))
                     finally:
-                        current.step = outer
+                        leave_step(outer)
                 else:
                     _push_all(map(receive, chunk))
                 if out:

@@ -21,7 +21,7 @@ from sparkbeam.runners.core.records import KeyedState, Pane, Partial, Summary
 from sparkbeam.runners.core.steps import StageSummary, StepParams
 from sparkbeam.utils.windowed_value import WindowedValue
 
-__all__ = ["group_partition", "grouping_key_of", "key_element", "nothing_due", "ungroupable"]
+__all__ = ["group_partition", "grouping_key_of", "key_element", "ungroupable"]
 
 
 def key_element(op: GroupOp, wv: WindowedValue) -> tuple[Any, WindowedValue]:
@@ -57,30 +57,6 @@ def ungroupable(op: Op, key: Any, error: UngroupableKeyError) -> TransformError:
     """The error for a key ``op`` cannot group, naming the grouping and the key's type."""
     msg = f"'{op.label}' (applied at {op.location}) cannot group by the key {_short(key)} of type {type(key).__qualname__}: {error}"
     return TransformError(msg)
-
-
-def nothing_due(previous: StageSummary | None, params: StepParams, *, has_state: bool, side_inputs: bool) -> bool:
-    """Whether a keyed step (a grouping or a stateful DoFn) with no new elements would change
-    nothing: no processing-time timer is due, and the input watermark stands still or moves
-    without reaching the earliest event-time timer of its state (the end-of-window, trigger,
-    user-timer and garbage-collection times the engine and the stateful step report as
-    ``next_event_timer``), or there is no state at all. A stage that reads side inputs runs
-    whenever its watermark moves, since a side input's window may have become ready and
-    released parked elements. Such a step is skipped: no Spark job, the state RDD carried as
-    it is."""
-    if previous is not None and previous.next_processing_timer is not None and previous.next_processing_timer <= params.now:
-        return False
-    if params.new_input_watermark == params.old_input_watermark:
-        return True
-    if side_inputs:
-        return False
-    if not has_state:
-        return True
-    if previous is None:
-        return False
-    if previous.next_event_timer is None:
-        return previous.state_keys == 0
-    return params.new_input_watermark < previous.next_event_timer
 
 
 def _short(value: Any) -> str:

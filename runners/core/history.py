@@ -27,6 +27,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from sparkbeam.runners.core.settings import RunSettings
 from sparkbeam.runners.core.timeline import (
     Emission,
     Emissions,
@@ -63,12 +64,12 @@ def emission_json(emission: Emission) -> str:
     return f'{{"step": {emission.step}, "processing_time": {emission.processing_time}, "value": {value}, {rest[1:]}'
 
 
-def run_history(lowered: Any, settings: Mapping[str, Any], *, streaming: bool) -> RunHistory:
+def run_history(lowered: Any, settings: RunSettings, *, streaming: bool) -> RunHistory:
     """The history a run keeps, from its pipeline options (a batch run keeps its one step)."""
     return RunHistory(
         lowered.captured,
-        retention_steps=settings["timeline_retention_steps"] if streaming else None,
-        timeline_log=settings["timeline_log"],
+        retention_steps=settings.timeline_retention_steps if streaming else None,
+        timeline_log=settings.timeline_log,
         capture_logs=lowered.capture_logs,
     )
 

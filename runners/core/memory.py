@@ -4,8 +4,10 @@
 product; this backend exists so that the engine, the watermark bookkeeping and the
 transcripts can be tested exactly and fast, and so that a Spark result can be compared with
 the engine's own. It registers (``execution.backend_ops("in-memory")``) the sources whose
-elements the driver holds (Create, Impulse, TestStream) and the grouping; it writes no
-files, and refuses what it does not run by name.
+elements the driver holds (Create, Impulse, TestStream) and the strategies of the physical
+plan it runs (a fused map, an unlifted grouping, a stateful DoFn, a side-input wait): the
+physical pass plans each stage with those; it writes no files, and refuses what it does
+not run by name.
 """
 
 from __future__ import annotations
@@ -31,16 +33,24 @@ from sparkbeam.runners.core.ops import (
     GroupOp,
     ImpulseOp,
     Op,
-    StatefulParDoOp,
     TestStreamOp,
     lower,
 )
+from sparkbeam.runners.core.physical import (
+    PhysicalPlan,
+    PlannedStage,
+    StepFacts,
+    choose,
+    plan_physical,
+)
 from sparkbeam.runners.core.plan import Stage, StagePlan, plan_stages
 from sparkbeam.runners.core.records import KeyedState, Pane, Parked, Summary
-from sparkbeam.runners.core.side_input_wait import must_wait, run_waiting
+from sparkbeam.runners.core.settings import RunMode, RunSettings
+from sparkbeam.runners.core.side_input_wait import run_waiting
 from sparkbeam.runners.core.sources import SourceEmission
 from sparkbeam.runners.core.stateful_step import key_for_state, stateful_partition
 from sparkbeam.runners.core.steps import StageResult, StageSummary, StepLoop, StepParams
+from sparkbeam.runners.core.strategies import Capabilities, Strategy
 from sparkbeam.runners.core.timeline import Emissions, Timeline, emissions_of
 from sparkbeam.utils.windowed_value import WindowedValue
 
@@ -74,7 +84,11 @@ class MemoryBackend:
         #: when the stage's work succeeds)
         self.step_updates = MetricUpdates()
 
-    def source_dataset(self, stage: Stage, emission: SourceEmission) -> list[WindowedValue]:
+    def capabilities(self) -> Capabilities:
+        return MEMORY.capabilities()
+
+    def source_dataset(self, planned: PlannedStage, emission: SourceEmission) -> list[WindowedValue]:
+        stage = planned.stage
         head = stage.head
         if head is None:
             msg = f"'{stage.name}' is not a source stage"
@@ -96,15 +110,17 @@ class MemoryBackend:
 
     def run_stage(
         self,
-        stage: Stage,
+        planned: PlannedStage,
         inputs: dict[int, Any],
         params: StepParams,
         side_inputs: dict[int, list[WindowedValue]],
-        wanted: frozenset[int] = frozenset(),
     ) -> StageResult:
+        stage = planned.stage
+        facts = StepFacts(params, nothing_new=not any(inputs.values()), has_state=stage.id in self.parked)
+        run = MEMORY.strategies.lookup(choose(planned, facts))
         container = MetricsContainer()
         with MetricsEnvironment.container_scope(container):
-            result = self._run_stage(stage, inputs, params, side_inputs)
+            result = run(self, stage, inputs, params, side_inputs)
         self.step_updates = self.step_updates.combine(container.updates())
         return result
 
@@ -113,18 +129,37 @@ class MemoryBackend:
         updates, self.step_updates = self.step_updates, MetricUpdates()
         return updates, MetricUpdates()
 
-    def _run_stage(
+    def _run_fused(
         self, stage: Stage, inputs: dict[int, Any], params: StepParams, side_inputs: dict[int, list[WindowedValue]]
     ) -> StageResult:
-        if must_wait(stage, params, stage.id in self.parked):
-            return self._run_waiting(stage, inputs, params, side_inputs)
+        """``Strategy.FUSED_MAP``: the stage's body over its inputs."""
+        entering = [(pcoll, wv) for pcoll, dataset in inputs.items() for wv in dataset]
+        return self._body(stage, entering, StageSummary(elements_in=len(entering)), side_inputs, count_out=True)
+
+    def _run_keyed(
+        self, stage: Stage, inputs: dict[int, Any], params: StepParams, side_inputs: dict[int, list[WindowedValue]]
+    ) -> StageResult:
+        """``Strategy.UNLIFTED_GROUPING`` and ``Strategy.STATEFUL``: the keyed head over
+        all keys at once, then the body over what it emitted."""
         grouping = stage.grouping
-        if grouping is not None:
-            group = MEMORY.groupings.lookup(grouping)
-            entering, summary = group(self, grouping, stage, inputs, params)
+        if grouping is None:
+            msg = f"'{stage.name}': planned as a keyed stage, but no grouping heads it"
+            raise TypeError(msg)
+        if kind_of(grouping).user_state:
+            entering, summary = self._run_stateful(grouping, stage, inputs, params)
         else:
-            entering = [(pcoll, wv) for pcoll, dataset in inputs.items() for wv in dataset]
-            summary = StageSummary(elements_in=len(entering))
+            entering, summary = self._run_grouping(grouping, stage, inputs, params)
+        return self._body(stage, entering, summary, side_inputs, count_out=False)
+
+    def _body(
+        self,
+        stage: Stage,
+        entering: list[tuple[int, WindowedValue]],
+        summary: StageSummary,
+        side_inputs: dict[int, list[WindowedValue]],
+        *,
+        count_out: bool,
+    ) -> StageResult:
         body = FusedBody(stage, SideInputs(side_inputs) if side_inputs else None)
         produced: dict[int, list[WindowedValue]] = {pcoll: [] for pcoll in stage.outputs}
         try:
@@ -133,12 +168,12 @@ class MemoryBackend:
         except UserCodeError as failure:
             raise add_transform_note(failure.error, failure.label, failure.location) from None
         body.finalize_bundle()
-        if grouping is None:
+        if count_out:
             summary.elements_out = sum(len(v) for v in produced.values())
         return StageResult(produced, summary)
 
     def _run_stateful(
-        self, op: StatefulParDoOp, stage: Stage, inputs: dict[int, Any], params: StepParams
+        self, op: Op, stage: Stage, inputs: dict[int, Any], params: StepParams
     ) -> tuple[list[tuple[int, WindowedValue]], StageSummary]:
         """A stateful DoFn's step over all keys at once: its outputs (by PCollection) and summary."""
         (source,) = op.inputs
@@ -167,6 +202,7 @@ class MemoryBackend:
     def _run_waiting(
         self, stage: Stage, inputs: dict[int, Any], params: StepParams, side_inputs: dict[int, list[WindowedValue]]
     ) -> StageResult:
+        """``Strategy.SIDE_INPUT_WAIT``: the ready elements run, the others wait."""
         (source,) = stage.inputs
         parked = self.parked.pop(stage.id, [])
         produced: dict[int, list[WindowedValue]] = {pcoll: [] for pcoll in stage.outputs}
@@ -189,7 +225,7 @@ class MemoryBackend:
         return StageResult(produced, summary)
 
     def _run_grouping(
-        self, grouping: GroupOp, stage: Stage, inputs: dict[int, Any], params: StepParams
+        self, grouping: Op, stage: Stage, inputs: dict[int, Any], params: StepParams
     ) -> tuple[list[tuple[int, WindowedValue]], StageSummary]:
         """A grouping's step over all keys at once: its panes (by PCollection) and its summary."""
         (source,) = grouping.inputs
@@ -236,8 +272,9 @@ def _test_stream_step(backend: MemoryBackend, op: Op, emission: SourceEmission) 
     return list(emission.elements)
 
 
-MEMORY.groupings.register(GroupOp)(MemoryBackend._run_grouping)
-MEMORY.groupings.register(StatefulParDoOp)(MemoryBackend._run_stateful)
+MEMORY.strategies.register(Strategy.FUSED_MAP)(MemoryBackend._run_fused)
+MEMORY.strategies.register(Strategy.UNLIFTED_GROUPING, Strategy.STATEFUL)(MemoryBackend._run_keyed)
+MEMORY.strategies.register(Strategy.SIDE_INPUT_WAIT)(MemoryBackend._run_waiting)
 
 
 @attrs.frozen
@@ -247,6 +284,11 @@ class InMemoryResult:
     emitted: dict[int, Emissions]
     pipeline: Pipeline
     run_metrics: RunMetrics = attrs.field(factory=RunMetrics)
+    physical: PhysicalPlan | None = None
+
+    def physical_plan(self) -> PhysicalPlan | None:
+        """How each stage ran: its strategy, why, and what was declined (``physical.py``)."""
+        return self.physical
 
     def metrics(self) -> RunMetrics:
         """The user's metrics (``Metrics.counter`` and its siblings), as Beam's result has them."""
@@ -278,16 +320,19 @@ def run_in_memory(
     MEMORY.check(plan)
     if streaming is None:
         streaming = any(not info.is_bounded for info in lowered.pcollections)
-    history = run_history(lowered, pipeline.options.get_all_options(), streaming=streaming)
+    history = run_history(lowered, RunSettings.from_options(pipeline.options), streaming=streaming)
+    backend = MemoryBackend(overlapping_window_rule)
+    physical = plan_physical(plan, RunMode.STREAMING if streaming else RunMode.BATCH, backend.capabilities())
     loop = StepLoop(
         plan,
-        MemoryBackend(overlapping_window_rule),
+        backend,
         clock or ManualClock(),
         batch=not streaming,
         max_steps=max_steps,
         history=history,
+        physical=physical,
     )
     loop.run()
     timeline = history.timeline([stage.name for stage in plan.stages])
     emitted = history.emitted({info.id: info.label for info in lowered.pcollections})
-    return InMemoryResult(plan, timeline, emitted, pipeline, loop.metrics)
+    return InMemoryResult(plan, timeline, emitted, pipeline, loop.metrics, physical)

@@ -19,7 +19,13 @@ from typing import Any
 import attrs
 
 from sparkbeam.combine import CombineFn
-from sparkbeam.metrics.execution import _CURRENT, MetricKey, MetricResult, MetricUpdates
+from sparkbeam.metrics.execution import (
+    MetricKey,
+    MetricResult,
+    MetricUpdates,
+    call_in_step,
+    in_step_1,
+)
 from sparkbeam.metrics.metric import MetricResults, MetricsFilter
 
 __all__ = ["RunMetrics", "StepMetrics", "StepScopedCombineFn", "StepScopedRunner"]
@@ -31,34 +37,14 @@ class StepScopedRunner:
     def __init__(self, step: str, runner: Any) -> None:
         self.step = step
         self.runner = runner
-        self.process = self._scoped_process(runner.process)
+        # Made once, called per element.
+        self.process: Callable[[Any], None] = in_step_1(step, runner.process)
 
     def _call(self, method: Any, *args: Any) -> Any:
-        current = _CURRENT
-        previous = current.step
-        current.step = self.step
-        try:
-            return method(*args)
-        finally:
-            current.step = previous
+        return call_in_step(self.step, method, *args)
 
     def start(self) -> None:
         self._call(self.runner.start)
-
-    def _scoped_process(self, process: Callable[[Any], None]) -> Callable[[Any], None]:
-        # A closure over the runner's own process (not _call): this is once per element.
-        current = _CURRENT
-        step = self.step
-
-        def scoped_process(wv: Any) -> None:
-            previous = current.step
-            current.step = step
-            try:
-                process(wv)
-            finally:
-                current.step = previous
-
-        return scoped_process
 
     def finish(self) -> None:
         self._call(self.runner.finish)
@@ -81,13 +67,7 @@ class StepScopedCombineFn(CombineFn):
         self.extract = f"{label}/ExtractOutputs"
 
     def _in(self, step: str, method: Any, *args: Any) -> Any:
-        current = _CURRENT
-        previous = current.step
-        current.step = step
-        try:
-            return method(*args)
-        finally:
-            current.step = previous
+        return call_in_step(step, method, *args)
 
     def default_label(self) -> str:
         return self.fn.default_label()

@@ -25,6 +25,7 @@ from sparkbeam.io.streaming import StreamReadSpec, _StreamRead
 from sparkbeam.io.textio import ReadFromText, WriteToText
 from sparkbeam.pipeline import AppliedTransform, Pipeline
 from sparkbeam.runners.core.errors import UnsupportedError
+from sparkbeam.runners.core.registry import Registry
 from sparkbeam.testing.test_stream import TestStream
 from sparkbeam.userstate import is_stateful_dofn
 from sparkbeam.utils.timestamp import Duration
@@ -281,36 +282,35 @@ class _Lowering:
             self.ops.append(_lower_combine_per_key(self, node))
             return
         if node.is_primitive:
-            lowering = _LOWERINGS.get(type(transform))
-            if lowering is None:
-                lowering = next((fn for cls, fn in _LOWERINGS.items() if isinstance(transform, cls)), None)
-            if lowering is None:
-                msg = (
-                    f"'{node.full_label}' (applied at {node.location}): the primitive "
-                    f"{type(transform).__name__} is not supported by sparkbeam's runner; "
-                    f"supported primitives: {', '.join(supported_primitives())}"
-                )
-                raise UnsupportedError(msg)
-            self.ops.append(lowering(self, node))
+            self.ops.append(_LOWERINGS.lookup(node)(self, node))
             return
         for part in node.parts:
             self.visit(part)
 
 
-_LOWERINGS: dict[type, Callable[[_Lowering, AppliedTransform], Op]] = {}
+def _unsupported_primitive(node: AppliedTransform, known: list[str]) -> UnsupportedError:
+    msg = (
+        f"'{node.full_label}' (applied at {node.location}): the primitive "
+        f"{type(node.transform).__name__} is not supported by sparkbeam's runner; "
+        f"supported primitives: {', '.join(known)}"
+    )
+    return UnsupportedError(msg)
+
+
+#: primitive type -> its lowering; a subclass of a primitive (a transform that specialises
+#: one, e.g. a user's Create) lowers as its nearest registered base.
+_LOWERINGS: Registry[Callable[[_Lowering, AppliedTransform], Op]] = Registry(
+    "lowerings", refuse=_unsupported_primitive, key=lambda node: type(node.transform)
+)
 
 
 def _registers(cls: type) -> Callable:
-    def register(fn: Callable[[_Lowering, AppliedTransform], Op]) -> Callable:
-        _LOWERINGS[cls] = fn
-        return fn
-
-    return register
+    return _LOWERINGS.register(cls, subclasses=True)
 
 
 def supported_primitives() -> list[str]:
     """The primitives the runner executes, read off the lowering registry."""
-    return sorted(cls.__name__ for cls in _LOWERINGS)
+    return _LOWERINGS.names()
 
 
 @_registers(Impulse)

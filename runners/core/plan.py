@@ -53,6 +53,15 @@ class Stage:
         return None
 
     @property
+    def side_input_reader(self) -> Op | None:
+        """The ParDo reading side inputs that heads the stage's body (planning starts a new
+        stage at each such ParDo, so there is at most one, and it reads the stage's input)."""
+        if self.head is not None or not self.body:
+            return None
+        first = self.body[0]
+        return first if first.side_inputs else None
+
+    @property
     def produced(self) -> tuple[int, ...]:
         """Every PCollection computed inside the stage (head and body outputs)."""
         ids = list(self.head.outputs) if self.head is not None else []

@@ -47,6 +47,7 @@ from sparkbeam.runners.core.schema_sources import (
     read_table,
 )
 from sparkbeam.runners.core.sources import BoundedSourceState
+from sparkbeam.runners.core.strategies import SourceRead
 from sparkbeam.schemas import TIMESTAMP_UNITS, AssignTimestamps, GroupAndAggregate, Select
 from sparkbeam.transforms._combine_fns import CountCombineFn, MeanCombineFn
 from sparkbeam.trigger import DefaultTrigger
@@ -435,4 +436,5 @@ register_kind(
     source_state=BoundedSourceState,
     for_executors=lambda op: attrs.evolve(op, data=()),  # the columns stay on the driver
     shape=lambda op: (op.describe(),),
+    read=lambda op: SourceRead.HELD if op.driver_reads else SourceRead.COUNTED,
 )

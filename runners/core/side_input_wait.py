@@ -42,7 +42,6 @@ from sparkbeam.window import GlobalWindow, GlobalWindows
 
 __all__ = [
     "expire_side_contents",
-    "must_wait",
     "refuse_side_inputs_never_ready",
     "run_waiting",
     "side_input_op",
@@ -52,20 +51,8 @@ MAX = MAX_TIMESTAMP.micros
 
 
 def side_input_op(stage: Stage) -> Op | None:
-    """The ParDo reading side inputs that heads the stage's body (planning starts a new stage
-    at each such ParDo, so there is at most one, and it reads the stage's input)."""
-    if stage.head is not None or not stage.body:
-        return None
-    first = stage.body[0]
-    return first if first.side_inputs else None
-
-
-def must_wait(stage: Stage, params: StepParams, has_parked: bool) -> bool:
-    """Whether this step of the stage must sort its elements into ready and waiting."""
-    if params.batch or side_input_op(stage) is None:
-        return False
-    # With every side input complete and nothing parked, every element is ready.
-    return has_parked or any(watermark < MAX for _, watermark in params.side_input_watermarks)
+    """The ParDo reading side inputs that heads the stage's body (``Stage.side_input_reader``)."""
+    return stage.side_input_reader
 
 
 def _gc_time(slot: SideInputSlot, side_window: Any) -> int:

@@ -32,12 +32,13 @@ from sparkbeam.dofn import DoFn, StateParamMarker, TimerParamMarker
 from sparkbeam.metrics.execution import MetricsEnvironment
 from sparkbeam.runners.core.dofn_invoker import DoFnRunner
 from sparkbeam.runners.core.drops import DROP_COUNTERS, DropReason, GroupingStats
-from sparkbeam.runners.core.errors import TransformError, UserCodeError
+from sparkbeam.runners.core.errors import TransformError, UnsupportedError, UserCodeError
 from sparkbeam.runners.core.grouping_step import grouping_key_of
 from sparkbeam.runners.core.holds import HoldPolicy, timer_hold
 from sparkbeam.runners.core.keys import user_key
 from sparkbeam.runners.core.ops import StatefulParDoOp
 from sparkbeam.runners.core.records import KeyedState, Summary
+from sparkbeam.runners.core.registry import Registry
 from sparkbeam.runners.core.steps import StageSummary, StepParams
 from sparkbeam.runners.core.user_state import (
     KeyStore,
@@ -277,15 +278,27 @@ def expire_windows(store: KeyStore, holds: HoldPolicy, input_watermark: int) -> 
     store.forget_empty()
 
 
-#: A front end's stateful ParDo op type -> what runs its DoFn (a Beam DoFn runs on Beam's
-#: machinery); other stateful ParDos run on ``StatefulDoFnRunner``.
-_RUNNERS: dict[type, Callable[..., Any]] = {}
+def _no_runner(op: Any, known: list[str]) -> UnsupportedError:
+    msg = (
+        f"'{op.label}' (applied at {op.location}): nothing runs the stateful DoFns of "
+        f"{type(op).__name__} (runners are registered for {', '.join(known)}); register one "
+        "with register_stateful_runner"
+    )
+    return UnsupportedError(msg)
+
+
+#: A stateful ParDo op type -> what runs its DoFn: ``StatefulDoFnRunner`` for sparkbeam's
+#: own, a front end's runner for its own op type (a Beam DoFn runs on Beam's machinery).
+_RUNNERS: Registry[Callable[..., Any]] = Registry("stateful DoFn runners", refuse=_no_runner)
 
 
 def register_stateful_runner(op_type: type, runner: Callable[..., Any]) -> None:
     """Run the DoFns of ``op_type`` (a ``StatefulParDoOp`` subclass) with ``runner(op, emitters)``,
     an object with ``StatefulDoFnRunner``'s bundle methods."""
-    _RUNNERS[op_type] = runner
+    _RUNNERS.add(op_type, runner)
+
+
+register_stateful_runner(StatefulParDoOp, StatefulDoFnRunner)
 
 
 def stateful_partition(
@@ -301,7 +314,7 @@ def stateful_partition(
             new.setdefault(key, []).append(record)
     outputs: list[tuple[int, WindowedValue]] = []
     emitters = {tag: _collector(outputs, pcoll) for tag, pcoll in zip(op.output_tags, op.outputs)}
-    runner = _RUNNERS.get(type(op), StatefulDoFnRunner)(op, emitters)
+    runner = _RUNNERS.lookup(op)(op, emitters)
     gc_time = HoldPolicy(op.windowing).gc_time
     stats = GroupingStats()
     summary = StageSummary()

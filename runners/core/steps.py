@@ -9,8 +9,10 @@ processing-time timers fire; last, its output watermark becomes min(input, earli
 Batch is one step in which the input watermark goes from -inf straight to +inf.
 
 The loop is backend-neutral: a ``Backend`` moves the data (Python lists in memory, RDDs on
-Spark); the loop does the watermark bookkeeping and records the timeline and the captured
-emissions in a ``RunHistory``, which keeps a stream's recent steps and logs the rest.
+Spark), each stage by the strategy the physical plan gives it (``physical.py``, made
+before the first step from what the backend declares it can do); the loop does the
+watermark bookkeeping and records the timeline and the captured emissions in a
+``RunHistory``, which keeps a stream's recent steps and logs the rest.
 """
 
 from __future__ import annotations
@@ -26,8 +28,11 @@ from sparkbeam.runners.core.execution import make_source_state
 from sparkbeam.runners.core.history import RunHistory
 from sparkbeam.runners.core.holds import output_watermark
 from sparkbeam.runners.core.metrics import RunMetrics
+from sparkbeam.runners.core.physical import PhysicalPlan, PlannedStage, plan_physical
 from sparkbeam.runners.core.plan import Stage, StagePlan
+from sparkbeam.runners.core.settings import RunMode
 from sparkbeam.runners.core.sources import SourceEmission, SourceReport, SourceState
+from sparkbeam.runners.core.strategies import Capabilities
 from sparkbeam.runners.core.timeline import StepEmissions, WatermarkRecord
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
 from sparkbeam.utils.windowed_value import WindowedValue
@@ -101,6 +106,12 @@ class StageSummary:
             records_shuffled=self.records_shuffled + other.records_shuffled,
         )
 
+    @staticmethod
+    def carried(previous: StageSummary | None) -> StageSummary:
+        """The summary of a step a stage skipped (``Strategy.SKIP_IDLE``): ``previous``'s,
+        its holds and timers standing, its counts zero."""
+        return (previous or StageSummary()).for_idle_step()
+
     def for_idle_step(self) -> StageSummary:
         """This summary carried into a step where the stage did nothing: its holds and
         timers stand, its per-step counts are zero."""
@@ -144,20 +155,25 @@ class StepHooks(Protocol):
 
 
 class Backend(Protocol):
-    def source_dataset(self, stage: Stage, emission: SourceEmission) -> Any: ...
+    def capabilities(self) -> Capabilities:
+        """What the physical plan may use: the strategies the backend registered, and
+        what its session allows."""
+        ...
+
+    def source_dataset(self, planned: PlannedStage, emission: SourceEmission) -> Any: ...
 
     def union(self, datasets: list[Any]) -> Any: ...
 
     def run_stage(
         self,
-        stage: Stage,
+        planned: PlannedStage,
         inputs: dict[int, Any],
         params: StepParams,
         side_inputs: dict[int, list[WindowedValue]],
-        wanted: frozenset[int],
     ) -> StageResult:
-        """Run one stage for one step; ``wanted`` outputs will be collected (a backend may
-        fetch them with the stage's own job)."""
+        """Run one stage for one step by the strategy ``physical.choose`` picks from its
+        plan; its ``collected`` outputs will be collected (a backend may fetch them with
+        the stage's own job)."""
         ...
 
     def collect(self, dataset: Any) -> list[WindowedValue]: ...
@@ -214,11 +230,15 @@ class _Unsettled:
 
 @attrs.define
 class _StageRuntime:
-    stage: Stage
+    planned: PlannedStage
     input_watermark: int = MIN
     output_watermark: int = MIN
     summary: StageSummary = attrs.field(factory=StageSummary)
     source: SourceState | None = None
+
+    @property
+    def stage(self) -> Stage:
+        return self.planned.stage
 
 
 class StepLoop:
@@ -235,13 +255,20 @@ class StepLoop:
         on_record: Callable[[WatermarkRecord], None] | None = None,
         hooks: StepHooks | None = None,
         history: RunHistory | None = None,
+        physical: PhysicalPlan | None = None,
     ) -> None:
         self.plan = plan
         self.backend = backend
         self.clock = clock
         self.batch = batch
         self.max_steps = max_steps
-        self.runtimes = [_StageRuntime(stage) for stage in plan.stages]
+        mode = RunMode.BATCH if batch else RunMode.STREAMING
+        #: how each stage runs (the runner passes the plan it shows the user)
+        self.physical = physical if physical is not None else plan_physical(plan, mode, backend.capabilities())
+        if self.physical.plan is not plan or self.physical.mode is not mode:
+            msg = "StepLoop: the physical plan given is not this stage plan's, in this mode"
+            raise ValueError(msg)
+        self.runtimes = [_StageRuntime(planned) for planned in self.physical.stages]
         for runtime in self.runtimes:
             if runtime.stage.is_source and runtime.stage.head is not None:
                 runtime.source = make_source_state(runtime.stage.head)
@@ -320,7 +347,7 @@ class StepLoop:
             if runtime.source is not None:
                 emission = emissions[stage.id]
                 (head_output,) = stage.head.outputs
-                inputs = {head_output: self.backend.source_dataset(stage, emission)}
+                inputs = {head_output: self.backend.source_dataset(runtime.planned, emission)}
                 new_input = exact = max(emission.watermark, runtime.input_watermark)
                 if emission.report is not None:
                     reports[stage.id] = emission.report
@@ -348,8 +375,8 @@ class StepLoop:
                     sorted((p, self.runtimes[self._side_producer[p]].output_watermark) for p in side)
                 ),
             )
-            wanted = frozenset(p for p in stage.outputs if p in self.side_contents or self.history.captures(p))
-            result = self.backend.run_stage(stage, inputs, params, side, wanted)
+            wanted = runtime.planned.collected
+            result = self.backend.run_stage(runtime.planned, inputs, params, side)
             for pcoll, dataset in result.outputs.items():
                 produced.setdefault(pcoll, []).append(dataset)
             if not result.deferred:

@@ -49,6 +49,8 @@ from sparkbeam.trigger import (
 )
 from sparkbeam.window import BoundedWindow
 
+from .registry import Registry
+
 __all__ = [
     "EVENT_TIMER_PREFIX",
     "PROCESSING_TIMER_PREFIX",
@@ -521,33 +523,35 @@ class AfterEachMachine(TriggerMachine):
             sub.reset(ctx)
 
 
-_BUILDERS: dict[type, Callable[[Any, str], TriggerMachine]] = {
-    DefaultTrigger: DefaultTriggerMachine,
-    AfterWatermark: AfterWatermarkMachine,
-    AfterCount: AfterCountMachine,
-    AfterProcessingTime: AfterProcessingTimeMachine,
-    Repeatedly: RepeatedlyMachine,
-    AfterAny: AfterAnyMachine,
-    OrFinally: AfterAnyMachine,
-    AfterAll: AfterAllMachine,
-    AfterEach: AfterEachMachine,
-    Always: AlwaysMachine,
-    _AfterSynchronizedProcessingTime: AlwaysMachine,
-    Never: NeverMachine,
-}
+def _no_machine(spec: Any, known: list[str]) -> TypeError:
+    msg = (
+        f"no trigger state machine for {spec!r} ({type(spec).__qualname__}); "
+        f"the engine runs these triggers: {', '.join(known)}"
+    )
+    return TypeError(msg)
+
+
+# Exact types: a user subclass of a spec may mean something else, so it is not guessed.
+_BUILDERS: Registry[Callable[[Any, str], TriggerMachine]] = Registry("trigger state machines", refuse=_no_machine)
+for _spec_type, _builder in (
+    (DefaultTrigger, DefaultTriggerMachine),
+    (AfterWatermark, AfterWatermarkMachine),
+    (AfterCount, AfterCountMachine),
+    (AfterProcessingTime, AfterProcessingTimeMachine),
+    (Repeatedly, RepeatedlyMachine),
+    (AfterAny, AfterAnyMachine),
+    (OrFinally, AfterAnyMachine),
+    (AfterAll, AfterAllMachine),
+    (AfterEach, AfterEachMachine),
+    (Always, AlwaysMachine),
+    (_AfterSynchronizedProcessingTime, AlwaysMachine),
+    (Never, NeverMachine),
+):
+    _BUILDERS.add(_spec_type, _builder)
 
 
 def _build(spec: TriggerFn, path: str) -> TriggerMachine:
-    # Exact types: a user subclass of a spec may mean something else, so it is not guessed.
-    builder = _BUILDERS.get(type(spec))
-    if builder is None:
-        known = ", ".join(sorted(t.__name__ for t in _BUILDERS))
-        msg = (
-            f"no trigger state machine for {spec!r} ({type(spec).__qualname__}); "
-            f"the engine runs these triggers: {known}"
-        )
-        raise TypeError(msg)
-    return builder(spec, path)
+    return _BUILDERS.lookup(spec)(spec, path)
 
 
 def build_trigger_machine(spec: TriggerFn) -> TriggerMachine:

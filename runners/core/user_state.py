@@ -28,6 +28,7 @@ from typing import Any
 
 import attrs
 
+from sparkbeam.runners.core.registry import Registry
 from sparkbeam.userstate import (
     BagRuntimeState,
     BagStateSpec,
@@ -223,23 +224,26 @@ def _entry_time(entry: tuple[int, Any]) -> int:
     return entry[0]
 
 
-_RUNTIME_STATES: dict[type, type] = {
-    BagStateSpec: _Bag,
-    SetStateSpec: _Set,
-    ReadModifyWriteStateSpec: _Value,
-    CombiningValueStateSpec: _Combining,
-    OrderedListStateSpec: _OrderedList,
-}
+def _no_runtime_state(spec: Any, known: list[str]) -> NotImplementedError:
+    msg = f"{spec!r}: {type(spec).__name__} is not supported by sparkbeam (no runtime state for it)"
+    return NotImplementedError(msg)
+
+
+# A subclass of a spec (a front end's own spec class) is a cell of its base's kind.
+_RUNTIME_STATES: Registry[type] = Registry("runtime state cells", refuse=_no_runtime_state)
+for _spec_type, _runtime in (
+    (BagStateSpec, _Bag),
+    (SetStateSpec, _Set),
+    (ReadModifyWriteStateSpec, _Value),
+    (CombiningValueStateSpec, _Combining),
+    (OrderedListStateSpec, _OrderedList),
+):
+    _RUNTIME_STATES.add(_spec_type, _runtime, subclasses=True)
 
 
 def runtime_state(spec: StateSpec, cells: WindowCells) -> RuntimeState:
     """The cell ``spec`` declares, in ``cells``, as the DoFn sees it."""
-    for spec_type in type(spec).__mro__:
-        runtime = _RUNTIME_STATES.get(spec_type)
-        if runtime is not None:
-            return runtime(spec, cells)
-    msg = f"{spec!r}: {type(spec).__name__} is not supported by sparkbeam (no runtime state for it)"
-    raise NotImplementedError(msg)
+    return _RUNTIME_STATES.lookup(spec)(spec, cells)
 
 
 # --------------------------------------------------------------------------------- timers

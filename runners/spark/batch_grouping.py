@@ -27,7 +27,7 @@ import attrs
 from pyspark.rdd import portable_hash
 
 from sparkbeam.combine import CombineFn, accumulator_from
-from sparkbeam.metrics.execution import _CURRENT
+from sparkbeam.metrics.execution import enter_step, in_step, in_step_1, in_step_2, leave_step
 from sparkbeam.runners.core.dofn_invoker import SideInputs
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
 from sparkbeam.runners.core.fused import FusedBody
@@ -40,7 +40,6 @@ from sparkbeam.runners.core.ops import GroupOp
 from sparkbeam.runners.core.plan import Stage
 from sparkbeam.runners.core.records import window_of_group_key
 from sparkbeam.runners.spark.metrics import MetricsChannel, metered, task_failed
-from sparkbeam.trigger import DefaultTrigger
 from sparkbeam.utils.windowed_value import (
     PANE_INFO_UNKNOWN,
     PaneInfo,
@@ -50,12 +49,7 @@ from sparkbeam.utils.windowed_value import (
 )
 from sparkbeam.window import GlobalWindow, IntervalWindow
 
-__all__ = ["MapSideTable", "UpstreamBody", "applies", "compact_key_hash", "group"]
-
-
-def applies(op: GroupOp) -> bool:
-    windowing = op.windowing
-    return isinstance(windowing.triggerfn, DefaultTrigger) and not windowing.windowfn.is_merging()
+__all__ = ["MapSideTable", "UpstreamBody", "compact_key_hash", "group"]
 
 
 class _ListCombineFn(CombineFn):
@@ -168,10 +162,7 @@ class MapSideTable:
         absent = _ABSENT
         held = self.held
         seen = 0
-        current = _CURRENT
-        outer_step = current.step
-        if self.step is not None:
-            current.step = self.step
+        outer_step = enter_step(self.step) if self.step is not None else None
         try:
             for wv in elements:
                 seen += 1
@@ -218,7 +209,8 @@ class MapSideTable:
                     self.flushed.extend(self.drain())
                     held = 0
         finally:
-            current.step = outer_step
+            if outer_step is not None:
+                leave_step(outer_step)
             self.seen += seen
             self.held = held
 
@@ -247,11 +239,13 @@ class MapSideTable:
         fallback = add_built if others is None else others
         op, raw, step = self.op, self.fn, self.step
         add_input, create = self.calls.add_input, self.calls.create_accumulator
+        if step is not None:
+            # The CombineFn's calls in its step, the caller's put back after each (made
+            # once: this is once per element).
+            add_input, create = in_step_2(step, add_input), in_step(step, create)
         accumulators = self.accumulators
         interval_window = IntervalWindow
         absent = _ABSENT
-        current = _CURRENT
-        unnamed = type(current).step  # what ``_CURRENT.step`` reads where no step was named
 
         def add_stamped(value: Any, micros: int, windows: tuple) -> None:
             if type(value) is not tuple or len(value) != 2 or len(windows) != 1 or type(windows[0]) is not interval_window:
@@ -271,12 +265,6 @@ class MapSideTable:
             compact = (key, windows[0]._bounds)
             accumulator = accumulators.get(compact, absent)
             new_group = accumulator is absent
-            # The metrics step is named through this thread's own dict of ``_CURRENT``
-            # (one thread-local lookup, not three: this is once per element).
-            names = current.__dict__
-            outer_step = names.get("step", unnamed)
-            if step is not None:
-                names["step"] = step
             try:
                 if new_group:
                     accumulator = create()
@@ -286,7 +274,6 @@ class MapSideTable:
                     accumulator_from(raw, "add_input", added, accumulator)
             except Exception as error:
                 raise UserCodeError(op.label, op.location, error, inner) from error
-            names["step"] = outer_step
             accumulators[compact] = added
             self.seen += 1
             # Only a new group fills the table further.
@@ -392,7 +379,7 @@ def _precombine_body(
 @attrs.frozen
 class UpstreamBody:
     """The bare fused body of the stage upstream of a batch grouping, not yet run, that
-    the grouping alone reads (``SparkBackend._bare_output``): the grouping runs it in its
+    the grouping alone reads (``Strategy.MAP_SIDE_PASS``, ``element_stages.py``): it runs it in its
     map side's pass (``_precombine_body``) rather than over its output RDD."""
 
     source: Any  # the RDD of the body's input elements
@@ -455,7 +442,9 @@ def _panes(op: GroupOp, holder: _SetUpOnce, holds: HoldPolicy, pairs: Iterable[t
 def _extracted_panes(
     op: GroupOp, holds: HoldPolicy, extract_output: Callable[[Any], Any], extract_step: str | None, pairs: Iterable[tuple]
 ) -> Iterator[WindowedValue]:
-    current = _CURRENT
+    if extract_step is not None:
+        # In its step alone: the pane is then handed to the stage's body, in its own.
+        extract_output = in_step_1(extract_step, extract_output)
     pane_timestamp = holds.pane_timestamp
     single_pane_stamp = single_pane_timestamp(op.windowing, holds.trigger)
     # Beam's batch runner: default windowing gives each key one last pane; otherwise the
@@ -480,15 +469,10 @@ def _extracted_panes(
             if shareable:
                 per_window[bounds] = shared
         in_windows, end = shared
-        outer_step = current.step
-        if extract_step is not None:
-            current.step = extract_step
         try:
             output = extract_output(accumulator)
         except Exception as error:
             raise UserCodeError(op.label, op.location, error, key) from error
-        finally:
-            current.step = outer_step
         timestamp = pane_timestamp(end, hold) if single_pane_stamp is None else single_pane_stamp
         yield new_windowed_value(((key, output), timestamp, in_windows, pane))
 

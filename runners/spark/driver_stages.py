@@ -11,6 +11,11 @@ the stage as an executor would unpickle it, with its element counts, its metrics
 transform named) as a Spark task reports them; its outputs stay on the driver too, and
 go to Spark only for a stage that runs there. A ``Create``'s values, anything bigger, a
 sink, a grouping, a stateful or splittable DoFn, parked elements: all run on Spark.
+
+Which stages are candidates, and on which steps they run here, is the physical plan's
+choice (``runners/core/physical.py``: ``Strategy.DRIVER_RUN`` when the driver holds every
+input, at most ``DRIVER_STAGE_MAX_ELEMENTS``); this module says whether the session allows
+it and runs a stage the plan sends here.
 """
 
 from __future__ import annotations
@@ -20,16 +25,14 @@ from typing import Any
 # PySpark's own copy, as Spark pickles a task's functions with it.
 from pyspark import cloudpickle
 
-from sparkbeam.runners.core.ops import FlattenOp, ParDoOp, StatefulParDoOp, WindowIntoOp
+from sparkbeam.runners.core.physical import DRIVER_STAGE_MAX_ELEMENTS
 from sparkbeam.runners.core.plan import Stage
 from sparkbeam.runners.spark import metrics, stage_records, worker
 from sparkbeam.runners.spark.errors import user_errors
 from sparkbeam.runners.spark.session import executors_share_this_interpreter
 
-__all__ = ["DRIVER_STAGE_MAX_ELEMENTS", "DRIVER_STAGE_MAX_OUTPUTS", "driver_can_run_stages", "run_on_driver", "runs_on_driver"]
+__all__ = ["DRIVER_STAGE_MAX_ELEMENTS", "DRIVER_STAGE_MAX_OUTPUTS", "driver_can_run_stages", "run_on_driver"]
 
-#: at most this many input elements for a stage run in the driver's process
-DRIVER_STAGE_MAX_ELEMENTS = 256
 #: at most this many output elements: past it the attempt is abandoned for Spark
 DRIVER_STAGE_MAX_OUTPUTS = 4096
 
@@ -42,27 +45,6 @@ def driver_can_run_stages(spark_context: Any) -> bool:
     plain_local = master == "local" or master.startswith("local[")
     added_path = spark_context.environment.get("PYTHONPATH") or spark_context._python_includes
     return plain_local and executors_share_this_interpreter(spark_context) and not added_path
-
-
-def runs_on_driver(stage: Stage, inputs: dict[int, Any]) -> bool:
-    """Whether ``stage`` (element-wise, its inputs ``Dataset``s) is one to run here: every
-    input held by the driver (an ``Impulse``'s element, or what such a stage made here),
-    at least one element and few; no sink; only ParDos, WindowIntos and Flattens (no
-    stateful or splittable DoFn)."""
-    if stage.sinks or not stage.body:
-        return False
-    if any(d.collected is None for d in inputs.values()):
-        return False
-    # No element, no bundle: on Spark an empty input runs no task (no start/finish_bundle).
-    if not 0 < sum(len(d.collected) for d in inputs.values()) <= DRIVER_STAGE_MAX_ELEMENTS:
-        return False
-    return all(_element_wise(op) for op in stage.body)
-
-
-def _element_wise(op: Any) -> bool:
-    if isinstance(op, StatefulParDoOp) or "Splittable" in type(op).__name__:
-        return False
-    return isinstance(op, (ParDoOp, WindowIntoOp, FlattenOp))
 
 
 def run_on_driver(stage: Stage, inputs: dict[int, Any], side_inputs: dict[int, list], channel: Any, counters: Any) -> dict[int, list] | None:

@@ -27,6 +27,7 @@ from typing import IO, Any
 
 import attrs
 
+from sparkbeam.runners.core.settings import RunSettings
 from sparkbeam.runners.core.timeline import WatermarkRecord, format_micros
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
 
@@ -262,9 +263,9 @@ def _batch_text(tracker: Any, job_group: str, stage: str | None) -> str | None:
     return " | ".join(["batch", stage or "starting", *running])
 
 
-def run_progress(settings: dict[str, Any], backend: Any, stream_run: Any, plan: Any, *, batch: bool) -> RunProgress | None:
+def run_progress(settings: RunSettings, backend: Any, stream_run: Any, plan: Any, *, batch: bool) -> RunProgress | None:
     """The run's progress reporting, None with ``--quiet``."""
-    if settings["quiet"]:
+    if settings.quiet:
         return None
     return RunProgress(
         ProgressLine(),

@@ -3,8 +3,9 @@
 Bounded pipelines run as batch: one step, the watermark going from -inf to +inf. Pipelines
 with unbounded input (or ``--streaming``) run as a stream of steps. Either way the result
 has every stage's watermark timeline (``result.watermarks()``), what captured
-PCollections emitted (``result.emissions(pcoll)``) and the user's metrics
-(``result.metrics()``, Beam's metric results).
+PCollections emitted (``result.emissions(pcoll)``), the user's metrics
+(``result.metrics()``, Beam's metric results) and how each stage ran
+(``result.physical_plan()``, ``runners/core/physical.py``).
 
 ``run()`` waits for the end of the run unless ``--no_block_on_run``: then the run goes on
 in a background thread and the result is RUNNING until it ends; ``wait_until_finish``
@@ -30,7 +31,9 @@ from sparkbeam.runners.core.execution import kind_of
 from sparkbeam.runners.core.history import run_history
 from sparkbeam.runners.core.metrics import RunMetrics
 from sparkbeam.runners.core.ops import LoweredPipeline, lower
+from sparkbeam.runners.core.physical import PhysicalPlan, plan_physical
 from sparkbeam.runners.core.plan import StagePlan, plan_stages
+from sparkbeam.runners.core.settings import RunMode, RunSettings
 from sparkbeam.runners.core.side_input_wait import refuse_side_inputs_never_ready
 from sparkbeam.runners.core.steps import StepLoop
 from sparkbeam.runners.core.timeline import Emissions, Timeline, emissions_of
@@ -69,15 +72,15 @@ def _installed(module: str) -> bool:
         return False
 
 
-def _lower(pipeline: Pipeline, settings: dict[str, Any]) -> LoweredPipeline:
+def _lower(pipeline: Pipeline, settings: RunSettings) -> LoweredPipeline:
     """The pipeline's ops, each schema'd segment one SQL plan unless it cannot be one (the
     reason noted on its stage) or ``--no_sql_plans`` keeps the general path."""
     from sparkbeam.runners.core.schema_segments import find_segments
 
     reason = None
-    if settings["streaming"]:
+    if settings.streaming:
         reason = "a streaming run (SQL plans run in batch only)"
-    elif not settings["sql_plans"]:
+    elif not settings.sql_plans:
         reason = "--no_sql_plans"
     elif not _installed("pyarrow"):
         # The plan's groups come back through Arrow; without it the general path is exact too.
@@ -100,26 +103,13 @@ def _check_supported(plan: StagePlan) -> None:
             sinks.check(sink)
 
 
-def _check_keep_open(settings: dict[str, Any]) -> None:
-    """``--keep_open`` leaves windows open for the next run: it needs a run that ends by
-    itself (``--available_now``) and a checkpoint directory the next run can resume from."""
-    if not settings["keep_open"]:
-        return
-    if not settings["available_now"]:
-        msg = "--keep_open stops a run when its sources hold nothing more: give --available_now as well"
-        raise ValueError(msg)
-    if not settings["checkpoint_dir"]:
-        msg = "--keep_open leaves open windows, timers and state for the next run in the checkpoint: give --checkpoint_dir=DIR"
-        raise ValueError(msg)
-
-
-def _check_cluster_paths(plan: StagePlan, settings: dict[str, Any]) -> None:
+def _check_cluster_paths(plan: StagePlan, settings: RunSettings) -> None:
     """Once Spark is up, before the first step: the checkpoint directory and the file
     sinks' folders on cluster file systems (``s3a://``, ``hdfs://``...) must be reachable
     with the session's settings, or the run is refused naming the option or transform."""
     from sparkbeam.runners.spark import remote_files, sinks
 
-    checkpoint_dir = settings.get("checkpoint_dir")
+    checkpoint_dir = settings.checkpoint_dir
     if checkpoint_dir and remote_files.is_remote(checkpoint_dir):
         remote_files.check_reachable(checkpoint_dir, "--checkpoint_dir")
     for stage in plan.stages:
@@ -262,6 +252,12 @@ class SparkPipelineResult(PipelineResult):
             self._execution.done.wait()
         return self.state
 
+    def physical_plan(self) -> PhysicalPlan:
+        """How each stage runs: its strategy (a fused map, a lifted grouping, a run on the
+        driver...), why, on which steps something else runs instead, and why the other
+        strategies were declined. ``print(result.physical_plan())`` lists it."""
+        return self._execution.loop.physical
+
     def watermarks(self) -> Timeline:
         """Every stage's input and output watermark per step, with what holds it back."""
         timeline = self._execution.loop.history.timeline([stage.name for stage in self.plan.stages])
@@ -302,23 +298,23 @@ class SparkRunner(PipelineRunner):
             return run_beam_pipeline(self, pipeline, options)
         # Before Spark starts: reads that match nothing, outputs that cannot be written.
         check_inputs_and_outputs(pipeline)
-        settings = options.get_all_options()
+        settings = RunSettings.from_options(options)
         return self.run_lowered(_lower(pipeline, settings), settings)
 
     def run_lowered(
         self,
         lowered: LoweredPipeline,
-        settings: dict[str, Any],
+        settings: RunSettings,
         result_type: type[SparkPipelineResult] | None = None,
     ) -> SparkPipelineResult:
         """Plan and run lowered ops (from sparkbeam's SDK or from Beam's graph) with the
-        settings of ``PipelineOptions.get_all_options()``."""
+        run's settings (``RunSettings.from_options``)."""
         plan = plan_stages(lowered)
         _LOG.debug("stage plan:\n%s", plan.describe())
-        streaming = bool(settings["streaming"]) or any(not pc.is_bounded for pc in lowered.pcollections)
+        mode = settings.mode(unbounded_input=any(not pc.is_bounded for pc in lowered.pcollections))
+        streaming = mode is RunMode.STREAMING
         _check_supported(plan)
-        _check_keep_open(settings)
-        refuse_side_inputs_never_ready(plan, sources_end=bool(settings["available_now"]) and not settings["keep_open"])
+        refuse_side_inputs_never_ready(plan, sources_end=settings.available_now and not settings.keep_open)
         check_picklable(plan)
         from sparkbeam.runners.spark.backend import SparkBackend
         from sparkbeam.runners.spark.dependencies import (
@@ -328,21 +324,21 @@ class SparkRunner(PipelineRunner):
         from sparkbeam.runners.spark.session import executors_share_this_interpreter, get_session
         from sparkbeam.runners.spark.spark_log import choose_log
 
-        check_dependency_options(settings["requirements_file"], settings["setup_file"])
+        check_dependency_options(settings.requirements_file, settings.setup_file)
         real_sources = any(kind_of(op).endless for op in lowered.ops)
         if real_sources:
             from sparkbeam.runners.spark.streaming import check_before_start
 
             check_before_start(plan, settings)
         spark, session_settings = get_session(
-            settings["spark_master"], settings["spark_conf"], settings["job_name"], log=choose_log(settings)
+            settings.spark_master, list(settings.spark_conf), settings.job_name, log=choose_log(settings)
         )
         cleanups: list[Callable[[], None]] = [session_settings.restore]
         # hdfs://, s3a://, gs://... through Hadoop's API while this session is up; file://
         # URLs too with --file_urls_through_hadoop (for this run only)
         from sparkbeam.runners.spark import hadoop_filesystem
 
-        hadoop_filesystem.serve_file_urls(bool(settings["file_urls_through_hadoop"]))
+        hadoop_filesystem.serve_file_urls(settings.file_urls_through_hadoop)
         cleanups.append(lambda: hadoop_filesystem.serve_file_urls(False))
         backend = None
         try:
@@ -351,15 +347,15 @@ class SparkRunner(PipelineRunner):
             cleanups.append(
                 install_for_executors(
                     context,
-                    settings["requirements_file"],
-                    settings["setup_file"],
+                    settings.requirements_file,
+                    settings.setup_file,
                     same_machine=executors_share_this_interpreter(context),
                 )
             )
             backend = SparkBackend(
                 spark,
-                num_partitions=settings["state_partitions"],
-                overlapping_window_rule=settings["overlapping_window_rule"],
+                num_partitions=settings.state_partitions,
+                overlapping_window_rule=settings.overlapping_window_rule,
             )
             if _uses_kafka(plan):
                 from sparkbeam.runners.spark.kafka import check_before_first_step
@@ -375,15 +371,18 @@ class SparkRunner(PipelineRunner):
                 clock = stream_run.clock
             history = run_history(lowered, settings, streaming=streaming)
             progress = run_progress(settings, backend, stream_run, plan, batch=not streaming)
+            physical = plan_physical(plan, mode, backend.capabilities())
+            _LOG.debug("%s", physical)  # formatted only when debug logging is on
             loop = StepLoop(
                 plan,
                 backend,
                 clock,
                 batch=not streaming,
-                max_steps=settings["max_steps"],
+                max_steps=settings.max_steps,
                 hooks=progress or stream_run,
                 on_record=progress.on_record if progress is not None else None,
                 history=history,
+                physical=physical,
             )
             if progress is not None:
                 cleanups.append(progress.close)
@@ -395,8 +394,8 @@ class SparkRunner(PipelineRunner):
             raise
         execution = _Execution(loop, stream_run, backend, cleanups)
         result = (result_type or SparkPipelineResult)(plan, execution)
-        if not settings["block_on_run"]:
-            execution.start(settings["job_name"] or "pipeline")
+        if not settings.block_on_run:
+            execution.start(settings.job_name or "pipeline")
             return result
         with stop_on_signals(execution):
             execution.run()

@@ -16,29 +16,30 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sparkbeam.runners.core.execution import kind_of
-from sparkbeam.runners.core.ops import BoundedSourceReadOp, ImpulseOp, Op, ReadTextOp
+from sparkbeam.runners.core.ops import BoundedSourceReadOp, Op, ReadTextOp
 from sparkbeam.runners.core.sources import SourceEmission
+from sparkbeam.runners.core.strategies import SourceRead
 from sparkbeam.runners.spark import textio, worker
+from sparkbeam.runners.spark.datasets import Dataset
 
 if TYPE_CHECKING:
-    from sparkbeam.runners.spark.backend import Dataset, SparkBackend
+    from sparkbeam.runners.spark.backend import SparkBackend
 
 __all__ = ["bounded_source", "driver_elements", "test_stream_step", "text_lines", "write_ahead_log"]
 
 
 def _dataset(rdd: Any, **fields: Any) -> Dataset:
-    from sparkbeam.runners.spark.backend import Dataset  # backend registers these functions
-
     return Dataset(rdd, **fields)
 
 
 def driver_elements(backend: SparkBackend, op: Op, emission: SourceEmission) -> Dataset:
     """A Create's or an Impulse's elements, which the driver holds."""
-    produce = kind_of(op).driver_elements
-    elements = [] if produce is None else produce(op)
-    # An Impulse's one element kept on the driver: a tiny chain off it may run there
-    # (driver_stages.py). A Create's values only go to the executors.
-    return backend.from_driver(elements, keep=isinstance(op, ImpulseOp))
+    kind = kind_of(op)
+    elements = [] if kind.driver_elements is None else kind.driver_elements(op)
+    # Kept on the driver where the kind's read says so (an Impulse's one element: a tiny
+    # chain off it may run there, driver_stages.py); a Create's values only go to the
+    # executors.
+    return backend.from_driver(elements, keep=kind.read(op) is SourceRead.HELD)
 
 
 def text_lines(backend: SparkBackend, op: ReadTextOp, emission: SourceEmission) -> Dataset:

@@ -22,6 +22,7 @@ from typing import Any
 
 import attrs
 
+from sparkbeam.runners.core.settings import RunSettings
 from sparkbeam.runners.spark.private_temp import (
     create_private_file,
     folder_for,
@@ -96,17 +97,17 @@ def remove_old_logs(folder: str, max_age_days: float, now: float) -> list[str]:
     return removed
 
 
-def choose_log(settings: dict[str, Any], now: float | None = None) -> SparkLog:
+def choose_log(settings: RunSettings, now: float | None = None) -> SparkLog:
     """The run's choice: ``--verbose_errors`` keeps the terminal; else ``--spark_log`` or a
     new file in this user's private logs folder, ``<tmp>/sparkbeam-<uid>/logs``, where logs
     older than ``--spark_log_max_age_days`` are removed first."""
-    if settings["verbose_errors"]:
+    if settings.verbose_errors:
         return SparkLog(None, verbose=True)
     now = time.time() if now is None else now
     folder, is_user_folder = folder_for("logs")
     if is_user_folder:  # a run's own fallback folder holds nothing old
-        remove_old_logs(folder, settings["spark_log_max_age_days"], now)
-    path = settings["spark_log"]
+        remove_old_logs(folder, settings.spark_log_max_age_days, now)
+    path = settings.spark_log
     if path is not None:
         return SparkLog(os.path.abspath(path), folder=folder)
     # Unique per run even for runs of one process within a second (Spark logs per JVM, but

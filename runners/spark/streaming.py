@@ -24,6 +24,7 @@ from typing import Any
 from sparkbeam.io import commits
 from sparkbeam.runners.core.clock import Clock, WallClock
 from sparkbeam.runners.core.plan import StagePlan
+from sparkbeam.runners.core.settings import RunSettings
 from sparkbeam.runners.core.steps import StepLoop
 from sparkbeam.runners.core.stream_sources import StreamSourceState
 from sparkbeam.runners.spark.checkpoint_key import load_key
@@ -50,48 +51,48 @@ class PinnedClock:
         self.micros += micros
 
 
-def check_before_start(plan: StagePlan, settings: dict[str, Any]) -> None:
+def check_before_start(plan: StagePlan, settings: RunSettings) -> None:
     """Before Spark starts: refuse a local ``--checkpoint_dir`` that is not this pipeline's
     (another pipeline's or shape, another key) or that a live run holds, and outputs the
     checkpoint did not write (``output_owners.py``). The run checks again, under its lease,
     once Spark is up (a checkpoint on a cluster file system only then)."""
-    root = settings["checkpoint_dir"]
+    root = settings.checkpoint_dir
     known_id = None  # this checkpoint's identity (None: a new checkpoint)
     pending = False  # a checkpoint on a cluster file system: its identity is read once Spark is up
     if root is not None:
         root = commits.absolute(root)
         if commits.local_path(root) is not None:
-            key, key_path = load_key(settings.get("checkpoint_key_file"))
+            key, key_path = load_key(settings.checkpoint_key_file)
             store = CheckpointStore(root, pipeline_shape(plan), key=key, key_path=key_path)
             identity = store.read_identity()
             CheckpointLease(store.root).check_free()
             known_id = identity["id"] if identity is not None else None
         else:
             pending = True
-    check_outputs(plan, known_id, root, overwrite=settings["overwrite_output"], identity_pending=pending, local_only=True)
+    check_outputs(plan, known_id, root, overwrite=settings.overwrite_output, identity_pending=pending, local_only=True)
 
 
 class StreamRun:
-    def __init__(self, spark: Any, plan: StagePlan, backend: Any, settings: dict[str, Any], wall: Clock | None = None) -> None:
+    def __init__(self, spark: Any, plan: StagePlan, backend: Any, settings: RunSettings, wall: Clock | None = None) -> None:
         self.spark = spark
         self.plan = plan
         self.backend = backend
         self.clock = PinnedClock()
         self.wall = wall or WallClock()
-        self.interval = settings["checkpoint_interval"]
-        self.step_interval = settings["step_interval"]
-        self.available_now = settings["available_now"]
+        self.interval = settings.checkpoint_interval
+        self.step_interval = settings.step_interval
+        self.available_now = settings.available_now
         #: --keep_open: the run stops, undrained, once its sources have given everything
-        self.keep_open = bool(settings["keep_open"])
+        self.keep_open = settings.keep_open
         self.read_everything = False
-        self.overwrite_output = settings["overwrite_output"]
-        given = settings["checkpoint_dir"]
+        self.overwrite_output = settings.overwrite_output
+        given = settings.checkpoint_dir
         self.temporary = given is None
         if self.temporary:
             # Removed at the end, never resumed: a key of this run alone seals it.
             root, key, key_path = tempfile.mkdtemp(prefix="sparkbeam-stream-"), os.urandom(32), "(this run's own key)"
         else:
-            key, key_path = load_key(settings.get("checkpoint_key_file"))
+            key, key_path = load_key(settings.checkpoint_key_file)
             root = given
         self.store = CheckpointStore(root, pipeline_shape(plan), key=key, key_path=key_path)
         self.lease = CheckpointLease(self.store.root)

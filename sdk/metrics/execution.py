@@ -2,7 +2,12 @@
 
 A runner makes one ``MetricsContainer`` per unit of work it commits (on Spark, a task) and
 installs it with ``MetricsEnvironment.container_scope``; around each call into user code
-it names the step being executed (the transform's label) with ``step_scope``. A metric
+it names the step being executed (the transform's label). The running thread's step is
+read and named through this module's functions alone, the one API runner code uses:
+``current_step``; ``enter_step``/``leave_step`` around a run of calls (a chunk of
+elements); ``in_step``/``in_step_1``/``in_step_2`` for a function always called in one step (made once,
+called per element); ``call_in_step`` for one call; ``MetricsEnvironment.step_scope`` as a
+``with`` block. A metric
 updated outside any container (at pipeline construction, in a test calling a DoFn by
 hand) goes nowhere, as in Beam. ``MetricUpdates`` is a container's content: plain,
 picklable values that combine, so a runner can ship them from workers and sum them.
@@ -28,7 +33,21 @@ from sparkbeam.beam_surface import module_getattr
 from sparkbeam.metrics.cells import DistributionData, GaugeData
 from sparkbeam.metrics.metricbase import MetricName
 
-__all__ = ["MetricKey", "MetricResult", "MetricUpdates", "MetricsContainer", "MetricsEnvironment"]
+__all__ = [
+    "MetricKey",
+    "MetricResult",
+    "MetricUpdates",
+    "MetricsContainer",
+    "MetricsEnvironment",
+    "call_in_step",
+    "current_container",
+    "current_step",
+    "enter_step",
+    "in_step",
+    "in_step_1",
+    "in_step_2",
+    "leave_step",
+]
 
 
 @attrs.frozen(repr=False)
@@ -193,6 +212,41 @@ class _MetricsEnvironment:
 MetricsEnvironment = _MetricsEnvironment()
 
 
+def current_step() -> str:
+    """The step whose code the running thread executes ("" outside any)."""
+    return _CURRENT.step
+
+
+def current_container() -> MetricsContainer | None:
+    """Where the running thread's metric updates go (None: nowhere)."""
+    return _CURRENT.container
+
+
+def enter_step(step: str) -> str:
+    """Name ``step`` the running thread's step; returns the step it replaces, which
+    ``leave_step`` puts back (a run of calls in one step: a chunk of elements)."""
+    current = _CURRENT
+    previous = current.step
+    current.step = step
+    return previous
+
+
+def leave_step(previous: str) -> None:
+    """Put back the step ``enter_step`` replaced."""
+    _CURRENT.step = previous
+
+
+def call_in_step(step: str, call: Callable[..., Any], *args: Any) -> Any:
+    """``call(*args)`` in ``step``, the caller's step put back after."""
+    current = _CURRENT
+    previous = current.step
+    current.step = step
+    try:
+        return call(*args)
+    finally:
+        current.step = previous
+
+
 def in_step(step: str, call: Callable[..., Any]) -> Callable[..., Any]:
     """``call`` with the current step set to ``step`` while it runs (and restored after,
     so that a call made from inside another step's code returns to that step)."""
@@ -207,6 +261,41 @@ def in_step(step: str, call: Callable[..., Any]) -> Callable[..., Any]:
             current.step = previous
 
     return stepped
+
+
+def in_step_1(step: str, call: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``in_step`` for a function of one argument (called per element: no packing of
+    arguments)."""
+    current, unnamed = _CURRENT, _Current.step
+
+    def stepped(argument: Any) -> Any:
+        # Through this thread's own dict of ``_CURRENT``: one thread-local lookup, not three.
+        names = current.__dict__
+        previous = names.get("step", unnamed)
+        names["step"] = step
+        try:
+            return call(argument)
+        finally:
+            names["step"] = previous
+
+    return stepped
+
+
+def in_step_2(step: str, call: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """``in_step_1`` for a function of two arguments (a CombineFn's ``add_input``)."""
+    current, unnamed = _CURRENT, _Current.step
+
+    def stepped(first: Any, second: Any) -> Any:
+        names = current.__dict__  # as in in_step_1
+        previous = names.get("step", unnamed)
+        names["step"] = step
+        try:
+            return call(first, second)
+        finally:
+            names["step"] = previous
+
+    return stepped
+
 
 # Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
 __getattr__ = module_getattr(__name__, "apache_beam.metrics.execution")

@@ -49,20 +49,20 @@ def test_spark_options_on_a_beam_command_line_become_sparkbeam_settings():
         ]
     )
     settings = sparkbeam_settings(options)
-    assert settings["spark_master"] == "local[3]"
-    assert settings["spark_conf"] == ["spark.sql.shuffle.partitions=3", "spark.executor.memory=1g"]
-    assert settings["state_partitions"] == 6
-    assert settings["checkpoint_dir"] == "/tmp/ck"
-    assert settings["overlapping_window_rule"] is False
-    assert settings["block_on_run"] is False
-    assert settings["streaming"] is True
-    assert settings["job_name"] == "nightly"
-    assert settings["max_steps"] == 7
+    assert settings.spark_master == "local[3]"
+    assert settings.spark_conf == ("spark.sql.shuffle.partitions=3", "spark.executor.memory=1g")
+    assert settings.state_partitions == 6
+    assert settings.checkpoint_dir == "/tmp/ck"
+    assert settings.overlapping_window_rule is False
+    assert settings.block_on_run is False
+    assert settings.streaming is True
+    assert settings.job_name == "nightly"
+    assert settings.max_steps == 7
     # What the command line leaves out keeps sparkbeam's defaults.
     defaults = sparkbeam_settings(PipelineOptions([]))
-    assert defaults["overlapping_window_rule"] is True and defaults["block_on_run"] is True
+    assert defaults.overlapping_window_rule is True and defaults.block_on_run is True
     # No master given: spark-submit's, else local[*], chosen when the session starts.
-    assert defaults["spark_master"] is None
+    assert defaults.spark_master is None
 
 
 def test_a_bad_spark_option_value_names_the_option():

@@ -106,15 +106,16 @@ class MadeUpSourceOp(ops.Op):
 
 
 @pytest.fixture
-def made_up_source(monkeypatch):
+def made_up_source():
     """A source kind the engine knows, registered for the test only (no backend runs it)."""
     from sparkbeam.runners.core import execution
     from sparkbeam.runners.core.sources import BoundedSourceState
 
-    monkeypatch.setitem(execution._KINDS, MadeUpSourceOp, execution.OpKind(MadeUpSourceOp, Role.SOURCE, source_state=BoundedSourceState))
+    kind = execution.OpKind(MadeUpSourceOp, Role.SOURCE, source_state=BoundedSourceState)
     op = MadeUpSourceOp("Ticks", "my_pipeline.py:7", (), (0,))
     info = ops.PCollectionInfo(0, "Ticks.out", Windowing(GlobalWindows()), True)
-    return plan_stages(ops.LoweredPipeline((op,), (info,)))
+    with execution.KINDS.registered(MadeUpSourceOp, kind):
+        yield plan_stages(ops.LoweredPipeline((op,), (info,)))
 
 
 @pytest.mark.parametrize("backend", ["in-memory", "Spark"])

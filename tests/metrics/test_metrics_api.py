@@ -92,3 +92,34 @@ def test_the_failed_attempts_listener_stops_without_the_default_half_second_wait
     finally:
         reports.close()
     assert intervals == [attempt_reports.SHUTDOWN_POLL_SECONDS] and attempt_reports.SHUTDOWN_POLL_SECONDS <= 0.05
+
+
+def test_the_step_is_named_through_one_api_which_puts_back_the_callers():
+    from sparkbeam.metrics import execution
+
+    container = MetricsContainer()
+    name = MetricName("ns", "calls")
+    bump = execution.in_step_1("Inner", lambda n: container.update_counter(name, n))
+    add = execution.in_step_2("Inner", lambda a, b: container.update_counter(name, a + b))
+    caller = execution.enter_step("Outer")
+    try:
+        bump(1)
+        add(1, 1)
+        execution.call_in_step("Inner", container.update_counter, name, 4)
+        container.update_counter(name, 10)
+        assert execution.current_step() == "Outer"
+    finally:
+        execution.leave_step(caller)
+    assert execution.current_step() == caller
+    counters = {key.step: value for key, value in container.updates().counters.items()}
+    assert counters == {"Inner": 7, "Outer": 10}
+
+
+def test_no_runner_module_reaches_into_the_metrics_thread_local():
+    import pathlib
+
+    runners = pathlib.Path(__file__).resolve().parents[2] / "runners"
+    modules = list(runners.rglob("*.py"))
+    assert len(modules) > 50, runners
+    reaching = [str(path.relative_to(runners)) for path in modules if "_CURRENT" in path.read_text().replace("spark_log._CURRENT", "")]
+    assert reaching == ["spark/spark_log.py"]  # its own _CURRENT: the run's Spark log, not metrics

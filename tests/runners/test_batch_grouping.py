@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkbeam.metrics.execution import _CURRENT
+from sparkbeam.metrics.execution import current_step, enter_step, leave_step
 from sparkbeam.runners.core.errors import UserCodeError
 from sparkbeam.runners.core.holds import HoldPolicy
 from sparkbeam.runners.core.metrics import step_scoped
@@ -135,13 +135,14 @@ def test_the_precombine_step_is_set_once_and_restored():
 
     class _Recording(SumFn):
         def add_input(self, accumulator, element):
-            seen.append(_CURRENT.step)
+            seen.append(current_step())
             return accumulator + element
 
-    _CURRENT.step = "outer"
+    caller = enter_step("outer")
     _precombined(sum_op(_Recording()), _elements())
     assert set(seen) == {"Sum/Precombine"}
-    assert _CURRENT.step == "outer"
+    assert current_step() == "outer"
+    leave_step(caller)
 
 
 def test_an_element_that_is_not_a_pair_is_refused_naming_the_transform():
@@ -324,7 +325,7 @@ def test_panes_extract_in_their_step_without_the_scoped_wrapper(monkeypatch):
 
     class _Recording(SumFn):
         def extract_output(self, accumulator):
-            seen.append(_CURRENT.step)
+            seen.append(current_step())
             return accumulator
 
     monkeypatch.setattr(StepScopedCombineFn, "_in", lambda self, *args: wrapped.append(args) or args[1](*args[2:]))
@@ -332,11 +333,12 @@ def test_panes_extract_in_their_step_without_the_scoped_wrapper(monkeypatch):
     partials, _, holder, holds = _precombined(op, _elements())
     merged = list(batch_grouping._merge_partials(op, holder, holds, 64, partials))
     wrapped.clear()
-    _CURRENT.step = "outer"
-    steps_while_yielded = [_CURRENT.step for _ in batch_grouping._panes(op, holder, holds, merged)]
+    caller = enter_step("outer")
+    steps_while_yielded = [current_step() for _ in batch_grouping._panes(op, holder, holds, merged)]
     assert seen == ["Sum/ExtractOutputs"] * 3 and wrapped == []
     # Between panes the step is the consumer's (the stage's body runs in its own).
-    assert steps_while_yielded == ["outer"] * 3 and _CURRENT.step == "outer"
+    assert steps_while_yielded == ["outer"] * 3 and current_step() == "outer"
+    leave_step(caller)
 
 
 def test_the_merge_after_the_shuffle_runs_with_the_gc_paused():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkbeam.metrics.execution import _CURRENT
+from sparkbeam.metrics.execution import current_step, enter_step, leave_step
 from sparkbeam.runners.core.errors import UserCodeError
 from sparkbeam.runners.core.holds import HoldPolicy
 from sparkbeam.runners.core.metrics import step_scoped
@@ -92,20 +92,21 @@ def test_the_fused_map_side_names_the_combines_step_and_gives_the_map_its_own_ba
 
     class _Recording(SumFn):
         def add_input(self, accumulator, element):
-            seen.append(("combine", _CURRENT.step))
+            seen.append(("combine", current_step()))
             return accumulator + element
 
     def stamp(kv):
-        seen.append(("map", _CURRENT.step))
+        seen.append(("map", current_step()))
         return TimestampedValue(kv, kv[1])
 
     upstream, source, op = _stamp_window_combine(_Recording(), stamp)
     holder = batch_grouping._SetUpOnce(step_scoped(op.combine_fn, op.label))
     holds = HoldPolicy(op.windowing, overlapping_window_rule=True)
-    _CURRENT.step = "outer"
+    caller = enter_step("outer")
     list(batch_grouping._precombine_body(upstream, None, None, source, op, holder, holds, CountingAccumulator(), True, [("a", 1), ("a", 2)]))
     assert seen == [("map", "Stamp"), ("combine", "Sum/Precombine")] * 2
-    assert _CURRENT.step == "outer"
+    assert current_step() == "outer"
+    leave_step(caller)
 
 
 @pytest.mark.parametrize(
@@ -173,12 +174,17 @@ def test_a_full_table_flushes_from_the_stamped_path_too(monkeypatch):
 
 
 def test_the_spark_backend_hands_a_batch_grouping_the_body_it_alone_reads(monkeypatch):
-    import attrs
-
     import sparkbeam as beam
     from sparkbeam.runners.core.ops import lower
+    from sparkbeam.runners.core.physical import plan_physical
     from sparkbeam.runners.core.plan import plan_stages
-    from sparkbeam.runners.spark.backend import SparkBackend
+    from sparkbeam.runners.core.settings import RunMode
+    from sparkbeam.runners.core.steps import StepParams
+    from sparkbeam.runners.core.strategies import Strategy
+    from sparkbeam.runners.spark import element_stages
+    from sparkbeam.runners.spark.backend import SPARK, SparkBackend
+    from sparkbeam.runners.spark.datasets import Dataset, StageRun, step_facts
+    from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
 
     class _Rdd:
         """Records nothing; stands in for every RDD the backend derives (no Spark)."""
@@ -189,27 +195,36 @@ def test_the_spark_backend_hands_a_batch_grouping_the_body_it_alone_reads(monkey
         def mapPartitions(self, function, preservesPartitioning=False):
             return self
 
+        def setName(self, name):
+            return self
+
     pipeline = beam.Pipeline()
     beam.capture(pipeline | beam.Create([("a", 1)]) | "Sum" >> beam.CombinePerKey(SumFn()))
-    upstream, grouping = plan_stages(lower(pipeline)).stages
+    physical = plan_physical(plan_stages(lower(pipeline)), RunMode.BATCH, SPARK.capabilities(lazy=True))
+    upstream, grouping = physical.stages
+    assert (upstream.strategy, upstream.map_side_into) == (Strategy.MAP_SIDE_PASS, grouping.id)
+    assert (grouping.strategy, grouping.map_side_of) == (Strategy.BATCH_COMBINE, upstream.id)
     backend = object.__new__(SparkBackend)
     backend.step_cache = []
     backend.sc = type("Context", (), {"accumulator": lambda self, value: CountingAccumulator()})()
     backend.num_partitions, backend.overlapping_window_rule = 2, True
-    monkeypatch.setattr(SparkBackend, "_channel", lambda self: None)
-    (pcoll,) = upstream.outputs
-    body = batch_grouping.UpstreamBody(_Rdd(), upstream, None, None, pcoll)
-    (alone,) = backend._bare_output(upstream, _Rdd(), False, frozenset(), body).values()
-    assert alone.upstream is body
-    # Read by another reader too (a collect counts): the body's output is kept, and run apart.
-    shared = attrs.evolve(upstream, shared_outputs=(pcoll,))
-    (kept,) = backend._bare_output(shared, _Rdd(), False, frozenset({pcoll}), body).values()
-    assert kept.upstream is None
+    monkeypatch.setattr(SparkBackend, "channel", lambda self: None)
+    params = StepParams(0, MIN_TIMESTAMP.micros, MAX_TIMESTAMP.micros, MIN_TIMESTAMP.micros, MAX_TIMESTAMP.micros, True)
+
+    def run_of(planned, inputs):
+        return StageRun(planned, inputs, params, {}, None, step_facts(planned, inputs, params))
+
+    (head_output,) = upstream.stage.head.outputs
+    (alone,) = element_stages.map_side_pass(backend, run_of(upstream, {head_output: Dataset(_Rdd())})).outputs.values()
+    assert alone.upstream is not None and alone.upstream.pcoll == head_output
+    # The same stage as a fused map (its output read by another reader too) runs apart.
+    (apart,) = element_stages.fused_map(backend, run_of(upstream, {head_output: Dataset(_Rdd())})).outputs.values()
+    assert apart.upstream is None
     handed = []
     monkeypatch.setattr(batch_grouping, "group", lambda *args: handed.append(args[-1]) or _Rdd())
-    backend._run_batch_grouping(grouping, grouping.grouping, alone, None, frozenset())
-    assert handed == [body]
-
+    (pcoll,) = upstream.stage.outputs
+    element_stages.batch_combine(backend, run_of(grouping, {pcoll: alone}))
+    assert handed == [alone.upstream]
 
 
 class _StepRecordingSumFn(SumFn):
@@ -219,7 +234,7 @@ class _StepRecordingSumFn(SumFn):
         self.steps: list[str] = []
 
     def add_input(self, accumulator, element):
-        self.steps.append(_CURRENT.step)
+        self.steps.append(current_step())
         return super().add_input(accumulator, element)
 
 
@@ -236,19 +251,18 @@ def test_the_stamped_path_names_the_combine_step_and_restores_the_callers():
     def add_in_a_fresh_thread() -> None:
         # A thread that never named a step: it reads the default before and after.
         table.add_stamped(("a", 1), 1 * S, (IntervalWindow(0, 10),))
-        after.append(_CURRENT.step)
+        after.append(current_step())
 
     worker = threading.Thread(target=add_in_a_fresh_thread)
     worker.start()
     worker.join()
-    outer = _CURRENT.step
-    _CURRENT.step = "Stamp"
+    outer = enter_step("Stamp")
     try:
         table.add_stamped(("a", 2), 2 * S, (IntervalWindow(0, 10),))
         table.add_stamped(("b", 3), 3 * S, (IntervalWindow(0, 10),))
-        assert _CURRENT.step == "Stamp"
+        assert current_step() == "Stamp"
     finally:
-        _CURRENT.step = outer
+        leave_step(outer)
     assert after == [""]
     assert combine_fn.steps == ["Sum/Precombine"] * 3
     assert table.seen == 3

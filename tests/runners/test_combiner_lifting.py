@@ -52,14 +52,14 @@ def _stream() -> TestStream:
     )
 
 
-def _build(p: beam.Pipeline, trigger_name: str, combiner: str, mode: str) -> beam.PCollection:
+def _build(p: beam.Pipeline, trigger_name: str, combiner: str, mode: trigger.AccumulationMode) -> beam.PCollection:
     return (
         p
         | _stream()
         | beam.WindowInto(
             window.SlidingWindows(10, 5),
             trigger=TRIGGERS[trigger_name](),
-            accumulation_mode=getattr(trigger.AccumulationMode, mode),
+            accumulation_mode=mode,
             timestamp_combiner=COMBINERS[combiner],
             allowed_lateness=20,
         )
@@ -86,12 +86,12 @@ def _run_both(build) -> tuple[list, list, object]:
     return outputs[0], outputs[1], spark_result
 
 
-def _covering(combiners: dict, shift: int = 0) -> list[tuple[str, str, str]]:
+def _covering(combiners: dict, shift: int = 0) -> list[tuple[str, str, trigger.AccumulationMode]]:
     """Every trigger once, with the timestamp combiners and the accumulation modes in turn
     (``shift`` turns them differently for the sliding and the session cases, so that between
     the two each combiner meets both modes). Each case is two runs on Spark; the invariants
     (``tests/conformance/test_invariants.py``) cross random triggers with the combine too."""
-    modes = ("ACCUMULATING", "DISCARDING")
+    modes = (trigger.AccumulationMode.ACCUMULATING, trigger.AccumulationMode.DISCARDING)
     names = sorted(combiners)
     return [
         (trigger_name, names[(i + shift) % len(names)], modes[(i + shift) % 2])
@@ -107,7 +107,7 @@ def test_a_lifted_combine_fires_the_panes_of_the_unlifted_one(spark, trigger_nam
 
 
 def test_the_lift_is_taken_fewer_records_cross_the_shuffle(spark):
-    _, _, result = _run_both(lambda p: _build(p, "early_late_counts", "EARLIEST", "ACCUMULATING"))
+    _, _, result = _run_both(lambda p: _build(p, "early_late_counts", "EARLIEST", trigger.AccumulationMode.ACCUMULATING))
     records = [r for r in result.watermarks().for_stage("Sum") if r.elements_in]
     assert records
     elements = sum(r.elements_in for r in records)
@@ -150,14 +150,14 @@ def _session_stream() -> TestStream:
 SESSION_COMBINERS = {**COMBINERS, "EARLIEST_TRANSFORMED": window.TimestampCombiner.OUTPUT_AT_EARLIEST_TRANSFORMED}
 
 
-def _sessions(p: beam.Pipeline, trigger_name: str, combiner: str, mode: str) -> beam.PCollection:
+def _sessions(p: beam.Pipeline, trigger_name: str, combiner: str, mode: trigger.AccumulationMode) -> beam.PCollection:
     return (
         p
         | _session_stream()
         | beam.WindowInto(
             window.Sessions(10),
             trigger=TRIGGERS[trigger_name](),
-            accumulation_mode=getattr(trigger.AccumulationMode, mode),
+            accumulation_mode=mode,
             timestamp_combiner=SESSION_COMBINERS[combiner],
             allowed_lateness=20,
         )
@@ -174,7 +174,7 @@ def test_sessions_combined_per_proto_session_fire_the_unlifted_panes(spark, trig
 
 @pytest.mark.parametrize(("combiner", "taken"), [("EOW", True), ("EARLIEST", True), ("EARLIEST_TRANSFORMED", False)])
 def test_sessions_are_lifted_where_output_times_ignore_the_window(spark, combiner, taken):
-    _, _, result = _run_both(lambda p: _sessions(p, "default", combiner, "DISCARDING"))
+    _, _, result = _run_both(lambda p: _sessions(p, "default", combiner, trigger.AccumulationMode.DISCARDING))
     records = [r for r in result.watermarks().for_stage("Sum") if r.elements_in]
     elements = sum(r.elements_in for r in records)
     shuffled = sum(r.records_shuffled for r in records)

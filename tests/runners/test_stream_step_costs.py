@@ -16,7 +16,7 @@ import pickle
 import pytest
 
 import sparkbeam as beam
-from sparkbeam.runners.core.grouping_step import nothing_due
+from sparkbeam.runners.core.physical import nothing_due
 from sparkbeam.runners.core.records import KeyedState, StateChunk, Summary
 from sparkbeam.runners.core.steps import StageSummary, StepParams
 from sparkbeam.runners.core.window_state import KeyState, WindowState
