@@ -1,0 +1,34 @@
+"""Beam's runner-validation suite, ``FnApiRunnerTest``, against sparkbeam's runner.
+
+Beam validates its portable runners with this one class: ``PortableRunnerTest``,
+``SparkRunnerTest``, ``FlinkRunnerTest`` and ``PrismRunnerTest`` subclass it, override
+``create_pipeline`` and ``create_options``, and skip, with a reason, what their runner
+cannot do. ``SparkRunnerTest`` here does the same for sparkbeam's runner and skips nothing:
+every test Beam itself does not skip passes. The module is not named ``test_*`` so that the
+test suite does not run the whole class (several minutes): ``test_fn_runner_suite.py`` runs
+a subset of it, and ``python -m tests.beam_frontend.conformance`` all of it, under the guard
+that fails a test whose pipeline runs on one of Beam's runners instead.
+"""
+
+from __future__ import annotations
+
+import apache_beam as beam
+import pytest
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.runners.portability.fn_api_runner import fn_runner_test
+
+import sparkbeam
+
+
+@pytest.fixture(autouse=True)
+def _shared_spark_session(spark):
+    """The runner finds the tests' shared session (tests/conftest.py) and runs on it."""
+    return spark
+
+
+class SparkRunnerTest(fn_runner_test.FnApiRunnerTest):
+    def create_options(self):
+        return PipelineOptions(["--state_partitions=2"])
+
+    def create_pipeline(self, is_drain=False):
+        return beam.Pipeline(runner=sparkbeam.SparkRunner(), options=self.create_options())
