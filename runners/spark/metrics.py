@@ -28,7 +28,7 @@ from typing import Any
 
 from pyspark.accumulators import AccumulatorParam
 
-from sparkbeam.metrics.cells import DistributionData, GaugeData
+from sparkbeam.metrics.cells import BoundedTrieData, DistributionData, GaugeData
 from sparkbeam.metrics.execution import (
     MetricKey,
     MetricsContainer,
@@ -62,6 +62,8 @@ def updates_to_json(updates: MetricUpdates) -> str:
                 data = [value.value, value.timestamp]
             elif kind == "string_sets":
                 data = sorted(value)
+            elif kind == "bounded_tries":
+                data = [value.bound, [list(path) for path in value.paths]]
             else:
                 data = value
             rows.append([kind, key.step, key.metric.namespace, key.metric.name, data])
@@ -78,6 +80,9 @@ def updates_from_json(text: str) -> MetricUpdates:
             value = GaugeData(*data)
         elif kind == "string_sets":
             value = frozenset(data)
+        elif kind == "bounded_tries":
+            bound, paths = data
+            value = BoundedTrieData(frozenset(tuple(path) for path in paths), bound)
         elif kind == "counters":
             value = data
         else:

@@ -32,3 +32,8 @@ class SparkRunnerTest(fn_runner_test.FnApiRunnerTest):
 
     def create_pipeline(self, is_drain=False):
         return beam.Pipeline(runner=sparkbeam.SparkRunner(), options=self.create_options())
+
+    def test_metrics(self):
+        # Beam's default leaves bounded tries unchecked (its portable runners drop them);
+        # sparkbeam keeps them, so this checks them too.
+        super().test_metrics(check_bounded_trie=True)

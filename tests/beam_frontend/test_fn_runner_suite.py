@@ -23,6 +23,7 @@ pytestmark = pytest.mark.spark
 
 SUBSET = frozenset(
     {
+        "test_metrics",
         "test_pardo_side_inputs",
         "test_pardo_state_timers",
         "test_windowed_combine_per_key",
