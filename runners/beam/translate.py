@@ -33,6 +33,7 @@ composites, Reshuffle among them, may set without a WindowInto), translated once
 from __future__ import annotations
 
 import copy
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -41,6 +42,7 @@ from apache_beam import pvalue as beam_pvalue
 from apache_beam.io import iobase
 from apache_beam.options.pipeline_options import TypeOptions
 from apache_beam.runners.common import DoFnSignature
+from apache_beam.runners.worker.operations import InefficientExecutionWarning
 from apache_beam.testing import test_stream as beam_test_stream
 from apache_beam.transforms import core as beam_core
 from apache_beam.transforms import periodicsequence as beam_periodic
@@ -285,6 +287,8 @@ def _par_do(t: _Translation, node: Any) -> list[Op]:
         except TypeError as error:
             msg = f"{where}: {error}"
             raise TypeError(msg) from error
+    if takes_batches(fn):
+        _warn_if_rebatched(node, main)
     label = _pcoll_label(main)
     windowing = t.windowing(main, label)
     base = t.base(node)
@@ -306,6 +310,25 @@ def _par_do(t: _Translation, node: Any) -> list[Op]:
         side_views=tuple(view for _, view in sides),
     )
     return splittable_ops(t, op, windowing) if splittable else [op]
+
+
+def _warn_if_rebatched(node: Any, main: Any) -> None:
+    """Beam's warning where a DoFn taking batches reads batches of another type: its input
+    is exploded and made into batches again (as Beam's harness does, warning at run time)."""
+    producer = main.producer
+    producer_fn = getattr(getattr(producer, "transform", None), "fn", None)
+    if producer_fn is None or not getattr(producer_fn, "_can_yield_batches", False):
+        return
+    produced = getattr(getattr(producer_fn, "output_batch_converter", None), "batch_type", None)
+    consumed = getattr(getattr(node.transform.fn, "input_batch_converter", None), "batch_type", None)
+    if produced is None or consumed is None or produced == consumed:
+        return
+    message = (
+        f"Input to operation '{node.full_label}' ({type(node.transform.fn).__name__}) must be rebatched "
+        f"from type {produced!r} to {consumed!r}.\nThis is very inefficient, consider re-structuring "
+        "your pipeline or adding a DoFn to directly convert between these types."
+    )
+    warnings.warn(message, InefficientExecutionWarning, stacklevel=2)
 
 
 def _ends_before_the_run(t: _Translation, node: Any) -> bool:

@@ -23,6 +23,7 @@ pytestmark = pytest.mark.spark
 
 SUBSET = frozenset(
     {
+        "test_batch_rebatch_pardos",
         "test_metrics",
         "test_pardo_side_inputs",
         "test_pardo_state_timers",
