@@ -13,7 +13,10 @@ runners expand it, into three parts (labels under the ParDo's own):
    timestamp, windows and pane ride along and are restored after, as Beam's ``Reshuffle``
    does; the element and restriction cross the shuffle pickled with Beam's pickler (they
    may be objects of classes Spark's workers cannot import by name, as Beam's coders allow).
-3. The ParDo itself (``BeamSplittableParDoOp``, its own label, so its metrics are where
+3. With ``--drain`` only, ``TruncateRestrictions``: each part truncated by its provider's
+   ``truncate`` (by default a bounded restriction is kept whole and an unbounded one
+   dropped), as Beam's runners truncate restrictions when a pipeline is drained.
+4. The ParDo itself (``BeamSplittableParDoOp``, its own label, so its metrics are where
    Beam puts them): each part is processed by Beam's ``DoFnRunner`` with a tracker the
    provider creates (``process_with_sized_restriction``), and the residual a DoFn leaves by
    self-checkpointing (``tracker.defer_remainder``) is processed again, once its resume
@@ -57,6 +60,7 @@ __all__ = [
     "BeamSplittableParDoOp",
     "ScatterParts",
     "SplitRestrictions",
+    "TruncateRestrictions",
     "gather_parts",
     "splittable_ops",
 ]
@@ -97,6 +101,23 @@ class SplitRestrictions(beam.DoFn):
                 msg = f"restriction_size of {part!r} is {size}; sizes must be >= 0"
                 raise ValueError(msg)
             yield ((element, (part, self.estimators.initial_estimator_state(element, part))), size)
+
+
+class TruncateRestrictions(beam.DoFn):
+    """Beam's ``TruncateSizedRestriction``, run when a pipeline is drained: each sized part
+    as its provider truncates it, sized again; a part truncated to None is dropped."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def setup(self) -> None:
+        self.restrictions = DoFnSignature(self.fn).get_restriction_provider()
+
+    def process(self, sized: Any) -> Iterator[Any]:
+        (element, (part, estimator_state)), _ = sized
+        truncated = self.restrictions.truncate(element, part)
+        if truncated is not None:
+            yield ((element, (truncated, estimator_state)), self.restrictions.restriction_size(element, truncated))
 
 
 class ScatterParts(DoFn):
@@ -165,9 +186,10 @@ class BeamSplittableDoFnRunner(BeamDoFnRunner):
 register_kind(BeamSplittableParDoOp, like=ParDoOp, join_body=pardo_joiner(BeamSplittableDoFnRunner))
 
 
-def splittable_ops(t: Any, process: BeamParDoOp, input_windowing: Windowing) -> list[Any]:
+def splittable_ops(t: Any, process: BeamParDoOp, input_windowing: Windowing, *, drain: bool = False) -> list[Any]:
     """The ops of a splittable ParDo (``process`` as translated for an ordinary one):
-    split, redistribute, process. ``t`` is the translation, which numbers PCollections."""
+    split, redistribute, truncate if the pipeline is drained, process. ``t`` is the
+    translation, which numbers PCollections."""
     label, location = process.label, process.location
     (source,) = process.inputs
     bounded = t.infos[source].is_bounded
@@ -195,6 +217,24 @@ def splittable_ops(t: Any, process: BeamParDoOp, input_windowing: Windowing) -> 
         )
 
     fields = {field.name: getattr(process, field.name) for field in attrs.fields(BeamParDoOp)}
+    truncating: list[Any] = []
+    parts = gathered
+    if drain:
+        parts = pcoll("TruncateRestrictions", input_windowing)
+        truncating.append(
+            BeamParDoOp(
+                label=f"{label}/TruncateRestrictions",
+                location=location,
+                inputs=(gathered,),
+                outputs=(parts,),
+                dofn=TruncateRestrictions(process.dofn),
+                args=(),
+                kwargs={},
+                output_tags=(None,),
+                input_windowfn=input_windowing.windowfn,
+                beam_windowing=process.beam_windowing,
+            )
+        )
     return [
         BeamParDoOp(
             label=f"{label}/SplitRestrictions",
@@ -219,5 +259,6 @@ def splittable_ops(t: Any, process: BeamParDoOp, input_windowing: Windowing) -> 
             keep_pane_indices=False,
         ),
         plain("Redistribute/Gather", _CallableDoFn(gather_parts, "FlatMap"), grouped, gathered, GlobalWindows()),
-        BeamSplittableParDoOp(**{**fields, "inputs": (gathered,)}),
+        *truncating,
+        BeamSplittableParDoOp(**{**fields, "inputs": (parts,)}),
     ]

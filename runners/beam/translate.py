@@ -95,8 +95,10 @@ _REFUSED_HINTS = {
 
 
 class _Translation:
-    def __init__(self, locations: dict[str, str], deterministic_keys: bool, type_checked: bool = False) -> None:
+    def __init__(self, locations: dict[str, str], deterministic_keys: bool, type_checked: bool = False, drain: bool = False) -> None:
         self.locations = locations
+        #: the pipeline runs drained: splittable DoFns' restrictions are truncated
+        self.drain = drain
         self.deterministic_keys = deterministic_keys
         #: Beam checks element types at run time (its runtime type check options)
         self.type_checked = type_checked
@@ -309,7 +311,7 @@ def _par_do(t: _Translation, node: Any) -> list[Op]:
         beam_windowing=main.windowing,
         side_views=tuple(view for _, view in sides),
     )
-    return splittable_ops(t, op, windowing) if splittable else [op]
+    return splittable_ops(t, op, windowing, drain=t.drain) if splittable else [op]
 
 
 def _warn_if_rebatched(node: Any, main: Any) -> None:
@@ -568,11 +570,13 @@ def translate(
     captured: Sequence[Any] = (),
     capture_logs: dict[int, str] | None = None,
     deterministic_keys: bool = True,
+    drain: bool = False,
 ) -> LoweredPipeline:
     """The engine's ops for a Beam pipeline, producers first; ``captured`` are Beam
     PCollections whose emissions the run records (``capture_logs``: by ``id`` of the
-    PCollection, the file each one's log goes to)."""
-    translation = _Translation(locations or {}, deterministic_keys, _type_checked(pipeline))
+    PCollection, the file each one's log goes to); ``drain``: run it as a drained pipeline
+    (splittable DoFns' restrictions truncated)."""
+    translation = _Translation(locations or {}, deterministic_keys, _type_checked(pipeline), drain)
     for node in pipeline.transforms_stack[0].parts:
         translation.visit(node)
     for pcoll in captured:

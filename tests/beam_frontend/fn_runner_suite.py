@@ -18,6 +18,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.runners.portability.fn_api_runner import fn_runner_test
 
 import sparkbeam
+from sparkbeam.runners.beam.options import SparkBeamOptions
 
 
 @pytest.fixture(autouse=True)
@@ -31,7 +32,10 @@ class SparkRunnerTest(fn_runner_test.FnApiRunnerTest):
         return PipelineOptions(["--state_partitions=2"])
 
     def create_pipeline(self, is_drain=False):
-        return beam.Pipeline(runner=sparkbeam.SparkRunner(), options=self.create_options())
+        options = self.create_options()
+        # As FnApiRunner(is_drain=True): restrictions truncated, as when a pipeline is drained.
+        options.view_as(SparkBeamOptions).drain = is_drain
+        return beam.Pipeline(runner=sparkbeam.SparkRunner(), options=options)
 
     def test_metrics(self):
         # Beam's default leaves bounded tries unchecked (its portable runners drop them);
