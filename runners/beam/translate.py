@@ -23,8 +23,9 @@ a stateful or timely one heads a keyed stage of its own, ``stateful.py``; a batc
 ``process_batch`` or yielding batches, has its batches made and exploded, ``batched.py``), ``WindowInto``
 (Beam's WindowFn as the engine's, ``windowing.py``), ``GroupByKey`` (keys encoded with
 Beam's coders, ``grouping.py``), ``Flatten`` and ``TestStream``. A primitive without a
-translation, or a feature the engine cannot honour yet (unbounded splittable DoFns,
-unbounded sources), raises ``NotImplementedError`` naming the transform, before Spark starts.
+translation, or a feature the engine cannot honour yet (an unbounded splittable DoFn, an
+unbounded source's among them, in a stream; a periodic impulse that never stops), raises
+``NotImplementedError`` naming the transform, before Spark starts.
 
 Each PCollection's windowing comes from Beam (``pcoll.windowing``, which Beam's own
 composites, Reshuffle among them, may set without a WindowInto), translated once.
@@ -40,6 +41,7 @@ from typing import Any
 import apache_beam as beam
 from apache_beam import pvalue as beam_pvalue
 from apache_beam.io import iobase
+from apache_beam.io.unbounded_source import UnboundedSource
 from apache_beam.options.pipeline_options import TypeOptions
 from apache_beam.runners.common import DoFnSignature
 from apache_beam.runners.worker.operations import InefficientExecutionWarning
@@ -95,8 +97,12 @@ _REFUSED_HINTS = {
 
 
 class _Translation:
-    def __init__(self, locations: dict[str, str], deterministic_keys: bool, type_checked: bool = False, drain: bool = False) -> None:
+    def __init__(
+        self, locations: dict[str, str], deterministic_keys: bool, type_checked: bool = False, drain: bool = False, streaming: bool = False
+    ) -> None:
         self.locations = locations
+        #: the pipeline runs as a stream (where an unbounded splittable DoFn would hold a step)
+        self.streaming = streaming
         #: the pipeline runs drained: splittable DoFns' restrictions are truncated
         self.drain = drain
         self.deterministic_keys = deterministic_keys
@@ -274,14 +280,22 @@ def _par_do(t: _Translation, node: Any) -> list[Op]:
     if signature.is_stateful_dofn():
         return stateful_par_do(t, node, where)  # a keyed stage of its own (stateful.py)
     splittable = signature.is_splittable_dofn()
-    if splittable and signature.is_unbounded_per_element() and not _ends_before_the_run(t, node):
-        msg = (
-            f"{where}: {type(fn).__name__} is an unbounded splittable DoFn (unbounded_per_element); "
-            "sparkbeam's Beam runner runs splittable DoFns with bounded restrictions only (and "
-            "PeriodicImpulse with a stop_timestamp); for a stream, use TestStream, or sparkbeam's "
-            "stream reads in a sparkbeam pipeline"
-        )
-        raise UnsupportedError(msg)
+    if splittable and signature.is_unbounded_per_element():
+        if _endless(t, node):
+            msg = (
+                f"{where}: {type(fn).__name__} is a PeriodicImpulse with no stop_timestamp, which never "
+                "ends; give it a stop_timestamp, or, for a stream, use TestStream or sparkbeam's stream "
+                "reads in a sparkbeam pipeline"
+            )
+            raise UnsupportedError(msg)
+        if t.streaming and not isinstance(fn, beam_periodic.ImpulseSeqGenDoFn):
+            msg = (
+                f"{where}: {type(fn).__name__} is an unbounded splittable DoFn (unbounded_per_element); "
+                "in a stream sparkbeam's Beam runner would process its restrictions to their end within "
+                "one step, holding the stream: run it in batch (where it runs to its end, as on Beam's "
+                "local runners), or read the stream with TestStream or sparkbeam's stream reads"
+            )
+            raise UnsupportedError(msg)
     (main,) = _pcolls(node.inputs)
     if batched and not _has_batch_converters(fn):
         try:  # lost in Beam's runner-API round trip: inferred again, as Beam's ParDo does
@@ -333,24 +347,25 @@ def _warn_if_rebatched(node: Any, main: Any) -> None:
     warnings.warn(message, InefficientExecutionWarning, stacklevel=2)
 
 
-def _ends_before_the_run(t: _Translation, node: Any) -> bool:
-    """Whether an unbounded_per_element DoFn's restrictions end: Beam's periodic impulse
-    ends at its elements' stop timestamps. One with no stop is refused here when the
+def _endless(t: _Translation, node: Any) -> bool:
+    """Whether an unbounded_per_element DoFn is known never to end: Beam's periodic impulse
+    ends at its elements' stop timestamps, and one with no stop is refused here when the
     PeriodicImpulse is in sight (as applied, or, after Beam's runner-API round trip, as
     TestPipeline's, through the Create or the closure that makes its elements), else on the
-    executor, when its element arrives."""
+    executor, when its element arrives. Any other runs until its restrictions are done, as
+    on Beam's local runners (an unbounded source's reader says when it has finished)."""
     if not isinstance(node.transform.fn, beam_periodic.ImpulseSeqGenDoFn):
         return False
-    return not t.endless_periodic_depth and not _fed_without_a_stop(node)
+    return bool(t.endless_periodic_depth) or _fed_without_a_stop(node)
 
 
 def _is_endless_periodic_impulse(transform: Any) -> bool:
     if not isinstance(transform, beam_periodic.PeriodicImpulse):
         return False
-    return _endless(transform.stop_ts)
+    return _endless_stop(transform.stop_ts)
 
 
-def _endless(stop: Any) -> bool:
+def _endless_stop(stop: Any) -> bool:
     try:
         return beam_timestamp.Timestamp.of(stop) >= beam_timestamp.MAX_TIMESTAMP
     except (TypeError, ValueError):
@@ -365,7 +380,7 @@ def _fed_without_a_stop(node: Any) -> bool:
     ancestor = producer
     while ancestor is not None and ancestor.transform is not None:
         if isinstance(ancestor.transform, beam_core.Create):
-            return any(isinstance(value, tuple) and len(value) == 3 and _endless(value[1]) for value in ancestor.transform.values)
+            return any(isinstance(value, tuple) and len(value) == 3 and _endless_stop(value[1]) for value in ancestor.transform.values)
         ancestor = ancestor.parent
     fn = getattr(producer.transform, "fn", None) if producer is not None else None
     impulse = _closed_over_periodic_impulse(getattr(fn, "_fn", fn), depth=3)
@@ -527,12 +542,11 @@ def _read(t: _Translation, node: Any) -> list[Op] | None:
                 input_windowfn=info.windowing.windowfn,
             ),
         ]
-    if isinstance(source, beam.transforms.PTransform):
-        return None  # Read of a transform: its expansion
-    msg = (
-        f"{where}: reading {type(source).__name__} (an unbounded source) is not supported by "
-        "sparkbeam's Beam runner yet; use TestStream, or sparkbeam's stream reads in a sparkbeam pipeline"
-    )
+    if isinstance(source, (beam.transforms.PTransform, UnboundedSource)):
+        # Read of a transform, or of an unbounded source: its expansion (for an unbounded
+        # source, Beam's splittable DoFn driving the source's reader, run to its end in batch).
+        return None
+    msg = f"{where}: reading {type(source).__name__}, neither a BoundedSource nor an UnboundedSource, is not supported"
     raise UnsupportedError(msg)
 
 
@@ -571,12 +585,13 @@ def translate(
     capture_logs: dict[int, str] | None = None,
     deterministic_keys: bool = True,
     drain: bool = False,
+    streaming: bool = False,
 ) -> LoweredPipeline:
     """The engine's ops for a Beam pipeline, producers first; ``captured`` are Beam
     PCollections whose emissions the run records (``capture_logs``: by ``id`` of the
     PCollection, the file each one's log goes to); ``drain``: run it as a drained pipeline
-    (splittable DoFns' restrictions truncated)."""
-    translation = _Translation(locations or {}, deterministic_keys, _type_checked(pipeline), drain)
+    (splittable DoFns' restrictions truncated); ``streaming``: it runs as a stream."""
+    translation = _Translation(locations or {}, deterministic_keys, _type_checked(pipeline), drain, streaming)
     for node in pipeline.transforms_stack[0].parts:
         translation.visit(node)
     for pcoll in captured:

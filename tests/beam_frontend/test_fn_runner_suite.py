@@ -26,6 +26,7 @@ SUBSET = frozenset(
         "test_batch_rebatch_pardos",
         "test_metrics",
         "test_sdf_with_truncate",
+        "test_unbounded_source_read",
         "test_pardo_side_inputs",
         "test_pardo_state_timers",
         "test_windowed_combine_per_key",
