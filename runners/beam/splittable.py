@@ -20,7 +20,9 @@ runners expand it, into three parts (labels under the ParDo's own):
    Beam puts them): each part is processed by Beam's ``DoFnRunner`` with a tracker the
    provider creates (``process_with_sized_restriction``), and the residual a DoFn leaves by
    self-checkpointing (``tracker.defer_remainder``) is processed again, once its resume
-   time has come, until nothing remains. Restrictions are bounded, so this ends.
+   time has come, until nothing remains. A self-checkpoint ends a bundle in Beam's sense:
+   the callbacks the DoFn registered with ``DoFn.BundleFinalizerParam`` run once the part's
+   output has been handed on, before its residual resumes (not at the task's end).
 
 A DoFn marked ``unbounded_per_element`` is refused by the translator (``translate.py``),
 but for Beam's periodic impulse (``PeriodicImpulse``, ``PeriodicSequence``), whose
@@ -165,7 +167,12 @@ class BeamSplittableDoFnRunner(BeamDoFnRunner):
             wait = resume_at - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
-            for residual in self._process_part(part, wv):
+            residuals = self._process_part(part, wv)
+            if residuals and self.runner.bundle_finalizer_param.has_callbacks():
+                # A self-checkpoint ends Beam's bundle: its output is handed on (above), then its
+                # finalization callbacks run, before the residual resumes (as a new bundle).
+                self.finalize_bundle()
+            for residual in residuals:
                 delay = residual.deferred_timestamp
                 seconds = delay.micros / 1e6 if delay is not None else 0.0
                 heapq.heappush(pending, (time.monotonic() + max(0.0, seconds), next(sequence), residual.residual_value))

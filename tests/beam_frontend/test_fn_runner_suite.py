@@ -28,6 +28,7 @@ SUBSET = frozenset(
         "test_sdf_with_truncate",
         "test_unbounded_source_read",
         "test_pardo_side_inputs",
+        "test_register_finalizations",
         "test_pardo_state_timers",
         "test_windowed_combine_per_key",
         "test_custom_merging_window",
