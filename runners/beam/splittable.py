@@ -40,10 +40,14 @@ from typing import Any
 
 import apache_beam as beam
 import attrs
+from apache_beam import pvalue as beam_pvalue
 from apache_beam.internal import pickler
 from apache_beam.runners.common import DoFnSignature
 from apache_beam.runners.worker import statesampler
+from apache_beam.transforms import core as beam_core
+from apache_beam.transforms import periodicsequence as beam_periodic
 from apache_beam.transforms.periodicsequence import ImpulseSeqGenDoFn
+from apache_beam.utils import timestamp as beam_timestamp
 from apache_beam.utils.timestamp import MAX_TIMESTAMP, Timestamp
 
 from sparkbeam.core import DoFn, _CallableDoFn
@@ -63,7 +67,9 @@ __all__ = [
     "ScatterParts",
     "SplitRestrictions",
     "TruncateRestrictions",
+    "endless_periodic_impulse",
     "gather_parts",
+    "is_endless_periodic_impulse",
     "splittable_ops",
 ]
 
@@ -191,6 +197,62 @@ class BeamSplittableDoFnRunner(BeamDoFnRunner):
 
 
 register_kind(BeamSplittableParDoOp, like=ParDoOp, join_body=pardo_joiner(BeamSplittableDoFnRunner))
+
+
+def endless_periodic_impulse(node: Any, *, inside_one: bool) -> bool:
+    """Whether an unbounded_per_element DoFn is known never to end: Beam's periodic impulse
+    ends at its elements' stop timestamps, and one with no stop is refused here when the
+    PeriodicImpulse is in sight (as applied, or, after Beam's runner-API round trip, as
+    TestPipeline's, through the Create or the closure that makes its elements), else on the
+    executor, when its element arrives. Any other runs until its restrictions are done, as
+    on Beam's local runners (an unbounded source's reader says when it has finished)."""
+    if not isinstance(node.transform.fn, beam_periodic.ImpulseSeqGenDoFn):
+        return False
+    return inside_one or _fed_without_a_stop(node)
+
+
+def is_endless_periodic_impulse(transform: Any) -> bool:
+    if not isinstance(transform, beam_periodic.PeriodicImpulse):
+        return False
+    return _endless_stop(transform.stop_ts)
+
+
+def _endless_stop(stop: Any) -> bool:
+    try:
+        return beam_timestamp.Timestamp.of(stop) >= beam_timestamp.MAX_TIMESTAMP
+    except (TypeError, ValueError):
+        return False  # not a timestamp: the executor's check decides
+
+
+def _fed_without_a_stop(node: Any) -> bool:
+    """Whether the (start, stop, interval) elements an ImpulseSeqGenDoFn reads come from a
+    Create, or from a Map closing over a PeriodicImpulse (its rebasing modes), with no stop."""
+    (main,) = [v for v in node.inputs if isinstance(v, beam_pvalue.PCollection)]
+    producer = main.producer
+    ancestor = producer
+    while ancestor is not None and ancestor.transform is not None:
+        if isinstance(ancestor.transform, beam_core.Create):
+            return any(isinstance(value, tuple) and len(value) == 3 and _endless_stop(value[1]) for value in ancestor.transform.values)
+        ancestor = ancestor.parent
+    fn = getattr(producer.transform, "fn", None) if producer is not None else None
+    impulse = _closed_over_periodic_impulse(getattr(fn, "_fn", fn), depth=3)
+    return impulse is not None and is_endless_periodic_impulse(impulse)
+
+
+def _closed_over_periodic_impulse(function: Any, depth: int) -> Any:
+    """A PeriodicImpulse that ``function``'s closure (or a function it closes over) holds."""
+    for cell in getattr(function, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if isinstance(value, beam_periodic.PeriodicImpulse):
+            return value
+        if depth > 1 and callable(value):
+            found = _closed_over_periodic_impulse(value, depth - 1)
+            if found is not None:
+                return found
+    return None
 
 
 def splittable_ops(t: Any, process: BeamParDoOp, input_windowing: Windowing, *, drain: bool = False) -> list[Any]:

@@ -34,7 +34,6 @@ composites, Reshuffle among them, may set without a WindowInto), translated once
 from __future__ import annotations
 
 import copy
-import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -44,20 +43,29 @@ from apache_beam.io import iobase
 from apache_beam.io.unbounded_source import UnboundedSource
 from apache_beam.options.pipeline_options import TypeOptions
 from apache_beam.runners.common import DoFnSignature
-from apache_beam.runners.worker.operations import InefficientExecutionWarning
 from apache_beam.testing import test_stream as beam_test_stream
 from apache_beam.transforms import core as beam_core
 from apache_beam.transforms import periodicsequence as beam_periodic
 from apache_beam.transforms import util as beam_util
-from apache_beam.utils import timestamp as beam_timestamp
+from apache_beam.transforms.combiners import SingleInputTupleCombineFn
 
 from sparkbeam.core import _CallableDoFn
-from sparkbeam.runners.beam.batched import BeamBatchedParDoOp, is_batched, takes_batches
+from sparkbeam.runners.beam.batched import (
+    BeamBatchedParDoOp,
+    is_batched,
+    takes_batches,
+    warn_if_rebatched,
+)
 from sparkbeam.runners.beam.grouping import BeamCombineFn, KeyCodec, KeyCodingOp, grouping_coders
+from sparkbeam.runners.beam.packing import PackingPlan, pack_name, plan_packing, unpack
 from sparkbeam.runners.beam.pardo import BeamParDoOp, SideInputName, SideView
 from sparkbeam.runners.beam.plain import BeamFnParDoOp, plain_par_do
 from sparkbeam.runners.beam.reads import ReadBundles, pickled_bundles, source_bundles
-from sparkbeam.runners.beam.splittable import splittable_ops
+from sparkbeam.runners.beam.splittable import (
+    endless_periodic_impulse,
+    is_endless_periodic_impulse,
+    splittable_ops,
+)
 from sparkbeam.runners.beam.stateful import stateful_par_do
 from sparkbeam.runners.beam.text_ranges import TextRangesSource, text_ranges
 from sparkbeam.runners.beam.windowing import engine_windowfn, engine_windowing
@@ -70,6 +78,7 @@ from sparkbeam.runners.core.ops import (
     ImpulseOp,
     LoweredPipeline,
     Op,
+    ParDoOp,
     PCollectionInfo,
     SideInputSlot,
     TestStreamOp,
@@ -103,6 +112,8 @@ class _Translation:
         self.locations = locations
         #: the pipeline runs as a stream (where an unbounded splittable DoFn would hold a step)
         self.streaming = streaming
+        #: which CombinePerKeys are packed into one grouping (none in a stream, as in Beam)
+        self.packing = PackingPlan()
         #: the pipeline runs drained: splittable DoFns' restrictions are truncated
         self.drain = drain
         self.deterministic_keys = deterministic_keys
@@ -145,6 +156,24 @@ class _Translation:
         return info.id
 
     # -- nodes -----------------------------------------------------------------------
+    def _packed(self, node: Any) -> bool:
+        """Whether combiner packing (packing.py) translated ``node``: a pack's first
+        CombinePerKey as the pack, the others and their duplicate KeyWithVoids as nothing."""
+        key = id(node)
+        alias = self.packing.key_with_void_aliases.get(key)
+        if alias is not None:
+            (output,) = _pcolls(node.outputs.values())
+            self.ids[id(output)] = self.pcoll_id(alias)
+            self._handles.append(output)
+            return True
+        if key in self.packing.packed_away:
+            return True
+        members = self.packing.packs.get(key)
+        if members is not None:
+            self.ops.extend(_packed_combines(self, members))
+            return True
+        return False
+
     def location(self, node: Any) -> str:
         return self.locations.get(node.full_label, "<unknown>")
 
@@ -162,6 +191,8 @@ class _Translation:
         if hint is not None:
             msg = f"'{node.full_label}' ({type(transform).__name__}, applied at {self.location(node)}) cannot run on sparkbeam: {hint}"
             raise UnsupportedError(msg)
+        if self._packed(node):
+            return
         for kind, translate_whole in _COMPOSITES:
             if isinstance(transform, kind):
                 ops = translate_whole(self, node)
@@ -170,7 +201,7 @@ class _Translation:
                     return
         if node.parts:
             reshuffle = isinstance(transform, (beam_util.Reshuffle, beam_util.ReshufflePerKey))
-            endless_periodic = _is_endless_periodic_impulse(transform)
+            endless_periodic = is_endless_periodic_impulse(transform)
             self.reshuffle_depth += reshuffle
             self.endless_periodic_depth += endless_periodic
             for part in node.parts:
@@ -281,7 +312,7 @@ def _par_do(t: _Translation, node: Any) -> list[Op]:
         return stateful_par_do(t, node, where)  # a keyed stage of its own (stateful.py)
     splittable = signature.is_splittable_dofn()
     if splittable and signature.is_unbounded_per_element():
-        if _endless(t, node):
+        if endless_periodic_impulse(node, inside_one=bool(t.endless_periodic_depth)):
             msg = (
                 f"{where}: {type(fn).__name__} is a PeriodicImpulse with no stop_timestamp, which never "
                 "ends; give it a stop_timestamp, or, for a stream, use TestStream or sparkbeam's stream "
@@ -304,7 +335,7 @@ def _par_do(t: _Translation, node: Any) -> list[Op]:
             msg = f"{where}: {error}"
             raise TypeError(msg) from error
     if takes_batches(fn):
-        _warn_if_rebatched(node, main)
+        warn_if_rebatched(node, main)
     label = _pcoll_label(main)
     windowing = t.windowing(main, label)
     base = t.base(node)
@@ -328,81 +359,6 @@ def _par_do(t: _Translation, node: Any) -> list[Op]:
     return splittable_ops(t, op, windowing, drain=t.drain) if splittable else [op]
 
 
-def _warn_if_rebatched(node: Any, main: Any) -> None:
-    """Beam's warning where a DoFn taking batches reads batches of another type: its input
-    is exploded and made into batches again (as Beam's harness does, warning at run time)."""
-    producer = main.producer
-    producer_fn = getattr(getattr(producer, "transform", None), "fn", None)
-    if producer_fn is None or not getattr(producer_fn, "_can_yield_batches", False):
-        return
-    produced = getattr(getattr(producer_fn, "output_batch_converter", None), "batch_type", None)
-    consumed = getattr(getattr(node.transform.fn, "input_batch_converter", None), "batch_type", None)
-    if produced is None or consumed is None or produced == consumed:
-        return
-    message = (
-        f"Input to operation '{node.full_label}' ({type(node.transform.fn).__name__}) must be rebatched "
-        f"from type {produced!r} to {consumed!r}.\nThis is very inefficient, consider re-structuring "
-        "your pipeline or adding a DoFn to directly convert between these types."
-    )
-    warnings.warn(message, InefficientExecutionWarning, stacklevel=2)
-
-
-def _endless(t: _Translation, node: Any) -> bool:
-    """Whether an unbounded_per_element DoFn is known never to end: Beam's periodic impulse
-    ends at its elements' stop timestamps, and one with no stop is refused here when the
-    PeriodicImpulse is in sight (as applied, or, after Beam's runner-API round trip, as
-    TestPipeline's, through the Create or the closure that makes its elements), else on the
-    executor, when its element arrives. Any other runs until its restrictions are done, as
-    on Beam's local runners (an unbounded source's reader says when it has finished)."""
-    if not isinstance(node.transform.fn, beam_periodic.ImpulseSeqGenDoFn):
-        return False
-    return bool(t.endless_periodic_depth) or _fed_without_a_stop(node)
-
-
-def _is_endless_periodic_impulse(transform: Any) -> bool:
-    if not isinstance(transform, beam_periodic.PeriodicImpulse):
-        return False
-    return _endless_stop(transform.stop_ts)
-
-
-def _endless_stop(stop: Any) -> bool:
-    try:
-        return beam_timestamp.Timestamp.of(stop) >= beam_timestamp.MAX_TIMESTAMP
-    except (TypeError, ValueError):
-        return False  # not a timestamp: the executor's check decides
-
-
-def _fed_without_a_stop(node: Any) -> bool:
-    """Whether the (start, stop, interval) elements an ImpulseSeqGenDoFn reads come from a
-    Create, or from a Map closing over a PeriodicImpulse (its rebasing modes), with no stop."""
-    (main,) = _pcolls(node.inputs)
-    producer = main.producer
-    ancestor = producer
-    while ancestor is not None and ancestor.transform is not None:
-        if isinstance(ancestor.transform, beam_core.Create):
-            return any(isinstance(value, tuple) and len(value) == 3 and _endless_stop(value[1]) for value in ancestor.transform.values)
-        ancestor = ancestor.parent
-    fn = getattr(producer.transform, "fn", None) if producer is not None else None
-    impulse = _closed_over_periodic_impulse(getattr(fn, "_fn", fn), depth=3)
-    return impulse is not None and _is_endless_periodic_impulse(impulse)
-
-
-def _closed_over_periodic_impulse(function: Any, depth: int) -> Any:
-    """A PeriodicImpulse that ``function``'s closure (or a function it closes over) holds."""
-    for cell in getattr(function, "__closure__", None) or ():
-        try:
-            value = cell.cell_contents
-        except ValueError:  # an empty cell
-            continue
-        if isinstance(value, beam_periodic.PeriodicImpulse):
-            return value
-        if depth > 1 and callable(value):
-            found = _closed_over_periodic_impulse(value, depth - 1)
-            if found is not None:
-                return found
-    return None
-
-
 def _has_batch_converters(fn: Any) -> bool:
     needs_input = takes_batches(fn) or getattr(fn, "_process_batch_defined", False)
     needs_output = getattr(fn, "_can_yield_batches", False)
@@ -415,11 +371,21 @@ def _key_coded_grouping(
     t: _Translation, node: Any, codec: KeyCodec, decode: Callable[[Any], Any], combine_fn: Any = None
 ) -> list[Op]:
     """EncodeKey (upstream stage) -> the grouping on encoded keys -> DecodeKey (its stage)."""
-    label = node.full_label
-    location = t.location(node)
     (source,) = _pcolls(node.inputs)
     (output,) = _pcolls(node.outputs.values())
-    source_id, output_id = t.pcoll_id(source), t.pcoll_id(output)
+    return _grouping_ops(t, node.full_label, t.location(node), t.pcoll_id(source), t.pcoll_id(output), codec, decode, combine_fn)
+
+
+def _grouping_ops(
+    t: _Translation,
+    label: str,
+    location: str,
+    source_id: int,
+    output_id: int,
+    codec: KeyCodec,
+    decode: Callable[[Any], Any],
+    combine_fn: Any = None,
+) -> list[Op]:
     source_info, output_info = t.infos[source_id], t.infos[output_id]
     encoded = t.new_pcoll(f"{label}/EncodeKey.out", source_info.windowing, source_info.is_bounded)
     grouped = t.new_pcoll(f"{label}.grouped", output_info.windowing, output_info.is_bounded)
@@ -507,6 +473,32 @@ def _combine_per_key(t: _Translation, node: Any) -> list[Op] | None:
     return _key_coded_grouping(t, node, codec, codec.decode_key, combine_fn=BeamCombineFn(transform.fn))
 
 
+def _packed_combines(t: _Translation, members: list[Any]) -> list[Op]:
+    """Sibling CombinePerKeys over one input as one grouping and an Unpack (packing.py)."""
+    first = members[0]
+    (source,) = _pcolls(first.inputs)
+    outputs = [t.pcoll_id(_pcolls(member.outputs.values())[0]) for member in members]
+    name = pack_name([member.full_label for member in members])
+    label, location = f"{name}/Pack", t.location(first)
+    key_coder, _ = grouping_coders(source, label, t.deterministic_keys)
+    codec = KeyCodec(label, key_coder)
+    first_output = t.infos[outputs[0]]
+    packed = t.new_pcoll(f"{label}.out", first_output.windowing, first_output.is_bounded)
+    fn = BeamCombineFn(SingleInputTupleCombineFn(*(member.transform.fn for member in members)))
+    unpack_op = ParDoOp(
+        label=f"{name}/Unpack",
+        location=location,
+        inputs=(packed,),
+        outputs=tuple(outputs),
+        dofn=_CallableDoFn(unpack, "FlatMap"),
+        args=(),
+        kwargs={},
+        output_tags=tuple(str(index) for index in range(len(members))),
+        input_windowfn=first_output.windowing.windowfn,
+    )
+    return [*_grouping_ops(t, label, location, t.pcoll_id(source), packed, codec, codec.decode_key, fn), unpack_op]
+
+
 def _read(t: _Translation, node: Any) -> list[Op] | None:
     source = node.transform.source
     where = f"'{node.full_label}' (applied at {t.location(node)})"
@@ -592,6 +584,8 @@ def translate(
     PCollection, the file each one's log goes to); ``drain``: run it as a drained pipeline
     (splittable DoFns' restrictions truncated); ``streaming``: it runs as a stream."""
     translation = _Translation(locations or {}, deterministic_keys, _type_checked(pipeline), drain, streaming)
+    if not streaming:
+        translation.packing = plan_packing(pipeline)
     for node in pipeline.transforms_stack[0].parts:
         translation.visit(node)
     for pcoll in captured:

@@ -25,6 +25,7 @@ SUBSET = frozenset(
     {
         "test_batch_rebatch_pardos",
         "test_metrics",
+        "test_pack_combiners",
         "test_sdf_with_truncate",
         "test_unbounded_source_read",
         "test_pardo_side_inputs",
