@@ -139,6 +139,15 @@ class _Tally:
         if report.when == "teardown" and self.outcomes.get(report.nodeid) not in (None, "passed", "no pipeline"):
             return  # already failed or skipped: an error in its teardown changes nothing
         self.outcomes[report.nodeid] = outcome
+        self._write()
+
+    def _write(self) -> None:
+        """The outcomes so far, rewritten after each test: a run stopped early keeps them."""
+        path = self.config.getoption("--conformance-json")
+        if path:
+            with open(f"{path}.part", "w") as out:
+                json.dump(self.outcomes, out, indent=1, sort_keys=True)
+            os.replace(f"{path}.part", path)
 
     def table(self) -> dict[str, Counter]:
         by_module: dict[str, Counter] = defaultdict(Counter)
@@ -153,7 +162,4 @@ class _Tally:
         terminalreporter.write_line("| Module | " + " | ".join(OUTCOMES) + " |")
         for module, counts in self.table().items():
             terminalreporter.write_line(f"| `{module}` | " + " | ".join(str(counts[o]) for o in OUTCOMES) + " |")
-        path = self.config.getoption("--conformance-json")
-        if path:
-            with open(path, "w") as out:
-                json.dump(self.outcomes, out, indent=1, sort_keys=True)
+        self._write()

@@ -34,9 +34,9 @@ BEAM_MODULES = (
     "transforms/sideinputs_test.py",
     "transforms/combiners_test.py",
     "transforms/util_test.py",
-    "transforms/trigger_test.py",
     "transforms/userstate_test.py",
     "transforms/ptransform_test.py",
+    "transforms/trigger_test.py",
 )
 #: Beam's runner-validation suite, whole (the test suite runs a subset of it)
 FN_RUNNER_SUITE = "tests/beam_frontend/fn_runner_suite.py::SparkRunnerTest"
@@ -49,23 +49,24 @@ def _beam_dir() -> str:
     return os.path.dirname(apache_beam.__file__)
 
 
-def _run(paths: list[str], plugins: list[str], extra: list[str]) -> tuple[dict[str, str], float]:
-    with tempfile.TemporaryDirectory(prefix="sparkbeam-conformance-") as folder:
-        report = os.path.join(folder, "outcomes.json")
-        command = [sys.executable, "-m", "pytest", "-o", "addopts=", "-p", "no:cacheprovider", "-q", "-rfE"]
-        for plugin in plugins:
-            command += ["-p", plugin]
-        command += ["-n", "2", "--dist", "loadfile", *extra, *paths]
-        command += [f"--test-pipeline-options={PIPELINE_OPTIONS}", f"--conformance-json={report}"]
-        print("$", " ".join(command), flush=True)
-        started = time.monotonic()
-        subprocess.run(command, cwd=ROOT, check=False)
-        took = time.monotonic() - started
-        if not os.path.exists(report):
-            msg = f"pytest wrote no outcomes ({report}): see its output above"
-            raise SystemExit(msg)
-        with open(report) as outcomes:
-            return json.load(outcomes), took
+def _run(paths: list[str], plugins: list[str], extra: list[str], folder: str, name: str) -> tuple[dict[str, str], float]:
+    report = os.path.join(folder, f"{name}.json")
+    command = [sys.executable, "-m", "pytest", "-o", "addopts=", "-p", "no:cacheprovider", "-q", "-rfE"]
+    for plugin in plugins:
+        command += ["-p", plugin]
+    # Test by test over two workers: Beam's modules share nothing between their tests but
+    # the worker's Spark session, and trigger_test's transcripts take minutes each.
+    command += ["-n", "2", "--dist", "load", *extra, *paths]
+    command += [f"--test-pipeline-options={PIPELINE_OPTIONS}", f"--conformance-json={report}"]
+    print("$", " ".join(command), flush=True)
+    started = time.monotonic()
+    subprocess.run(command, cwd=ROOT, check=False)
+    took = time.monotonic() - started
+    if not os.path.exists(report):
+        msg = f"pytest wrote no outcomes ({report}): see its output above"
+        raise SystemExit(msg)
+    with open(report) as outcomes:
+        return json.load(outcomes), took
 
 
 def _tally(outcomes: dict[str, str], rename: str | None = None) -> dict[str, Counter]:
@@ -82,9 +83,17 @@ def main(argv: list[str]) -> None:
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     beam = _beam_dir()
     suites = "tests.beam_frontend.beam_suites"
-    outcomes, took = _run([os.path.join(beam, m) for m in BEAM_MODULES] + [FN_RUNNER_SUITE], [suites], extra)
+    # Each test's outcome is written as it comes (beam_suites.py): a run stopped early keeps them here.
+    folder = tempfile.mkdtemp(prefix="sparkbeam-conformance-")
+    print(f"outcomes in {folder}", flush=True)
+    records, records_took = _run(
+        [os.path.join(beam, "transforms/userstate_test.py")], [suites, "tests.beam_frontend.beam_records"], extra, folder, "records"
+    )
+    # trigger_test last: its transcripts are the slowest.
+    paths = [os.path.join(beam, m) for m in BEAM_MODULES if "trigger" not in m] + [FN_RUNNER_SUITE]
+    paths += [os.path.join(beam, m) for m in BEAM_MODULES if "trigger" in m]
+    outcomes, took = _run(paths, [suites], extra, folder, "modules")
     table = _tally(outcomes)
-    records, records_took = _run([os.path.join(beam, "transforms/userstate_test.py")], [suites, "tests.beam_frontend.beam_records"], extra)
     table.update(_tally(records, rename=RECORDS_LABEL))
     print()
     print("| Module | " + " | ".join(OUTCOMES) + " |")
