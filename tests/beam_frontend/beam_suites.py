@@ -52,7 +52,8 @@ def pytest_configure(config: Any) -> None:
     options = config.getoption("--test-pipeline-options")
     if options:
         TestPipeline.pytest_test_pipeline_options = options
-    config.pluginmanager.register(_Tally(config), "beam_suites_tally")
+    if not hasattr(config, "workerinput"):  # the tally is the controller's, which sees every report
+        config.pluginmanager.register(_Tally(config), "beam_suites_tally")
 
 
 @pytest.hookimpl(hookwrapper=True)
