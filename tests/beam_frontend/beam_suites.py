@@ -137,9 +137,12 @@ class _Tally:
         outcome = conformance_outcome(report)
         if outcome is None:
             return
-        if report.when == "teardown" and self.outcomes.get(report.nodeid) not in (None, "passed", "no pipeline"):
+        # A module outside the rootdir (Beam's, installed) may reach the controller with no
+        # path in its node id (xdist): the report's location names the file.
+        nodeid = report.nodeid if not report.nodeid.startswith("::") else f"{report.location[0]}{report.nodeid}"
+        if report.when == "teardown" and self.outcomes.get(nodeid) not in (None, "passed", "no pipeline"):
             return  # already failed or skipped: an error in its teardown changes nothing
-        self.outcomes[report.nodeid] = outcome
+        self.outcomes[nodeid] = outcome
         self._write()
 
     def _write(self) -> None:
