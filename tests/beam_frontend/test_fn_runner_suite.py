@@ -1,9 +1,9 @@
 """A subset of Beam's runner-validation suite (``FnApiRunnerTest``) on sparkbeam's runner.
 
-The whole class takes minutes, so the test suite runs the tests below, one or two per
-feature the class checks (a failing assert surfacing, side inputs, state and timers,
-splittable DoFns and drain, windows of every kind, metrics, bundle finalization, batched
-DoFns, combiner packing, an unbounded read); ``python -m tests.beam_frontend.conformance``
+The whole class takes minutes, so the test suite runs the tests below, one per feature
+the class checks where sparkbeam's runner needed work (side inputs, state and timers,
+splittable DoFns and drain, windowed combines, metrics with bounded tries, bundle
+finalization, batched DoFns, combiner packing, an unbounded read); ``python -m tests.beam_frontend.conformance``
 runs all of it (``fn_runner_suite.py``). Each test runs under the guard of
 ``beam_guard.py``: a pipeline that would run on one of Beam's runners fails it.
 """
@@ -32,7 +32,6 @@ SUBSET = frozenset(
         "test_register_finalizations",
         "test_pardo_state_timers",
         "test_windowed_combine_per_key",
-        "test_custom_merging_window",
         "test_sdf_with_watermark_tracking",
     }
 )
