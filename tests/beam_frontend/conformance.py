@@ -39,7 +39,7 @@ BEAM_MODULES = (
     "transforms/trigger_test.py",
 )
 #: Beam's runner-validation suite, whole (the test suite runs a subset of it)
-FN_RUNNER_SUITE = "tests/beam_frontend/fn_runner_suite.py::SparkRunnerTest"
+FN_RUNNER_SUITE = "tests/beam_frontend/fn_runner_suite.py::SparkbeamRunnerTest"
 RECORDS_LABEL = "transforms/userstate_test.py, outputs recorded through a file (beam_records)"
 
 

@@ -3,8 +3,9 @@
 Beam validates its portable runners with this one class: ``PortableRunnerTest``,
 ``SparkRunnerTest``, ``FlinkRunnerTest`` and ``PrismRunnerTest`` subclass it, override
 ``create_pipeline`` and ``create_options``, and skip, with a reason, what their runner
-cannot do. ``SparkRunnerTest`` here does the same for sparkbeam's runner and skips nothing:
-every test Beam itself does not skip passes. The module is not named ``test_*`` so that the
+cannot do. ``SparkbeamRunnerTest`` here does the same for sparkbeam's runner and skips
+nothing: every test Beam itself does not skip passes. (Not ``SparkRunnerTest``: Beam skips
+its event-time timer tests by class name for its own Spark runner's class.) The module is not named ``test_*`` so that the
 test suite does not run the whole class (several minutes): ``test_fn_runner_suite.py`` runs
 a subset of it, and ``python -m tests.beam_frontend.conformance`` all of it, under the guard
 that fails a test whose pipeline runs on one of Beam's runners instead.
@@ -27,7 +28,7 @@ def _shared_spark_session(spark):
     return spark
 
 
-class SparkRunnerTest(fn_runner_test.FnApiRunnerTest):
+class SparkbeamRunnerTest(fn_runner_test.FnApiRunnerTest):
     def create_options(self):
         return PipelineOptions(["--state_partitions=2"])
 

@@ -46,11 +46,11 @@ def _guarded():
         pytest.fail(problem)
 
 
-class SparkRunnerSubsetTest(fn_runner_suite.SparkRunnerTest):
-    """``SparkRunnerTest`` with only the ``SUBSET`` of its tests (the others set to None,
+class SparkbeamRunnerSubsetTest(fn_runner_suite.SparkbeamRunnerTest):
+    """``SparkbeamRunnerTest`` with only the ``SUBSET`` of its tests (the others set to None,
     which unittest's loader, and so pytest, does not collect)."""
 
 
-for _name in unittest.TestLoader().getTestCaseNames(fn_runner_suite.SparkRunnerTest):
+for _name in unittest.TestLoader().getTestCaseNames(fn_runner_suite.SparkbeamRunnerTest):
     if _name not in SUBSET:
-        setattr(SparkRunnerSubsetTest, _name, None)
+        setattr(SparkbeamRunnerSubsetTest, _name, None)
