@@ -8,7 +8,9 @@ run on one of Beam's runners fails, and a test that runs no pipeline is counted 
 ``userstate_test.py`` runs a second time with ``beam_records.py``, which has its tests
 record their outputs through a file instead of a list on the test class. Prints one line
 per module (passed, failed, skipped, no pipeline, on Beam's runner) and the time each run
-took; arguments after ``--`` go to pytest (``-- -x``, ``-- -n 0``). Beam's test modules
+took; arguments after ``--`` go to pytest (``-- -x``, ``-- -n 1``). Arguments before it
+choose the runs by part of their name (``util_test``, ``fn_runner``, ``beam_records``):
+``python -m tests.beam_frontend.conformance combiners_test fn_runner`` runs those two only. Beam's test modules
 need Beam's test extra (mock, parameterized, pyhamcrest, tenacity), which sparkbeam's test
 extra includes. About an hour on two quiet cores.
 """
@@ -81,26 +83,38 @@ def _tally(outcomes: dict[str, str], rename: str | None = None) -> dict[str, Cou
 
 def main(argv: list[str]) -> None:
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    chosen = argv[: argv.index("--")] if "--" in argv else argv
     beam = _beam_dir()
+    # trigger_test last: its transcripts are the slowest.
+    names = [m for m in BEAM_MODULES if "trigger" not in m] + ["fn_runner_test.py"]
+    names += [m for m in BEAM_MODULES if "trigger" in m]
+    runs_records = not chosen or any(c in "beam_records userstate_test" for c in chosen)
+    names = [n for n in names if not chosen or any(c in n for c in chosen)]
+    if not names and not runs_records:
+        msg = f"no module of the table matches {chosen}: name one of {', '.join(BEAM_MODULES)}, fn_runner_test or beam_records"
+        raise SystemExit(msg)
     suites = "tests.beam_frontend.beam_suites"
     # Each test's outcome is written as it comes (beam_suites.py): a run stopped early keeps them here.
     folder = tempfile.mkdtemp(prefix="sparkbeam-conformance-")
     print(f"outcomes in {folder}", flush=True)
-    records, records_took = _run(
-        [os.path.join(beam, "transforms/userstate_test.py")], [suites, "tests.beam_frontend.beam_records"], extra, folder, "records"
-    )
-    # trigger_test last: its transcripts are the slowest.
-    paths = [os.path.join(beam, m) for m in BEAM_MODULES if "trigger" not in m] + [FN_RUNNER_SUITE]
-    paths += [os.path.join(beam, m) for m in BEAM_MODULES if "trigger" in m]
-    outcomes, took = _run(paths, [suites], extra, folder, "modules")
-    table = _tally(outcomes)
-    table.update(_tally(records, rename=RECORDS_LABEL))
+    table: dict[str, Counter] = {}
+    timings = []
+    if names:
+        paths = [FN_RUNNER_SUITE if n == "fn_runner_test.py" else os.path.join(beam, n) for n in names]
+        outcomes, took = _run(paths, [suites], extra, folder, "modules")
+        table.update(_tally(outcomes))
+        timings.append(f"{took:.0f} s for {', '.join(names)}")
+    if runs_records:
+        userstate = [os.path.join(beam, "transforms/userstate_test.py")]
+        records, took = _run(userstate, [suites, "tests.beam_frontend.beam_records"], extra, folder, "records")
+        table.update(_tally(records, rename=RECORDS_LABEL))
+        timings.append(f"{took:.0f} s for userstate_test with beam_records")
     print()
     print("| Module | " + " | ".join(OUTCOMES) + " |")
     print("| --- |" + " --- |" * len(OUTCOMES))
-    for module, counts in table.items():
+    for module, counts in sorted(table.items()):
         print(f"| `{module}` | " + " | ".join(str(counts[o]) for o in OUTCOMES) + " |")
-    print(f"\n{took:.0f} s for the modules, {records_took:.0f} s for userstate_test with beam_records")
+    print("\n" + "; ".join(timings))
 
 
 if __name__ == "__main__":
