@@ -1,11 +1,12 @@
 """Combiner packing (runners/beam/packing.py): sibling combines over one input in a
 composite that asks for it become one grouping named as Beam names it; a stream is not
-packed, and neither are combines outside such a composite."""
+packed, and neither are combines outside such a composite. That the packed grouping gives
+each combine its own result, under the step names Beam's runners report, is Beam's
+``FnApiRunnerTest.test_pack_combiners`` (test_fn_runner_suite.py)."""
 
 from __future__ import annotations
 
 import apache_beam as beam
-import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.portability import python_urns
 
@@ -46,13 +47,3 @@ def test_sibling_combines_over_one_input_are_one_grouping_where_the_composite_as
     assert _groupings(packed=False) == ["Stats/Smallest/CombinePerKey", "Stats/Largest/CombinePerKey", "Stats/Sum"]
     assert _groupings(packed=True, streaming=True) == ["Stats/Smallest/CombinePerKey", "Stats/Largest/CombinePerKey", "Stats/Sum"]
 
-
-@pytest.mark.spark
-def test_packed_combines_give_each_its_own_result(spark):
-    from apache_beam.testing.util import assert_that, equal_to
-
-    with beam.Pipeline(runner=sparkbeam.SparkRunner(), options=PipelineOptions(["--state_partitions=2"])) as p:
-        smallest, largest, total = p | beam.Create([3, 1, 2]) | "Stats" >> Packable(True)
-        assert_that(smallest, equal_to([1]), label="AssertSmallest")
-        assert_that(largest, equal_to([3]), label="AssertLargest")
-        assert_that(total, equal_to([("k", 6)]), label="AssertSum")
