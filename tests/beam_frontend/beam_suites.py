@@ -8,7 +8,11 @@ plugin registers it, so that::
         "$(python -c 'import apache_beam,os;print(os.path.dirname(apache_beam.__file__))')/transforms/util_test.py" \\
         --test-pipeline-options="--runner=sparkbeam.SparkRunner"
 
-runs Beam's tests with every ``TestPipeline()`` on sparkbeam. ``python -m
+runs Beam's tests with every ``TestPipeline()`` on sparkbeam. A pipeline a test builds with
+no runner (``beam.Pipeline(options=...)``, ``TestPipeline(options=...)``: its own options
+replace ``--test-pipeline-options``) runs on that option's runner too, without its other
+options: the plugin makes it Beam's default runner for the run, where Beam would run such
+a pipeline on its DirectRunner. ``python -m
 tests.beam_frontend.conformance`` runs every module of the README's conformance table this
 way and prints the table.
 
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 from collections import Counter, defaultdict
 from typing import Any
 
@@ -47,11 +52,16 @@ def pytest_addoption(parser: Any) -> None:
 
 
 def pytest_configure(config: Any) -> None:
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
     from apache_beam.testing.test_pipeline import TestPipeline
 
     options = config.getoption("--test-pipeline-options")
     if options:
         TestPipeline.pytest_test_pipeline_options = options
+        runner = PipelineOptions(shlex.split(options)).view_as(StandardOptions).runner
+        if runner:
+            # Beam's Pipeline takes its runner from here when neither it nor its options name one.
+            StandardOptions.DEFAULT_RUNNER = runner
     if not hasattr(config, "workerinput"):  # the tally is the controller's, which sees every report
         config.pluginmanager.register(_Tally(config), "beam_suites_tally")
 
