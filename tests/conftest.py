@@ -37,6 +37,19 @@ if "SPARK_CONF_DIR" not in os.environ:
     os.environ["SPARK_CONF_DIR"] = _conf_dir
     atexit.register(shutil.rmtree, _conf_dir, ignore_errors=True)
 
+# Checkpoints are sealed with a key kept outside them (runners/spark/checkpoint_key.py): the
+# tests and the stream jobs they start share one key of the test run, not the user's own.
+if "SPARKBEAM_CHECKPOINT_KEY_FILE" not in os.environ:
+    import secrets
+
+    _key_dir = tempfile.mkdtemp(prefix="sparkbeam-tests-key-")
+    _key_file = os.path.join(_key_dir, "checkpoint-key")
+    with os.fdopen(os.open(_key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as _key:
+        _key.write(secrets.token_hex(32))
+    os.environ["SPARKBEAM_CHECKPOINT_KEY_FILE"] = _key_file
+    atexit.register(shutil.rmtree, _key_dir, ignore_errors=True)
+
+
 def pytest_configure(config):
     from tests.dependencies import unmet_test_requirements
 

@@ -131,7 +131,7 @@ def _imports(path: Path) -> Iterator[_Import]:
 def _local_modules(path: Path) -> set[str]:
     """Modules a file may import by their bare name: its folder's own (scripts run from it) and
     the repository's top-level packages."""
-    return {p.stem for p in path.parent.glob("*.py")} | {"sparkbeam", "tests", "benchmarks"}
+    return {p.stem for p in path.parent.glob("*.py")} | {"sparkbeam", "tests", "benchmarks", "tools"}
 
 
 def _python_files(folder: str) -> list[Path]:
@@ -193,8 +193,8 @@ def test_the_tests_import_only_what_the_test_extra_declares():
     assert _problems(("tests",), {"install_requires", "test"}, extras_need_laziness=False) == []
 
 
-def test_the_benchmarks_import_only_declared_or_guarded_modules():
-    assert _problems(("benchmarks",), {"install_requires", "test"}, extras_need_laziness=False) == []
+def test_the_benchmarks_and_tools_import_only_declared_or_guarded_modules():
+    assert _problems(("benchmarks", "tools"), {"install_requires", "test"}, extras_need_laziness=False) == []
 
 
 def test_an_undeclared_or_eager_import_is_named(tmp_path, monkeypatch):

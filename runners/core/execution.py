@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import attrs
 
+from sparkbeam.runners.core.descriptions import describe
 from sparkbeam.runners.core.dofn_invoker import DoFnRunner, ElementRunner, SideInputs
 from sparkbeam.runners.core.errors import UnsupportedError
 from sparkbeam.runners.core.metrics import StepScopedRunner
@@ -438,7 +439,7 @@ register_kind(
     Role.GROUPING,
     shipped_parts=lambda op: () if op.combine_fn is None else (("CombineFn", op.combine_fn),),
     shape=lambda op: (
-        f"windowing={op.windowing!r} combine={type(op.combine_fn).__name__ if op.combine_fn else None}",
+        f"windowing={describe(op.windowing)} combine={type(op.combine_fn).__name__ if op.combine_fn else None}",
     ),
 )
 register_kind(
@@ -446,7 +447,7 @@ register_kind(
     # Keyed like a grouping: its state and timers live per key between steps (stateful_step.py).
     Role.GROUPING,
     shipped_parts=lambda op: (("DoFn", op.dofn), ("arguments", (op.args, op.kwargs))),
-    shape=lambda op: (f"windowing={op.windowing!r} dofn={type(op.dofn).__name__}",),
+    shape=lambda op: (f"windowing={describe(op.windowing)} dofn={type(op.dofn).__name__}",),
 )
 register_kind(WriteTextOp, Role.SINK)
 register_kind(WriteFilesPerStepOp, Role.SINK)

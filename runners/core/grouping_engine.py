@@ -26,6 +26,7 @@ from sparkbeam.windowing import Windowing
 
 from .drops import DropReason, GroupingStats
 from .holds import HoldPolicy, last_instant
+from .keys import user_key
 from .merging import Buckets
 from .records import Partial
 from .window_state import KeyState, WindowState
@@ -495,7 +496,7 @@ class WindowedGrouping(GroupingEngine):
         window_state.pending = 0
         window_state.gc_hold = False
         stats.panes_fired += 1
-        return WindowedValue((key, payload), timestamp, (window,), pane)
+        return WindowedValue((user_key(key), payload), timestamp, (window,), pane)
 
     def _collect_garbage(
         self,

@@ -15,12 +15,13 @@ from typing import Any
 
 from sparkbeam.runners.core.drops import DROP_COUNTERS, GroupingStats
 from sparkbeam.runners.core.errors import TransformError
-from sparkbeam.runners.core.ops import GroupOp
+from sparkbeam.runners.core.keys import UngroupableKeyError, grouping_key
+from sparkbeam.runners.core.ops import GroupOp, Op
 from sparkbeam.runners.core.records import KeyedState, Pane, Partial, Summary
 from sparkbeam.runners.core.steps import StageSummary, StepParams
 from sparkbeam.utils.windowed_value import WindowedValue
 
-__all__ = ["group_partition", "key_element", "nothing_due"]
+__all__ = ["group_partition", "grouping_key_of", "key_element", "nothing_due", "ungroupable"]
 
 
 def key_element(op: GroupOp, wv: WindowedValue) -> tuple[Any, WindowedValue]:
@@ -37,7 +38,25 @@ def key_element(op: GroupOp, wv: WindowedValue) -> tuple[Any, WindowedValue]:
             raise TransformError(msg) from None
     else:
         key, inner = value
+    kind = type(key)
+    if kind is not str and kind is not int and kind is not bytes:  # keys.grouping_key's own, inlined
+        key = grouping_key_of(op, key)
     return key, WindowedValue(inner, wv.timestamp_micros, wv.windows, wv.pane_info)
+
+
+def grouping_key_of(op: Op, key: Any) -> Any:
+    """What ``op`` groups ``key`` by (``keys.grouping_key``: the key itself, or a
+    ``GroupingKey`` for a key whose ``==`` differs from Beam's encoding), or a clear error."""
+    try:
+        return grouping_key(key)
+    except UngroupableKeyError as error:
+        raise ungroupable(op, key, error) from None
+
+
+def ungroupable(op: Op, key: Any, error: UngroupableKeyError) -> TransformError:
+    """The error for a key ``op`` cannot group, naming the grouping and the key's type."""
+    msg = f"'{op.label}' (applied at {op.location}) cannot group by the key {_short(key)} of type {type(key).__qualname__}: {error}"
+    return TransformError(msg)
 
 
 def nothing_due(previous: StageSummary | None, params: StepParams, *, has_state: bool, side_inputs: bool) -> bool:

@@ -23,6 +23,7 @@ from sparkbeam.windowing import Windowing
 from .drops import GroupingStats
 from .grouping_engine import Arrival, GroupingEngine, WindowedGrouping
 from .holds import HoldPolicy
+from .keys import user_key
 from .merging import WindowMerger
 from .records import Partial
 from .triggers import (
@@ -359,7 +360,7 @@ class SinglePaneGrouping(GroupingEngine):
             return []
         payload = self._payload(window_state.contents, keep=False)
         stats.panes_fired += 1
-        return [WindowedValue((key, payload), self.pane_timestamp, (_GLOBAL_WINDOW,), _SINGLE_PANE)]
+        return [WindowedValue((user_key(key), payload), self.pane_timestamp, (_GLOBAL_WINDOW,), _SINGLE_PANE)]
 
     def earliest_hold(self, state: KeyState) -> tuple[int, BoundedWindow] | None:
         """The one pane's timestamp holds the watermark while its key has data."""

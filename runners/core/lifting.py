@@ -38,8 +38,9 @@ from sparkbeam.combine import CombineFn, accumulator_from
 from sparkbeam.window import IntervalWindow
 
 from .errors import TransformError, UserCodeError
-from .grouping_step import key_element
+from .grouping_step import key_element, ungroupable
 from .holds import HoldPolicy, output_time_ignores_window
+from .keys import UngroupableKeyError, grouping_key
 from .ops import GroupOp
 from .records import Partial
 
@@ -77,6 +78,12 @@ def precombine(
         value, timestamp, windows, _pane = wv
         if type(value) is tuple and len(value) == 2:
             key, value = value  # no copy of the element to take its key off
+            kind = type(key)
+            if kind is not str and kind is not int and kind is not bytes:  # keys.grouping_key's own, inlined
+                try:
+                    key = grouping_key(key)
+                except UngroupableKeyError as error:
+                    raise UserCodeError(op.label, op.location, ungroupable(op, key, error)) from None
         else:
             try:
                 key, inner = key_element(op, wv)

@@ -100,6 +100,10 @@ class SchemaAggregateOp(Op):
     aggregates: tuple[AggregateSpec, ...]
     result_names: tuple[str, ...]
     windowing: Windowing
+    #: a capture or a side input reads the panes: the driver needs them all
+    driver_reads: bool = False
+    #: a later stage or a sink reads the panes: the executors need them
+    executors_read: bool = True
 
     def kind_of_column(self, column: str) -> ColumnKind:
         return dict(self.columns)[column]
@@ -112,7 +116,8 @@ class SchemaAggregateOp(Op):
         if self.timestamp_column and self.timestamp_unit != "s":
             stamp += f" ({self.timestamp_unit})"
         source = f"; {self.table.describe()}" if self.table is not None else ""
-        return f"SQL plan: group by [{keys}] per {type(self.windowing.windowfn).__name__}, {aggregates}; {stamp}{source}"
+        panes = "panes collected on the driver (captured or a side input)" if self.driver_reads else "panes made on the executors"
+        return f"SQL plan: group by [{keys}] per {type(self.windowing.windowfn).__name__}, {aggregates}; {stamp}; {panes}{source}"
 
 
 @attrs.frozen
@@ -170,6 +175,8 @@ def find_segments(pipeline: Pipeline, *, general_path_reason: str | None = None)
         except _NotASegment as reason:
             plan.notes[_combine_label(node)] = f"general path: {reason}"
             continue
+        driver_reads, executors_read = _readers(node, nodes, pipeline)
+        op_builder = _Builder(node, attrs.evolve(op_builder.op, driver_reads=driver_reads, executors_read=executors_read))
         plan.substitutes[id(node)] = op_builder
         for part in absorbed:
             plan.substitutes[id(part)] = _absorbed
@@ -207,6 +214,21 @@ def _consumers(nodes: list[AppliedTransform], pipeline: Pipeline) -> dict[int, i
     for pc in pipeline.captured:
         counts[id(pc)] = counts.get(id(pc), 0) + 1
     return counts
+
+
+def _readers(node: AppliedTransform, nodes: list[AppliedTransform], pipeline: Pipeline) -> tuple[bool, bool]:
+    """Who reads the aggregation's output: (the driver: a capture or a side input; the
+    executors: a later transform or a sink). The SQL plan collects its panes only for the
+    driver."""
+    (output,) = [pc for pc in node.outputs.values() if isinstance(pc, pvalue.PCollection)]
+    driver = any(pc is output for pc in pipeline.captured)
+    executors = False
+    for other in nodes:
+        if not other.is_primitive:
+            continue
+        driver = driver or any(side.pvalue is output for side in other.side_inputs)
+        executors = executors or any(pc is output for pc in other.inputs)
+    return driver, executors
 
 
 @attrs.frozen

@@ -53,6 +53,7 @@ from typing import Any
 import attrs
 
 from sparkbeam.io.watermarks import ObservedBatch, WatermarkEstimator
+from sparkbeam.runners.core.descriptions import attributes, describe
 from sparkbeam.utils.timestamp import MIN_TIMESTAMP
 
 __all__ = ["PartitionStatus", "PartitionedWatermark"]
@@ -60,6 +61,14 @@ __all__ = ["PartitionStatus", "PartitionedWatermark"]
 MIN = MIN_TIMESTAMP.micros
 
 _SNAPSHOT_FORMAT = "sparkbeam.PartitionedWatermark/1"
+
+
+def _micros_text(value: int | None) -> str:
+    return "none" if value is None else f"{value / 1_000_000:g} s"
+
+
+def _described(fields: dict[str, Any], name: str) -> str:
+    return describe(fields[name]) if name in fields else "(none)"
 
 
 @attrs.frozen
@@ -220,6 +229,58 @@ class PartitionedWatermark:
         for fields in data["partitions"]:
             restored._partitions[fields["key"]] = _Partition(**fields)
         return restored
+
+    def reconfigure(self, prototype: WatermarkEstimator, idle_timeout: int | None) -> list[str]:
+        """Take a resumed run's settings where they changed since the checkpoint, from the
+        next ``advance`` on; returns what changed. ``idle_timeout`` is simply replaced. A
+        changed estimator of the same class keeps what each partition's copy learned (the
+        attributes observing changed) and takes the new prototype's changed parameters;
+        another class, or a changed parameter that observing also changes, is refused
+        (ValueError): what was learned cannot carry over. Watermarks never go back: a
+        larger delay holds the watermark where it is until the events catch up."""
+        changes = []
+        if idle_timeout != self.idle_timeout:
+            changes.append(f"idle_timeout {_micros_text(self.idle_timeout)} -> {_micros_text(idle_timeout)}")
+            self.idle_timeout = idle_timeout
+        before, after = describe(self.prototype), describe(prototype)
+        if before == after:
+            return changes
+        if type(prototype) is not type(self.prototype):
+            msg = (
+                f"{self.source_label}: the watermark estimator is {after} in this run and {before} in the "
+                "checkpoint; each partition's estimator carries what it learned, which another class cannot take "
+                "over. Run with the checkpoint's estimator, or start a new --checkpoint_dir"
+            )
+            raise ValueError(msg)
+        old, new = attributes(self.prototype), attributes(prototype)
+        changed = sorted(name for name in old.keys() | new.keys() if _described(old, name) != _described(new, name))
+        learned = {
+            name
+            for state in self._partitions.values()
+            for name, value in attributes(state.estimator).items()
+            if describe(value) != _described(old, name)
+        }
+        if learned & set(changed):
+            msg = (
+                f"{self.source_label}: the watermark estimator changed ({before} -> {after}) in "
+                f"{', '.join(sorted(learned & set(changed)))}, which its partitions' copies changed while observing; "
+                "what they learned cannot carry over. Run with the checkpoint's estimator, or start a new --checkpoint_dir"
+            )
+            raise ValueError(msg)
+        try:
+            for state in self._partitions.values():
+                for name in changed:
+                    setattr(state.estimator, name, copy.deepcopy(new[name]))
+        except (AttributeError, TypeError) as error:  # a frozen estimator, a missing attribute
+            msg = (
+                f"{self.source_label}: the watermark estimator changed ({before} -> {after}) and its partitions' "
+                f"copies cannot take the new parameters ({error}). Run with the checkpoint's estimator, or start a "
+                "new --checkpoint_dir"
+            )
+            raise ValueError(msg) from None
+        self.prototype = copy.deepcopy(prototype)
+        changes.append(f"watermark {before} -> {after}")
+        return changes
 
     def __repr__(self) -> str:
         return (

@@ -33,7 +33,9 @@ from sparkbeam.metrics.execution import MetricsEnvironment
 from sparkbeam.runners.core.dofn_invoker import DoFnRunner
 from sparkbeam.runners.core.drops import DROP_COUNTERS, DropReason, GroupingStats
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
+from sparkbeam.runners.core.grouping_step import grouping_key_of
 from sparkbeam.runners.core.holds import HoldPolicy, timer_hold
+from sparkbeam.runners.core.keys import user_key
 from sparkbeam.runners.core.ops import StatefulParDoOp
 from sparkbeam.runners.core.records import KeyedState, Summary
 from sparkbeam.runners.core.steps import StageSummary, StepParams
@@ -64,7 +66,11 @@ def key_for_state(op: StatefulParDoOp, wv: WindowedValue) -> tuple[Any, Windowed
     """(key, element) for an element entering a stateful DoFn, or a clear error."""
     value = wv.value
     if type(value) is tuple and len(value) == 2:
-        return value[0], wv
+        key = value[0]
+        kind = type(key)
+        if kind is str or kind is int or kind is bytes:  # keys.grouping_key's own, inlined
+            return key, wv
+        return grouping_key_of(op, key), wv
     try:
         key, _ = value
     except (TypeError, ValueError):
@@ -74,7 +80,7 @@ def key_for_state(op: StatefulParDoOp, wv: WindowedValue) -> tuple[Any, Windowed
             "beam.Map(lambda x: (key_of(x), x))"
         )
         raise TransformError(msg) from None
-    return key, wv
+    return grouping_key_of(op, key), wv
 
 
 def _short(value: Any) -> str:
@@ -157,7 +163,7 @@ class StatefulDoFnRunner(DoFnRunner):
             elif kind == _TIMER:
                 kwargs[name] = RuntimeTimer(spec, self._cells, self._hold_for)
             elif kind == _KEY:
-                kwargs[name] = self._key
+                kwargs[name] = user_key(self._key)
             elif kind == _TAG:
                 kwargs[name] = tag
 

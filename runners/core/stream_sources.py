@@ -14,11 +14,13 @@ source knows between steps is in ``snapshot()``, so a restored source continues 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import attrs
 
 from sparkbeam.io.watermarks import ObservedBatch
+from sparkbeam.runners.core.errors import TransformError
 from sparkbeam.runners.core.ops import StreamReadOp
 from sparkbeam.runners.core.source_watermarks import PartitionedWatermark
 from sparkbeam.runners.core.sources import SourceEmission, SourceReport, SourceState
@@ -28,6 +30,8 @@ __all__ = ["PartitionStats", "StreamSourceState", "WalBatch"]
 
 MIN = MIN_TIMESTAMP.micros
 MAX = MAX_TIMESTAMP.micros
+
+_LOG = logging.getLogger(__name__)
 
 
 @attrs.frozen
@@ -136,7 +140,17 @@ class StreamSourceState(SourceState):
         }
 
     def restore(self, data: dict[str, Any]) -> None:
+        """Continue from a checkpoint's snapshot, with this run's settings where they
+        changed: ``idle_timeout`` and the estimator's parameters apply from the next step
+        on (``PartitionedWatermark.reconfigure``), as ``allowed_delay`` always does."""
         self.valve = PartitionedWatermark.restore(data["valve"])
+        try:
+            changes = self.valve.reconfigure(self.op.spec.watermark, self.op.spec.idle_timeout)
+        except ValueError as error:
+            msg = f"'{self.op.label}' (applied at {self.op.location}): {error}"
+            raise TransformError(msg) from None
+        if changes:
+            _LOG.warning("'%s': resumed with changed settings, applied from this step on: %s", self.op.label, "; ".join(changes))
         self.consumed_through = data["consumed_through"]
         self.watermark = data["watermark"]
         self.done = data["done"]

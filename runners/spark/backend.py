@@ -24,13 +24,13 @@ real streams) and ``sql_plan.py``, the grouping here, the file sinks in ``sinks.
 from __future__ import annotations
 
 import functools
-import os
-import socket
+import secrets
 import uuid
 from typing import Any
 
 import attrs
 
+from sparkbeam.io import commits
 from sparkbeam.metrics.execution import MetricUpdates
 from sparkbeam.runners.core import lifting
 from sparkbeam.runners.core.execution import backend_ops
@@ -52,9 +52,11 @@ from sparkbeam.runners.core.side_input_wait import must_wait
 from sparkbeam.runners.core.sources import SourceEmission
 from sparkbeam.runners.core.steps import StageResult, StageSummary, StepParams
 from sparkbeam.runners.spark import (
+    attempt_reports,
     batch_grouping,
     driver_stages,
     metrics,
+    sealed_files,
     sinks,
     source_reads,
     sql_plan,
@@ -63,6 +65,7 @@ from sparkbeam.runners.spark import (
 )
 from sparkbeam.runners.spark.counters import read_and_release
 from sparkbeam.runners.spark.errors import user_errors
+from sparkbeam.runners.spark.sealing import Sealer
 from sparkbeam.runners.spark.state_chunks import unpack_state
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP
 from sparkbeam.utils.windowed_value import WindowedValue
@@ -88,6 +91,9 @@ class Dataset:
     #: the same elements' values alone, when each is in the global window at the minimum
     #: timestamp with an unknown pane (a text file's lines): a body reads them so
     values: Any = None
+    #: how many elements there are, where the driver knows without holding them (a SQL
+    #: plan's panes made on the executors)
+    size: int | None = None
 
 
 class EngineFactory:
@@ -129,13 +135,18 @@ class SparkBackend:
         #: per stage reading side inputs: side input -> the watermark it must reach before
         #: anything parked can be released
         self.release_at: dict[int, dict[int, int]] = {}
+        #: opens a real stream's write-ahead-log batches (a stream run sets it, see streaming.py)
+        self.wal_sealer: Sealer | None = None
         #: the Spark job group of this run's jobs (to cancel them, and to follow them)
         self.job_group = f"sparkbeam-{uuid.uuid4().hex[:12]}"
         self.current_stage: str | None = None
         #: user metrics: the step's accumulator (made at its first stage) and the listener
         #: for failed attempts' updates (runners/spark/metrics.py)
         self.metrics_channel: metrics.MetricsChannel | None = None
-        self.attempt_reports: metrics.AttemptReports | None = None
+        self.attempt_reports: attempt_reports.AttemptReports | None = None
+        #: the run's key: executors sign the user errors they send back with it, and the
+        #: driver unpickles none that it does not verify (runners/core/errors.py)
+        self.error_key = secrets.token_bytes(32)
         #: keyed stages of the step whose summary job is put off, to run as one job with
         #: the others' (stage id, stage name, result RDD); see ``_run_put_off``
         self.put_off: list[tuple[int, str, Any]] = []
@@ -179,9 +190,9 @@ class SparkBackend:
             return dataset.collected
         if dataset.known_empty:
             return []
-        plain = dataset.rdd.mapPartitions(stage_records.as_plain_tuples)
+        plain = dataset.rdd.mapPartitions(self._keyed(stage_records.as_plain_tuples))
         plain._jrdd_deserializer = stage_records.ElementsToTheDriver(plain._jrdd_deserializer)
-        with user_errors():
+        with user_errors(self.error_key):
             return plain.collect()
 
     # -- stages ------------------------------------------------------------------------
@@ -208,11 +219,11 @@ class SparkBackend:
         if must_wait(stage, params, stage.id in self.states):
             return self._run_waiting(stage, inputs, params, side, wanted)
         if stage.is_source and not stage.body and len(inputs) == 1:
-            # A source whose elements the driver already holds (a SQL plan's panes), read
-            # as they are: no job runs an empty body over them.
+            # A source whose elements the driver holds or has counted (a SQL plan's panes),
+            # read as they are: no job runs an empty body over them.
             ((pcoll, held),) = inputs.items()
-            if held.collected is not None and stage.outputs == (pcoll,):
-                count = len(held.collected)
+            count = len(held.collected) if held.collected is not None else held.size
+            if count is not None and stage.outputs == (pcoll,):
                 return StageResult({pcoll: held}, StageSummary(elements_in=count, elements_out=count))
         counters = (self.sc.accumulator(0), self.sc.accumulator(0))
         made_here = None
@@ -243,7 +254,7 @@ class SparkBackend:
             body.setName(stage.name)
             outputs = self._split(stage, body, source.known_empty, wanted)
         if source is not None and not stage.outputs and not stage.sinks and not source.known_empty:
-            with user_errors():
+            with user_errors(self.error_key):
                 body.count()  # a leaf stage: nothing downstream will make Spark run it
 
         def summary() -> StageSummary:
@@ -305,14 +316,14 @@ class SparkBackend:
             combined = state  # only timers to fire: no shuffle at all
         else:
             if stateful:
-                keyed = new.rdd.mapPartitions(functools.partial(worker.keyed_for_state, grouping))
+                keyed = new.rdd.mapPartitions(self._keyed(worker.keyed_for_state, grouping))
             elif lifting.lifts(grouping):
                 # The combine lifted: one record per key and window of each partition.
                 keyed = new.rdd.mapPartitions(
                     self._metered(worker.precombined, grouping, self.overlapping_window_rule, params.output_watermark)
                 )
             else:
-                keyed = new.rdd.mapPartitions(functools.partial(worker.keyed_elements, grouping))
+                keyed = new.rdd.mapPartitions(self._keyed(worker.keyed_elements, grouping))
             shuffled = keyed.partitionBy(self.num_partitions, self.partition_fn)
             combined = shuffled if state is None else state.union(shuffled)
         if combined.getNumPartitions() != self.num_partitions:
@@ -351,7 +362,7 @@ class SparkBackend:
             outputs = {pcoll: Dataset(result.mapPartitions(functools.partial(stage_records.select, pcoll))) for pcoll in stage.outputs}
             return StageResult(outputs, functools.partial(self._put_off_summary, stage.id), deferred=True)
         # One job per stage and step: the summaries, and the outputs the loop will collect.
-        with user_errors():
+        with user_errors(self.error_key):
             fetched = result.mapPartitions(functools.partial(stage_records.summaries_and, wanted)).collect()
         summary, collected, _ = stage_records.sort_fetched(fetched, wanted)
         self.last_summaries[stage.id] = summary
@@ -377,7 +388,7 @@ class SparkBackend:
         names = ", ".join(name for _, name, _ in put_off)
         self.sc.setJobGroup(self.job_group, f"{names} (summaries)", True)
         summaries = [result.mapPartitions(functools.partial(stage_records.stage_summaries, stage_id)) for stage_id, _, result in put_off]
-        with user_errors():
+        with user_errors(self.error_key):
             fetched = (summaries[0] if len(summaries) == 1 else self.sc.union(summaries)).collect()
         parts: dict[int, list[StageSummary]] = {stage_id: [] for stage_id, _, _ in put_off}
         for stage_id, summary in fetched:
@@ -433,7 +444,7 @@ class SparkBackend:
         self.steps_since_checkpoint[stage.id] = steps_since
         # One job: the summaries and wanted outputs of both passes, and the new parked state.
         collect = [records.mapPartitions(functools.partial(stage_records.reports_and, wanted)) for records in passes]
-        with user_errors():
+        with user_errors(self.error_key):
             fetched = self.sc.union([*collect, parked.mapPartitions(stage_records.materialise)]).collect()
         summary, collected, release = stage_records.sort_fetched(fetched, wanted)
         self.last_summaries[stage.id] = summary
@@ -477,7 +488,7 @@ class SparkBackend:
             body = entering.mapPartitions(self._metered(worker.run_body, stage_records.shippable(stage), side, body_counters))
             outputs = self._split(stage, body, new.known_empty, wanted)
         if not stage.outputs and not stage.sinks:
-            with user_errors():
+            with user_errors(self.error_key):
                 body.count()
 
         def summary() -> StageSummary:
@@ -491,17 +502,22 @@ class SparkBackend:
         """The step's metrics channel: one accumulator for every stage of the step."""
         if self.attempt_reports is None:
             conf = self.sc.getConf()
-            local = (conf.get("spark.master") or "").startswith("local")
-            host = "127.0.0.1" if local else (conf.get("spark.driver.host") or socket.gethostname())
-            self.attempt_reports = metrics.AttemptReports(host)
+            bind_host, advertised_host = attempt_reports.listen_addresses(conf)
+            encrypted = attempt_reports.encrypted_channel_wanted(conf)
+            self.attempt_reports = attempt_reports.AttemptReports(bind_host, advertised_host, encrypted=encrypted)
         if self.metrics_channel is None:
             accumulator = self.sc.accumulator(MetricUpdates(), metrics.MetricsParam())
-            self.metrics_channel = metrics.MetricsChannel(accumulator, self.attempt_reports.address, self.attempt_reports.token)
+            self.metrics_channel = metrics.MetricsChannel(accumulator, self.attempt_reports.channel(), self.error_key)
         return self.metrics_channel
 
     def _metered(self, function: Any, *args: Any) -> Any:
         """``function`` bound to ``args`` for ``mapPartitions``, its task's metrics reported."""
         return functools.partial(metrics.metered, self._channel(), function, *args)
+
+    def _keyed(self, function: Any, *args: Any) -> Any:
+        """``function`` bound to ``args`` for ``mapPartitions``, its task given the run's key
+        for user errors (``metrics.with_channel``): no user code of its own to meter."""
+        return functools.partial(metrics.with_channel, self._channel(), function, *args)
 
     def step_metrics(self) -> tuple[MetricUpdates, MetricUpdates]:
         """After the step's jobs: what its successful tasks committed, and what failed
@@ -517,8 +533,8 @@ class SparkBackend:
         for sink in stage.sinks:
             (pcoll,) = sink.inputs
             dataset = datasets[pcoll]
-            with user_errors():
-                sinks.write(self.sc, sink, dataset.rdd, dataset.known_empty, params)
+            with user_errors(self.error_key):
+                sinks.write(self.sc, sink, dataset.rdd, dataset.known_empty, params, self._channel())
 
     def end_step(self, step: int) -> None:
         if self.put_off:
@@ -531,26 +547,28 @@ class SparkBackend:
         self.broadcasts.clear()
 
     # -- checkpoints ----------------------------------------------------------------------
-    def save_state(self, directory: str) -> dict[int, str]:
-        """Write each grouping stage's keyed state under ``directory``; {stage id: file name}."""
+    def save_state(self, directory: str, sealer: Sealer) -> dict[int, str]:
+        """Write each grouping stage's keyed state under ``directory``, sealed with
+        ``sealer`` (``sealed_files.py``); {stage id: file name}."""
         written = {}
         self.sc.setJobGroup(self.job_group, f"checkpoint of the keyed state in {directory}", True)
         for stage_id, state in self.states.items():
             name = f"state-{stage_id}"
-            with user_errors():
-                state.saveAsPickleFile(os.path.join(directory, name))
+            with user_errors(self.error_key):
+                sealed_files.save_records(state, commits.join(directory, name), sealer, "state")
             written[stage_id] = name
         return written
 
     def snapshot(self) -> dict[str, Any]:
         return {"last_summaries": dict(self.last_summaries), "num_partitions": self.num_partitions}
 
-    def restore(self, snapshot: dict[str, Any], state_paths: dict[int, str]) -> None:
-        """Load keyed state saved by ``save_state`` (re-partitioned with this run's partitioner)."""
+    def restore(self, snapshot: dict[str, Any], state_paths: dict[int, str], sealer: Sealer) -> None:
+        """Load keyed state saved by ``save_state`` (re-partitioned with this run's
+        partitioner); each piece is checked with ``sealer`` before it is unpickled."""
         self.last_summaries = dict(snapshot["last_summaries"])
         for stage_id, path in state_paths.items():
             # Chunks back to (key, KeyedState), which this run's partitioner places.
-            saved = self.sc.pickleFile(path).mapPartitions(unpack_state)
+            saved = sealed_files.read_records(self.sc, path, sealer, "state").mapPartitions(unpack_state)
             state = saved.partitionBy(self.num_partitions, self.partition_fn).persist()
             self.states[stage_id] = state
             self.state_results[stage_id] = state

@@ -32,8 +32,9 @@ from sparkbeam.runners.core.dofn_invoker import SideInputs
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
 from sparkbeam.runners.core.fused import FusedBody
 from sparkbeam.runners.core.gc_pause import gc_paused
-from sparkbeam.runners.core.grouping_step import key_element
+from sparkbeam.runners.core.grouping_step import key_element, ungroupable
 from sparkbeam.runners.core.holds import HoldPolicy, last_instant, single_pane_timestamp
+from sparkbeam.runners.core.keys import GroupingKey, UngroupableKeyError, grouping_key
 from sparkbeam.runners.core.metrics import StepScopedCombineFn, step_scoped
 from sparkbeam.runners.core.ops import GroupOp
 from sparkbeam.runners.core.plan import Stage
@@ -177,6 +178,12 @@ class MapSideTable:
                 value = wv[0]
                 if type(value) is tuple and len(value) == 2:
                     key, inner = value
+                    kind = type(key)
+                    if kind is not str and kind is not int and kind is not bytes:  # keys.grouping_key's own
+                        try:
+                            key = grouping_key(key)
+                        except UngroupableKeyError as error:
+                            raise UserCodeError(op.label, op.location, ungroupable(op, key, error)) from None
                 else:
                     try:
                         key, keyed = key_element(op, wv)
@@ -247,16 +254,20 @@ class MapSideTable:
         unnamed = type(current).step  # what ``_CURRENT.step`` reads where no step was named
 
         def add_stamped(value: Any, micros: int, windows: tuple) -> None:
-            if (
-                type(value) is not tuple
-                or len(value) != 2
-                or len(windows) != 1
-                or type(windows[0]) is not interval_window
-                or (key_type is not None and type(value[0]) is not key_type)
-            ):
+            if type(value) is not tuple or len(value) != 2 or len(windows) != 1 or type(windows[0]) is not interval_window:
                 fallback(value, micros, windows)
                 return
             key, inner = value
+            kind = type(key)
+            if kind is not key_type:
+                if key_type is not None:
+                    fallback(value, micros, windows)
+                    return
+                if kind is not str and kind is not int:  # what the engine groups by (keys.py)
+                    try:
+                        key = grouping_key(key)
+                    except UngroupableKeyError as error:
+                        raise UserCodeError(op.label, op.location, ungroupable(op, key, error)) from None
             compact = (key, windows[0]._bounds)
             accumulator = accumulators.get(compact, absent)
             new_group = accumulator is absent
@@ -456,8 +467,11 @@ def _extracted_panes(
     # the driver holds one), and its last instant. A window of another class, which may
     # carry data beyond what makes it equal, keeps its own.
     per_window: dict[Any, tuple[tuple, int]] = {}
+    grouped_by_form = GroupingKey
     for compact, (accumulator, hold) in pairs:
         key, bounds = compact
+        if type(key) is grouped_by_form:  # the user's key (keys.user_key, inlined)
+            key = key.key
         shareable = type(bounds) is tuple or type(bounds) is GlobalWindow
         shared = per_window.get(bounds) if shareable else None
         if shared is None:

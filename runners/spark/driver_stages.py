@@ -76,7 +76,7 @@ def run_on_driver(stage: Stage, inputs: dict[int, Any], side_inputs: dict[int, l
     tagged = [(pcoll, element) for pcoll, dataset in inputs.items() for element in dataset.collected]
     outputs: dict[int, list] = {pcoll: [] for pcoll in stage.outputs}
     made = 0
-    with user_errors(), metrics.driver_task():
+    with user_errors(channel.error_key), metrics.driver_task():
         task = metrics.metered(channel, worker.run_body, shipped, _Held(side_inputs) if side_inputs else None, counters, iter(tagged))
         for pcoll, element in task:
             made += 1

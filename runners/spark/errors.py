@@ -8,7 +8,9 @@ them say nothing about the user's code. ``--verbose_errors`` keeps everything, t
 error chained.
 
 Failures of sparkbeam itself on an executor are shortened the same way: the worker's
-Python exception, with Spark's log for the rest.
+Python exception, with Spark's log for the rest. So is a user's failure whose payload is
+missing or not signed with the run's key (``runners/core/errors.py``): nothing in Spark's
+error text is unpickled unless the run's own executors signed it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import re
 from collections.abc import Iterator
 
 from sparkbeam.errors import hide_engine_frames
-from sparkbeam.runners.core.errors import add_note, rebuild_user_error
+from sparkbeam.runners.core.errors import UserCodeError, add_note, rebuild_user_error, user_error_of
 from sparkbeam.runners.spark.spark_log import current_log
 
 __all__ = ["SparkTaskError", "user_errors"]
@@ -33,18 +35,23 @@ class SparkTaskError(RuntimeError):
 
 
 @contextlib.contextmanager
-def user_errors() -> Iterator[None]:
+def user_errors(key: bytes) -> Iterator[None]:
     """Re-raise a failure inside a Spark job as the user's exception.
 
     Spark reports a Python worker's exception as text inside a Py4J error; the worker put
-    the pickled original there (``UserCodeError``), so the user sees their exception, with
-    a note naming the transform and the line that applied it, not a Py4J trace.
+    the pickled original there (``UserCodeError``), signed with the run's ``key``, so the
+    user sees their exception, with a note naming the transform and the line that applied
+    it, not a Py4J trace. A stage the driver ran itself raises its ``UserCodeError`` here
+    as it is.
     """
     try:
         yield
     except Exception as failure:
         log = current_log()
-        original = rebuild_user_error(str(failure))
+        if isinstance(failure, UserCodeError):
+            original: BaseException | None = user_error_of(failure)
+        else:
+            original = rebuild_user_error(str(failure), key)
         if original is None:
             original = _worker_failure(failure)
             if original is None or log.verbose:

@@ -27,7 +27,7 @@ directory on S3 should read only the steps a later step's existence proves commi
 **The driver only.** Py4J reaches the driver's JVM, not the executors' Python workers, so
 this file system serves the driver: matching input globs, checkpoints, the step journal,
 write-ahead-log metadata and renames that commit output. Data is written by Spark's own
-writers on the executors (``saveAsPickleFile`` for keyed state and the write-ahead log),
+writers on the executors (sealed text files for keyed state and the write-ahead log, ``sealed_files.py``),
 which take any Hadoop URL. A file sink's shards are written by the executors' Python, so a
 sink's path must be one the executors reach (local, ``file://`` or a shared mount); a sink
 on a cluster file system is refused before Spark starts (``runners/spark/sinks.py``).
@@ -157,12 +157,17 @@ class HadoopFileSystem(FileSystem):
             raise OSError(msg)
         fs.mkdirs(jpath)
 
-    def makedirs(self, path: str) -> None:
-        """Create the directory and its parents; one already there is fine."""
+    def makedirs(self, path: str, private: bool = False) -> None:
+        """Create the directory and its parents; one already there is fine. ``private``:
+        the directory gets permission 700 where the file system has permissions (HDFS,
+        local; object stores ignore it: their access is the bucket's policy)."""
         fs, jpath = self._fs(path)
-        if not fs.mkdirs(jpath) and not fs.getFileStatus(jpath).isDirectory():
+        created = fs.mkdirs(jpath)
+        if not created and not fs.getFileStatus(jpath).isDirectory():
             msg = f"cannot create the directory {path}: a file is in the way"
             raise OSError(msg)
+        if private and created:
+            fs.setPermission(jpath, _context()._jvm.org.apache.hadoop.fs.permission.FsPermission("700"))
 
     def has_dirs(self) -> bool:
         return True
@@ -205,6 +210,21 @@ class HadoopFileSystem(FileSystem):
         fs, jpath = self._fs(path)
         raw = io.BufferedWriter(_JavaOutput(fs.create(jpath, True)), buffer_size=_READ_CHUNK)
         return compressed_stream(raw, "wb", FileSystem._get_compression_type(path, compression_type), path)
+
+    def create_new(self, path: str, data: bytes) -> bool:
+        """Write ``data`` to ``path`` unless something is there: Hadoop's create without
+        overwrite, atomic on HDFS (on object stores, as atomic as the connector's
+        conditional create); False if the file was there."""
+        fs, jpath = self._fs(path)
+        try:
+            stream = fs.create(jpath, False)
+        except Exception as error:  # Py4J's error around FileAlreadyExistsException
+            if "FileAlreadyExistsException" in str(error) or fs.exists(jpath):
+                return False
+            raise
+        with io.BufferedWriter(_JavaOutput(stream), buffer_size=_READ_CHUNK) as handle:
+            handle.write(data)
+        return True
 
     def open(self, path: str, mime_type: str = "application/octet-stream", compression_type: Any = CompressionTypes.AUTO) -> IO[bytes]:
         fs, jpath = self._fs(path)

@@ -7,7 +7,8 @@ Each source runs one Spark streaming query whose ``foreachBatch`` function, for 
    and JSON files are read whole and parsed line by line, so that a dead letter carries its
    file, line number and raw line), and
    records behind the source's watermark by more than its allowed delay dropped;
-2. writes what it kept under ``wal/<b>`` (pickled, through Hadoop's output committer),
+2. writes what it kept under ``wal/<b>`` (pickled and sealed with the checkpoint key,
+   ``sealed_files.py``, through Hadoop's output committer),
    then a small ``<b>.json`` beside it with the batch's per-partition statistics — the
    batch is complete only once that file exists;
 3. returns, and only then does Spark mark batch *b* committed in its own checkpoint.
@@ -34,7 +35,10 @@ from sparkbeam.io import commits
 from sparkbeam.runners.core.errors import TransformError
 from sparkbeam.runners.core.ops import StreamReadOp
 from sparkbeam.runners.core.stream_sources import PartitionStats, WalBatch
+from sparkbeam.runners.spark import sealed_files
+from sparkbeam.runners.spark.checkpoints import CheckpointError, read_json
 from sparkbeam.runners.spark.counters import read_and_release
+from sparkbeam.runners.spark.sealing import Sealer
 from sparkbeam.runners.spark.stream_rows import (
     EVENT_MICROS,
     LINE,
@@ -43,6 +47,7 @@ from sparkbeam.runners.spark.stream_rows import (
     PARTITION,
     PER_TRIGGER_LIMITS,
     RAW,
+    UNDECODED,
     session_local_columns,
     session_time_zone,
     stats_param,
@@ -57,6 +62,26 @@ _LOG = logging.getLogger(__name__)
 # -- on the driver ---------------------------------------------------------------------
 
 
+def _split_lines(text: Any, valid: Any) -> Any:
+    """The lines of each whole file as an array column, without their ``\\n`` or ``\\r\\n``
+    (the last line's terminator ends it; it starts no empty line); ``valid``: whether the
+    file is all UTF-8.
+
+    Spark's string functions decode text to split it, turning bytes that are not UTF-8 into
+    U+FFFD; a file with such bytes is split as ISO-8859-1 text instead (one character per
+    byte, and no byte of a multi-byte UTF-8 sequence is a line end), each line then taken
+    back to its bytes, so that the bad bytes reach the line's dead letter as they were.
+    """
+    from pyspark.sql import functions as F
+
+    def split(column: Any) -> Any:
+        return F.split(F.regexp_replace(column, r"\r?\n\z", ""), r"\r?\n")
+
+    as_bytes = F.decode(text.cast("binary"), "ISO-8859-1")
+    byte_lines = F.transform(split(as_bytes), lambda line: F.encode(line, "ISO-8859-1").cast("string"))
+    return F.when(valid, split(text)).otherwise(byte_lines)
+
+
 class StreamIntake:
     """One real source: its Structured Streaming query and its write-ahead log."""
 
@@ -69,6 +94,7 @@ class StreamIntake:
         trigger_seconds: float,
         available_now: bool,
         drop_before: Any,
+        sealer: Sealer,
     ) -> None:
         self.spark = spark
         self.op = op
@@ -78,12 +104,13 @@ class StreamIntake:
         self.trigger_seconds = trigger_seconds
         self.available_now = available_now
         self.drop_before = drop_before
+        self.sealer = sealer
         self.query: Any = None
         self._ready: dict[int, WalBatch] = {}
         self._lock = threading.Lock()
         self._idle = threading.Event()  # set while no batch is being written
         self._idle.set()
-        commits.makedirs(self.wal_dir)
+        commits.makedirs(self.wal_dir, private=True)
         self._recover()
 
     @property
@@ -103,7 +130,7 @@ class StreamIntake:
         names = set(commits.list_names(self.wal_dir))
         for name in names:
             if name.endswith(".json") and not commits.is_temporary(name):
-                batch = WalBatch.from_plain(json.loads(commits.read_bytes(commits.join(self.wal_dir, name))))
+                batch = self._read_batch(commits.join(self.wal_dir, name))
                 if batch.path is not None:  # the directory may have moved since
                     batch = attrs.evolve(batch, path=commits.join(self.wal_dir, f"{batch.batch_id:010d}"))
                 self._ready[batch.batch_id] = batch
@@ -112,6 +139,16 @@ class StreamIntake:
             cut_short = not name.endswith(".json") and f"{name}.json" not in names
             if commits.is_temporary(name) or cut_short:
                 commits.remove(path)
+
+    def _read_batch(self, path: str) -> WalBatch:
+        """A durable batch's statistics, as ``_write_batch`` wrote them; refused naming the file
+        if they are not."""
+        plain = read_json(path, "write-ahead-log batch")
+        try:
+            return WalBatch.from_plain(plain)
+        except (KeyError, TypeError, ValueError) as error:
+            msg = f"{path}: the write-ahead-log batch's statistics are not what sparkbeam writes ({error!r}); restore it or start a new --checkpoint_dir"
+            raise CheckpointError(msg) from None
 
     # -- the query -----------------------------------------------------------------------
     def start(self) -> None:
@@ -225,21 +262,30 @@ class StreamIntake:
         if spec.corrupt_column:
             options.update(mode="PERMISSIVE", columnNameOfCorruptRecord=spec.corrupt_column)
         whole = reader.option("wholetext", "true").load(spec.path)
-        # the last line's terminator ends it; it does not start an empty line
-        text = F.regexp_replace(F.col("value"), r"\r?\n\z", "")
-        lines = whole.select(
-            F.col("_metadata.file_path").alias(ORIGIN), F.posexplode(F.split(text, r"\r?\n")).alias(LINE, RAW)
+        # Whether each file is all UTF-8, once per file, so that the lines need no column of
+        # the whole file's text beside them (and a valid file's lines no scan of their own).
+        files = whole.select(
+            F.col("_metadata.file_path").alias(ORIGIN), F.col("value"), F.is_valid_utf8(F.col("value")).alias(UNDECODED)
+        )
+        lines = files.select(
+            ORIGIN, F.posexplode(_split_lines(F.col("value"), F.col(UNDECODED))).alias(LINE, RAW), UNDECODED
         ).withColumn(LINE, F.col(LINE) + 1)
+        # a line of a file that is not all UTF-8 keeps its bytes if they are not, for its dead letter
+        lines = lines.withColumn(UNDECODED, F.when(~F.col(UNDECODED) & ~F.is_valid_utf8(F.col(RAW)), F.col(RAW).cast("binary")))
         if spec.format == "text":
-            return lines.select(F.col(RAW).alias("value"), ORIGIN, LINE, RAW)
+            return lines.select(F.col(RAW).alias("value"), ORIGIN, LINE, RAW, UNDECODED)
         lines = lines.where(F.trim(F.col(RAW)) != "")  # Spark's readers skip blank lines
         if spec.format == "csv" and options.get("header", "false").lower() == "true":
-            lines = lines.where(F.col(LINE) > 1)
+            lines = lines.where((F.col(LINE) > 1) | F.col(UNDECODED).isNotNull())  # a bad header is reported
         parse = F.from_json if spec.format == "json" else F.from_csv
         shape = schema.simpleString() if spec.format == "csv" else schema  # from_csv takes text
-        parsed = lines.select(parse(F.col(RAW), shape, options).alias("__sparkbeam_parsed"), ORIGIN, LINE, RAW)
+        parsed = lines.select(parse(F.col(RAW), shape, options).alias("__sparkbeam_parsed"), ORIGIN, LINE, RAW, UNDECODED)
         return parsed.select(
-            *[F.col("__sparkbeam_parsed").getField(name).alias(name) for name in schema.fieldNames()], ORIGIN, LINE, RAW
+            *[F.col("__sparkbeam_parsed").getField(name).alias(name) for name in schema.fieldNames()],
+            ORIGIN,
+            LINE,
+            RAW,
+            UNDECODED,
         )
 
     def check_time_zone(self) -> str:
@@ -290,7 +336,7 @@ class StreamIntake:
         )
         final = commits.join(self.wal_dir, f"{batch_id:010d}")
         temp = commits.temporary_beside(final)
-        records.saveAsPickleFile(temp)
+        sealed_files.save_records(records, temp, self.sealer, "wal")
         (total,) = read_and_release(stats)
         kept = sum(entry[0] for entry in total["partitions"].values())
         if kept or total["bad"]:
@@ -310,7 +356,7 @@ class StreamIntake:
             bad=total["bad"],
             offsets=self._spark_offsets(batch_id),
         )
-        commits.write_bytes(final + ".json", json.dumps(batch.to_plain()).encode("utf-8"))
+        commits.write_bytes(final + ".json", json.dumps(batch.to_plain()).encode("utf-8"), private=True)
         with self._lock:
             self._ready[batch_id] = batch
         _LOG.debug("%s: batch %d durable (%d records) in %.3fs", self.op.label, batch_id, kept, time.perf_counter() - started)

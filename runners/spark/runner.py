@@ -287,6 +287,11 @@ class SparkRunner(PipelineRunner):
         from sparkbeam.runners.spark.spark_log import choose_log
 
         check_dependency_options(settings["requirements_file"], settings["setup_file"])
+        real_sources = any(kind_of(op).endless for op in lowered.ops)
+        if real_sources:
+            from sparkbeam.runners.spark.streaming import check_before_start
+
+            check_before_start(plan, settings)
         spark, session_settings = get_session(
             settings["spark_master"], settings["spark_conf"], settings["job_name"], log=choose_log(settings)
         )
@@ -314,7 +319,6 @@ class SparkRunner(PipelineRunner):
                 overlapping_window_rule=settings["overlapping_window_rule"],
             )
             scripted_time = any(kind_of(op).scripts_processing_time for op in lowered.ops)
-            real_sources = any(kind_of(op).endless for op in lowered.ops)
             clock = self.clock or (ManualClock() if scripted_time else WallClock())
             stream_run = None
             if real_sources:

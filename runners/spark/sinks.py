@@ -47,6 +47,7 @@ from sparkbeam.runners.core.execution import backend_ops
 from sparkbeam.runners.core.ops import Op, WriteFilesPerStepOp, WriteTextOp
 from sparkbeam.runners.core.steps import StepParams
 from sparkbeam.runners.spark import textio
+from sparkbeam.runners.spark.metrics import MetricsChannel, metered_by
 from sparkbeam.utils.windowed_value import WindowedValue
 
 __all__ = ["SparkSink", "check", "write", "write_step"]
@@ -59,7 +60,7 @@ class SparkSink:
     #: are not local or on a shared mount
     step_files: Callable[[Any], StepFiles]
     #: in batch, a write of its own (sc, op, rdd, params); None: as one step
-    batch_write: Callable[[Any, Any, Any, StepParams], Any] | None = None
+    batch_write: Callable[..., Any] | None = None
 
 
 def _text_step_files(op: WriteTextOp) -> StepFiles:
@@ -87,11 +88,15 @@ def check(op: Op) -> None:
         raise TransformError(msg)
 
 
+def step_prefix(op: Op) -> str:
+    """The local path ``op``'s step folders are named after (``prefix-step-NNNNNNNN``)."""
+    return str(_SINKS.lookup(op).step_files(op).prefix).removeprefix("file://")
+
+
 def remove_leftovers(op: Op) -> list[str]:
     """Delete the temporary step directories of ``op``'s sink that an interrupted run left
     (called when a stream resumes, before its first step); returns what was removed."""
-    prefix = _SINKS.lookup(op).step_files(op).prefix
-    directory, base = os.path.split(prefix.removeprefix("file://"))
+    directory, base = os.path.split(step_prefix(op))
     ours = tuple(f"{mark}{base}-step-" for mark in (commits.TEMPORARY_MARK, ".sparkbeam-replaced-"))
     removed = []
     for name in commits.list_names(directory):
@@ -101,14 +106,15 @@ def remove_leftovers(op: Op) -> list[str]:
     return removed
 
 
-def write(sc: Any, op: Op, rdd: Any, known_empty: bool, params: StepParams) -> None:
+def write(sc: Any, op: Op, rdd: Any, known_empty: bool, params: StepParams, channel: MetricsChannel | None = None) -> None:
     """Write one step of ``op``'s input: in batch by the sink's own write if it has one,
-    else as the step's committed directory."""
+    else as the step's committed directory. The writing tasks are metered by ``channel``
+    (which also carries the run's key for their errors)."""
     sink: SparkSink = _SINKS.lookup(op)
     if params.batch and sink.batch_write is not None:
-        sink.batch_write(sc, op, rdd, params)
+        sink.batch_write(sc, op, rdd, params, channel)
     else:
-        write_step(sc, op, rdd, known_empty, params.step)
+        write_step(sc, op, rdd, known_empty, params.step, channel)
 
 
 def _write_partition(
@@ -145,7 +151,7 @@ def _write_partition(
         yield index, path, records
 
 
-def write_step(sc: Any, op: Op, rdd: Any, known_empty: bool, step: int) -> list[str]:
+def write_step(sc: Any, op: Op, rdd: Any, known_empty: bool, step: int, channel: MetricsChannel | None = None) -> list[str]:
     """Writes ``rdd`` as step ``step``'s committed directory; returns its files (none if empty)."""
     files = _SINKS.lookup(op).step_files(op)
     final_dir = files.directory(step)
@@ -155,7 +161,7 @@ def write_step(sc: Any, op: Op, rdd: Any, known_empty: bool, step: int) -> list[
     with commits.staging_directory(final_dir, create=False) as temp_dir:
         if files.num_shards and rdd.getNumPartitions() != files.num_shards:
             rdd = rdd.repartition(files.num_shards)
-        write = functools.partial(_write_partition, op, files.sink, temp_dir, files.num_shards > 0)
+        write = functools.partial(metered_by(channel, _write_partition), op, files.sink, temp_dir, files.num_shards > 0)
         written = sorted(rdd.mapPartitionsWithIndex(write).collect())
         if not any(records for _, _, records in written):
             commits.commit_directory(None, final_dir)

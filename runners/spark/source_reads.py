@@ -63,6 +63,16 @@ def test_stream_step(backend: SparkBackend, op: Op, emission: SourceEmission) ->
 
 
 def write_ahead_log(backend: SparkBackend, op: Op, emission: SourceEmission) -> Dataset:
-    """A real stream's micro-batches of the step, as its write-ahead log holds them."""
+    """A real stream's micro-batches of the step, as its write-ahead log holds them (each
+    piece checked with the stream's key before it is unpickled, ``sealed_files.py``)."""
+    from sparkbeam.runners.spark import sealed_files
+
     sc = backend.sc
-    return _dataset(sc.union([sc.pickleFile(path) for path in emission.wal_paths]))
+    if not emission.wal_paths:
+        return _dataset(sc.emptyRDD(), known_empty=True)
+    sealer = backend.wal_sealer
+    if sealer is None:
+        msg = f"'{op.label}': a write-ahead log is read only by a stream run that holds its checkpoint's key"
+        raise RuntimeError(msg)
+    batches = [sealed_files.read_records(sc, path, sealer, "wal") for path in emission.wal_paths]
+    return _dataset(batches[0] if len(batches) == 1 else sc.union(batches))

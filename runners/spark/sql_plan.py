@@ -6,10 +6,17 @@ build it); Spark computes each element's timestamp (µs) and windows,
 groups by the key fields and the window, and aggregates with its own functions: no Python
 runs per element. Each (key, window) group also keeps its earliest and latest timestamp,
 from which the pane's timestamp follows the timestamp combiner as on the general path
-(``runners/core/holds.py``). The groups (tens of thousands where the input had millions)
-come to the driver as one Arrow table, and become the panes there, column by column; the
-panes are the stage's collected output (a capture reads them as they are) and an RDD made
-from them only if a later stage reads it.
+(``runners/core/holds.py``). Where the panes go was decided by the planner
+(``SchemaAggregateOp.driver_reads``):
+
+- read by a capture or a side input, the groups come to the driver as one Arrow table and
+  become the panes there, column by column (bounded, as any collect, by Spark's
+  ``spark.driver.maxResultSize``); a later stage or a sink reads the same panes, spread once;
+- read only by later stages and sinks, the panes are made on the executors from the
+  groups, a partition's rows a chunk at a time, and never reach the driver: the groups are
+  kept (persisted) for the step, and one small job over them counts them and finds the
+  worst problem of a file's records and whether a 64-bit sum overflowed (the query then
+  runs again with exact sums), before anything reads them.
 """
 
 from __future__ import annotations
@@ -226,6 +233,46 @@ def _panes(op: SchemaAggregateOp, overlapping_window_rule: bool, groups: Any) ->
     driver a column at a time."""
     import pyarrow as pa
 
+    def column(name: str) -> list:
+        values = groups.column(name).to_pylist()
+        if pa.types.is_decimal(groups.schema.field(name).type):
+            values = [None if total is None else int(total) for total in values]  # Python's exact int
+        return values
+
+    return _panes_of_columns(op, overlapping_window_rule, column, groups.num_rows)
+
+
+def _executor_panes(
+    op: SchemaAggregateOp, overlapping_window_rule: bool, names: tuple[str, ...], decimals: frozenset[str], rows: Iterator[Any]
+) -> Iterator[WindowedValue]:
+    """The panes of one partition of the groups (Spark rows, fields ``names``, the exact sums
+    among them ``decimals``), built on an executor a chunk of rows at a time by the
+    driver's code (``_panes_of_columns``)."""
+    positions = {name: index for index, name in enumerate(names)}
+    while True:
+        chunk = list(itertools.islice(rows, _PANE_CHUNK))
+        if not chunk:
+            return
+        columns = list(zip(*chunk))
+
+        def column(name: str, columns: list = columns) -> list:
+            values = list(columns[positions[name]])
+            if name in decimals:
+                values = [None if total is None else int(total) for total in values]  # Python's exact int
+            return values
+
+        with gc_paused():
+            panes = _panes_of_columns(op, overlapping_window_rule, column, len(chunk))
+        yield from panes
+
+
+#: groups per chunk when the executors build panes
+_PANE_CHUNK = 10_000
+
+
+def _panes_of_columns(op: SchemaAggregateOp, overlapping_window_rule: bool, column: Callable[[str], list], rows: int) -> list[WindowedValue]:
+    """The panes of ``rows`` groups whose columns (k0.., a0.., the window start, the earliest
+    or latest timestamp) ``column`` gives as lists."""
     holds = HoldPolicy(op.windowing, overlapping_window_rule=overlapping_window_rule)
     single_pane_stamp = single_pane_timestamp(op.windowing, holds.trigger)
     # As the batch grouping: default windowing gives each key one last pane; otherwise the
@@ -234,18 +281,12 @@ def _panes(op: SchemaAggregateOp, overlapping_window_rule: bool, groups: Any) ->
     result_type = schema_tuple_type("Result", op.result_names)
     key_count, aggregate_count = len(op.key_columns), len(op.aggregates)
     windowfn = op.windowing.windowfn
-    rows = groups.num_rows
-    fields = []
-    for name in [f"k{i}" for i in range(key_count)] + [f"a{i}" for i in range(aggregate_count)]:
-        values = groups.column(name).to_pylist()
-        if pa.types.is_decimal(groups.schema.field(name).type):
-            values = [None if total is None else int(total) for total in values]  # Python's exact int
-        fields.append(values)
+    fields = [column(name) for name in [f"k{i}" for i in range(key_count)] + [f"a{i}" for i in range(aggregate_count)]]
     # Tuples built in C (a NamedTuple's own __new__ is a Python frame per group).
     results = list(map(functools.partial(tuple.__new__, result_type), zip(*fields))) if fields else [result_type()] * rows
     if isinstance(windowfn, FixedWindows | SlidingWindows):
         size = windowfn.size.micros
-        starts = groups.column(_START).to_pylist()
+        starts = column(_START)
         window_of = {  # few windows, many groups each
             start: (IntervalWindow(Timestamp.from_micros(start), Timestamp.from_micros(start + size)),) for start in set(starts)
         }
@@ -263,7 +304,7 @@ def _panes(op: SchemaAggregateOp, overlapping_window_rule: bool, groups: Any) ->
         }
         timestamps = list(map(stamp_of.__getitem__, starts))
     else:
-        times = groups.column(_LATEST if op.windowing.timestamp_combiner in _LATEST_COMBINERS else _EARLIEST).to_pylist()
+        times = column(_LATEST if op.windowing.timestamp_combiner in _LATEST_COMBINERS else _EARLIEST)
         timestamps = [
             holds.pane_timestamp(last_instant(window), holds.output_time(window, time))
             for (window,), time in zip(windows, times)
@@ -277,30 +318,33 @@ def _groups(backend: Any, op: SchemaAggregateOp) -> Any:
     groups = aggregate_dataframe(backend, op).toArrow()
     if op.table is None:
         return groups
-    _check_records(backend, op, groups)
-    overflowed = any(
-        groups.column(f"a{index}").null_count
-        for index, agg in enumerate(op.aggregates)
-        if agg.function in ("sum", "mean") and op.kind_of_column(agg.column) == "int"
-    )
-    if overflowed:
-        groups = aggregate_dataframe(backend, op, exact_sums=True).toArrow()
-    return groups
-
-
-def _check_records(backend: Any, op: SchemaAggregateOp, groups: Any) -> None:
-    """Fail as the general path fails when a record of the files is one it rejects (or one
-    Spark would read differently): the worst problem of any group, shown with a record."""
     import pyarrow.compute as pc
 
     problems = groups.column(sql_sources.PROBLEM)
     worst = pc.max(problems).as_py() or 0
-    if worst == sql_sources.MISSING_IN_MIN_MAX:
-        # min or max of one missing value is None, as Python's min([None]); of more, an error.
-        flagged = pc.equal(problems, worst)
-        if pc.max(pc.filter(groups.column(_ROWS), flagged)).as_py() == 1:
-            return
-    if worst == 0:
+    # min or max of one missing value is None, as Python's min([None]); of more, an error.
+    rows_at_worst = pc.max(pc.filter(groups.column(_ROWS), pc.equal(problems, worst))).as_py() if worst else 0
+    _check_records(backend, op, worst, rows_at_worst)
+    if any(groups.column(name).null_count for name in _int_sums(op)):
+        groups = aggregate_dataframe(backend, op, exact_sums=True).toArrow()
+    return groups
+
+
+def _int_sums(op: SchemaAggregateOp) -> list[str]:
+    """The columns of the sums (and means) of ints, which a file's plan sums in 64 bits:
+    null where the sum overflowed."""
+    return [
+        f"a{index}"
+        for index, agg in enumerate(op.aggregates)
+        if agg.function in ("sum", "mean") and op.kind_of_column(agg.column) == "int"
+    ]
+
+
+def _check_records(backend: Any, op: SchemaAggregateOp, worst: int, rows_at_worst: int) -> None:
+    """Fail as the general path fails when a record of the files is one it rejects (or one
+    Spark would read differently): ``worst``, the worst problem of any group (of which
+    the largest had ``rows_at_worst`` rows), shown with a record."""
+    if worst == 0 or (worst == sql_sources.MISSING_IN_MIN_MAX and rows_at_worst == 1):
         return
     from pyspark.sql import functions as F
 
@@ -317,23 +361,68 @@ def _check_records(backend: Any, op: SchemaAggregateOp, groups: Any) -> None:
     raise error(msg)
 
 
+def _kept_groups(backend: Any, op: SchemaAggregateOp) -> tuple[Any, int]:
+    """The aggregation's groups as a DataFrame kept on the executors for the step, checked
+    as ``_groups`` checks them, and how many there are: one small job, whose one row is all
+    that comes to the driver."""
+    from pyspark.sql import functions as F
+
+    groups = aggregate_dataframe(backend, op).persist()
+    backend.step_cache.append(groups)
+    facts = [F.count(F.lit(1)).alias("groups")]
+    if op.table is not None:
+        # The worst problem and, among its groups, the most rows (a struct orders so).
+        facts.append(F.max(F.struct(F.col(sql_sources.PROBLEM), F.col(_ROWS))).alias("worst"))
+        facts += [F.count(F.when(F.col(name).isNull(), 1)).alias(f"null_{name}") for name in _int_sums(op)]
+    (row,) = groups.agg(*facts).collect()
+    if op.table is None:
+        return groups, row["groups"]
+    worst, rows_at_worst = row["worst"] if row["worst"] is not None else (0, 0)
+    _check_records(backend, op, worst or 0, rows_at_worst or 0)
+    if any(row[f"null_{name}"] for name in _int_sums(op)):
+        groups.unpersist()
+        groups = aggregate_dataframe(backend, op, exact_sums=True).persist()
+        backend.step_cache.append(groups)
+    return groups, row["groups"]
+
+
+def _executor_rdd(backend: Any, op: SchemaAggregateOp, groups: Any) -> Any:
+    """The panes of ``groups`` (a DataFrame) as an RDD, made on the executors."""
+    from pyspark.sql.types import DecimalType
+
+    fields = groups.schema.fields
+    decimals = frozenset(field.name for field in fields if isinstance(field.dataType, DecimalType))
+    build = functools.partial(_executor_panes, op, backend.overlapping_window_rule, tuple(f.name for f in fields), decimals)
+    return groups.rdd.mapPartitions(build)
+
+
 def read_segment(backend: Any, op: SchemaAggregateOp, emission: SourceEmission) -> Any:
-    """The segment's panes: collected on the driver, and an RDD of them for a later stage
-    (made from them only when a later stage runs)."""
+    """The segment's panes (see the module docs): collected on the driver when a capture or
+    a side input reads them, else made on the executors."""
     from sparkbeam.runners.spark.backend import Dataset
 
     # The plan's jobs run here, before any stage of the step names its jobs: in the run's
     # job group (which an interrupt cancels and the progress line reads), under its label.
     backend.current_stage = op.label
     backend.sc.setJobGroup(backend.job_group, f"{op.label} (SQL plan)", True)
+    if not op.driver_reads:
+        groups, count = _kept_groups(backend, op)
+        if not count:
+            return Dataset(backend.sc.emptyRDD(), known_empty=True, size=0)
+        return Dataset(_executor_rdd(backend, op, groups), size=count)
     groups = _groups(backend, op)
     with gc_paused():
         panes = _panes(op, backend.overlapping_window_rule, groups)
     if not panes:
         return Dataset(backend.sc.emptyRDD(), known_empty=True, collected=[])
+    if op.executors_read:
+        # Spread once, a slice per partition (a function holding them would be pickled
+        # into every task).
+        return backend.from_driver(panes, keep=True)
+    # Nothing on the executors reads them (the planner says): an RDD that costs nothing
+    # unless a job runs it, then shipping them with each task.
     slices = max(1, min(backend.num_partitions, len(panes)))
     size = -(-len(panes) // slices)
-    # The panes are pickled with the function when a job first needs them.
     rdd = backend.sc.parallelize(range(slices), slices).flatMap(functools.partial(_slice, panes, size))
     return Dataset(rdd, collected=panes)
 

@@ -4,7 +4,8 @@ write-ahead log (``intake.py`` runs the query and writes the log on the driver's
 Each row becomes the element the source declares and its event time (in
 ``spark.sql.session.timeZone`` for naive timestamps); a row the source cannot parse or stamp
 becomes a ``BadRecord`` dead letter carrying its file, 1-based line and raw line (text, CSV
-and JSON files are read whole and split into numbered lines); a row behind the source's
+and JSON files are read whole and split into numbered lines), and so does a line that is not
+UTF-8, with its bytes (as batch reads report it); a row behind the source's
 watermark by more than its allowed delay is dropped and counted. Each partition also yields
 its statistics (count, event-time range), merged on the driver into the batch's entry.
 """
@@ -32,6 +33,7 @@ __all__ = [
     "PARTITION",
     "PER_TRIGGER_LIMITS",
     "RAW",
+    "UNDECODED",
     "event_micros",
     "session_local_columns",
     "session_time_zone",
@@ -45,7 +47,9 @@ EVENT_MICROS = "__sparkbeam_event_micros"
 ORIGIN = "__sparkbeam_origin"
 LINE = "__sparkbeam_line"
 RAW = "__sparkbeam_raw"
-HIDDEN = (PARTITION, EVENT_MICROS, ORIGIN, LINE, RAW)
+#: a line's bytes where they are not UTF-8 (null for every other line)
+UNDECODED = "__sparkbeam_undecoded"
+HIDDEN = (PARTITION, EVENT_MICROS, ORIGIN, LINE, RAW, UNDECODED)
 
 #: formats read line by line: each file is read whole and split into numbered lines, so that
 #: a dead letter names its file and line (Spark's own readers know neither)
@@ -57,9 +61,6 @@ _GLOBAL = (GlobalWindow(),)
 PER_TRIGGER_LIMITS = frozenset(
     {"maxFilesPerTrigger", "maxBytesPerTrigger", "maxOffsetsPerTrigger", "maxRecordsPerTrigger"}
 )
-
-
-
 
 #: Spark's zone offsets: '+05', '+05:30', '+05:30:00', also prefixed by UTC, GMT or UT
 _ZONE_OFFSET = re.compile(r"^(?:UTC|GMT|UT)?([+-])(\d{1,2})(?::?(\d{2}))?(?::?(\d{2}))?$")
@@ -182,6 +183,12 @@ def wal_records(
         record = dict(zip(names, row))
         partition = record.get(PARTITION)
         origin = record.get(ORIGIN) or spec.describe()
+        undecoded = record.get(UNDECODED)
+        if undecoded is not None:  # Spark's text is U+FFFD there; batch reads refuse the line
+            bad += 1
+            failure = BadRecord.undecodable(_local_path(str(origin)), record.get(LINE), bytes(undecoded))
+            yield WindowedValue(failure, ingest_micros, _GLOBAL, PANE_INFO_UNKNOWN)
+            continue
         corrupt = record.get(spec.corrupt_column) if spec.corrupt_column else None
         element = _element(spec, fields, [record[n] for n in fields])
         try:

@@ -3,8 +3,9 @@
 ``StreamRun`` is the step loop's ``StepHooks`` for a pipeline with Structured Streaming
 sources. Before each step it picks the step's processing time and the write-ahead-log
 batches each source has made durable, and journals them; after every
-``--checkpoint_interval`` steps it writes a checkpoint. At start it claims the checkpoint
-directory (refusing one of another pipeline), restores the newest complete checkpoint and
+``--checkpoint_interval`` steps it writes a checkpoint. At start it takes the checkpoint
+directory's lease (``lease.py``: one run at a time) and claims the directory (refusing one
+of another pipeline), restores the newest complete checkpoint and
 replays the journaled steps after it with their recorded input and time, so that a run
 killed at any point resumes where it was: nothing lost, nothing counted twice, no
 watermark moving backwards.
@@ -13,6 +14,7 @@ watermark moving backwards.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import tempfile
 import threading
@@ -24,10 +26,13 @@ from sparkbeam.runners.core.clock import Clock, WallClock
 from sparkbeam.runners.core.plan import StagePlan
 from sparkbeam.runners.core.steps import StepLoop
 from sparkbeam.runners.core.stream_sources import StreamSourceState
-from sparkbeam.runners.spark.checkpoints import CheckpointStore, pipeline_shape
+from sparkbeam.runners.spark.checkpoint_key import load_key
+from sparkbeam.runners.spark.checkpoints import LOOP_FILE, CheckpointStore, pipeline_shape
 from sparkbeam.runners.spark.intake import StreamIntake
+from sparkbeam.runners.spark.lease import CheckpointLease
+from sparkbeam.runners.spark.output_owners import check_outputs, claim_outputs
 
-__all__ = ["PinnedClock", "StreamRun"]
+__all__ = ["PinnedClock", "StreamRun", "check_before_start"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -45,6 +50,27 @@ class PinnedClock:
         self.micros += micros
 
 
+def check_before_start(plan: StagePlan, settings: dict[str, Any]) -> None:
+    """Before Spark starts: refuse a local ``--checkpoint_dir`` that is not this pipeline's
+    (another pipeline's or shape, another key) or that a live run holds, and outputs the
+    checkpoint did not write (``output_owners.py``). The run checks again, under its lease,
+    once Spark is up (a checkpoint on a cluster file system only then)."""
+    root = settings["checkpoint_dir"]
+    known_id = None  # this checkpoint's identity (None: a new checkpoint)
+    pending = False  # a checkpoint on a cluster file system: its identity is read once Spark is up
+    if root is not None:
+        root = commits.absolute(root)
+        if commits.local_path(root) is not None:
+            key, key_path = load_key(settings.get("checkpoint_key_file"))
+            store = CheckpointStore(root, pipeline_shape(plan), key=key, key_path=key_path)
+            identity = store.read_identity()
+            CheckpointLease(store.root).check_free()
+            known_id = identity["id"] if identity is not None else None
+        else:
+            pending = True
+    check_outputs(plan, known_id, root, overwrite=settings["overwrite_output"], identity_pending=pending)
+
+
 class StreamRun:
     def __init__(self, spark: Any, plan: StagePlan, backend: Any, settings: dict[str, Any], wall: Clock | None = None) -> None:
         self.spark = spark
@@ -55,10 +81,17 @@ class StreamRun:
         self.interval = settings["checkpoint_interval"]
         self.step_interval = settings["step_interval"]
         self.available_now = settings["available_now"]
+        self.overwrite_output = settings["overwrite_output"]
         given = settings["checkpoint_dir"]
         self.temporary = given is None
-        root = given if given is not None else tempfile.mkdtemp(prefix="sparkbeam-stream-")
-        self.store = CheckpointStore(root, pipeline_shape(plan))
+        if self.temporary:
+            # Removed at the end, never resumed: a key of this run alone seals it.
+            root, key, key_path = tempfile.mkdtemp(prefix="sparkbeam-stream-"), os.urandom(32), "(this run's own key)"
+        else:
+            key, key_path = load_key(settings.get("checkpoint_key_file"))
+            root = given
+        self.store = CheckpointStore(root, pipeline_shape(plan), key=key, key_path=key_path)
+        self.lease = CheckpointLease(self.store.root)
         self.loop: StepLoop | None = None
         self.sources: dict[int, StreamSourceState] = {}
         self.intakes: dict[int, StreamIntake] = {}
@@ -69,9 +102,15 @@ class StreamRun:
 
     # -- start and stop -------------------------------------------------------------------
     def attach(self, loop: StepLoop) -> None:
-        """Claim the directory, restore the newest checkpoint, start the sources' queries."""
+        """Take the directory's lease, claim it, restore the newest checkpoint, start the
+        sources' queries. Nothing in the directory is changed before the lease is held."""
         self.loop = loop
+        self.store.read_identity()  # a directory that is not this pipeline's: refused untouched
+        self.lease.acquire()
         self.store.claim()
+        checkpoint_dir = None if self.temporary else self.store.root
+        claim_outputs(self.plan, self.store.checkpoint_id, checkpoint_dir, overwrite=self.overwrite_output)
+        self.backend.wal_sealer = self.store.sealer
         self.sources = {rt.stage.id: rt.source for rt in loop.runtimes if isinstance(rt.source, StreamSourceState)}
         if self.spark.sparkContext.getConf().get("spark.hadoop.cloneConf", "false").lower() != "true":
             _LOG.warning(
@@ -80,20 +119,16 @@ class StreamRun:
                 "session with spark.hadoop.cloneConf=true (sparkbeam does when it starts the session) to keep "
                 "a long stream's memory flat"
             )
-        manifest = self.store.newest()
+        manifest = self.store.restore_point()
+        finished = manifest is not None and bool(manifest.get("finished"))
         if manifest is not None:
             self._restore(manifest)
-            if manifest.get("finished"):
-                # Every source was exhausted and every stage drained when this checkpoint was
-                # written: there is nothing left to read or fire, so no query is started and
-                # no step runs (a replayed step would rewrite committed output).
-                loop.max_steps = loop.step
-                line = (
-                    f"sparkbeam: the stream in --checkpoint_dir={self.store.root} finished at step "
-                    f"{manifest['step'] - 1}; nothing to do (give a new checkpoint directory to run it again)"
-                )
-                print(line, file=sys.stderr, flush=True)
-                return
+        if finished:
+            # Every source was exhausted and every stage drained when this checkpoint was
+            # written; the sources read on from where they ended (as Spark's availableNow
+            # does on an existing checkpoint), with the watermarks where they are.
+            for source in self.sources.values():
+                source.done = False
         self.replay = self.store.journal_from(loop.step)
         if manifest is not None or self.replay:
             self._remove_sink_leftovers()
@@ -105,12 +140,43 @@ class StreamRun:
                 trigger_seconds=self.step_interval,
                 available_now=self.available_now,
                 drop_before=source.drop_before,
+                sealer=self.store.sealer,
             )
             self.intakes[stage_id] = intake
         for intake in self.intakes.values():
             intake.start()
         for intake in self.intakes.values():
             intake.wait_until_running()
+        if finished and manifest is not None:
+            self._after_finished(manifest["step"] - 1)
+
+    def _after_finished(self, last_step: int) -> None:
+        """Started again on a stream that finished: with ``--available_now``, once the
+        sources' queries have read what arrived since, no step runs if that is nothing
+        (a replayed step would rewrite committed output); otherwise the run goes on, and
+        one line says what becomes of the new records."""
+        loop = self.loop
+        if loop is None:
+            return
+        where = f"sparkbeam: the stream in --checkpoint_dir={self.store.root} finished at step {last_step}"
+        if self.available_now:
+            while not all(intake.finished() for intake in self.intakes.values()) and not self._stopping.is_set():
+                self._stopping.wait(0.05)
+            news = [
+                batch
+                for stage_id, source in self.sources.items()
+                for batch in self.intakes[stage_id].take(source.consumed_through)[0]
+                if batch.records or batch.bad or batch.dropped
+            ]
+            if not news:
+                loop.max_steps = loop.step
+                print(f"{where}; nothing to do (give a new checkpoint directory to run it again)", file=sys.stderr, flush=True)
+                return
+        line = (
+            f"{where}; reading what arrived since: its watermarks are at the end of time, so windows and "
+            "groupings count the new records as late data (element-wise steps and their sinks take them)"
+        )
+        print(line, file=sys.stderr, flush=True)
 
     def _remove_sink_leftovers(self) -> None:
         """Resuming: the temporary step directories a crash left beside the file sinks' output."""
@@ -149,11 +215,13 @@ class StreamRun:
     def close(self) -> None:
         for intake in self.intakes.values():
             intake.stop()
+        self.lease.release()
         if self.temporary:
             commits.remove(self.store.root, missing_ok=True)
 
     # -- around each step ---------------------------------------------------------------------
     def before_step(self, step: int) -> None:
+        self.lease.check()  # a run that lost its directory writes nothing more to it
         entry = self.replay.pop(step, None)
         if entry is None:
             self._pace()
@@ -221,13 +289,16 @@ class StreamRun:
             return
         started = time.perf_counter()
         resume_at = loop.step
+        self.lease.check()  # a run that lost the directory's lease writes nothing more to it
         directory = self.store.begin(resume_at)
-        state_files = self.backend.save_state(directory)
-        commits.write_bytes(
-            commits.join(directory, "loop.pickle"),
+        state_files = self.backend.save_state(directory, self.store.sealer)
+        self.store.write_sealed(
+            commits.join(directory, LOOP_FILE),
+            "loop",
             cloudpickle.dumps({"loop": loop.snapshot(), "backend": self.backend.snapshot()}),
         )
         watermarks = {rt.stage.name: [rt.input_watermark, rt.output_watermark] for rt in loop.runtimes}
+        self.lease.check()  # the manifest makes the checkpoint count: only while the lease is still ours
         sources = {}
         for stage_id, source in self.sources.items():
             last = self.intakes[stage_id].batch(source.consumed_through)
@@ -238,7 +309,7 @@ class StreamRun:
         self.store.commit(
             resume_at,
             {
-                "files": ["loop.pickle", *state_files.values()],
+                "files": [LOOP_FILE, *state_files.values()],
                 "state": state_files,
                 "watermarks": watermarks,
                 "sources": sources,
@@ -258,8 +329,10 @@ class StreamRun:
         if loop is None:
             return
         directory = self.store.checkpoint_path(manifest["step"])
-        saved = pickle.loads(commits.read_bytes(commits.join(directory, "loop.pickle")))
+        # Unpickled only once its seal checks out (the key is outside the directory).
+        saved = pickle.loads(self.store.read_sealed(commits.join(directory, LOOP_FILE), "loop"))
         loop.restore(saved["loop"])
-        self.backend.restore(saved["backend"], {int(k): commits.join(directory, v) for k, v in manifest["state"].items()})
+        state_paths = {int(k): commits.join(directory, v) for k, v in manifest["state"].items()}
+        self.backend.restore(saved["backend"], state_paths, self.store.sealer)
         self.restored_step = manifest["step"]
         _LOG.info("restored the checkpoint of step %d from %s", manifest["step"], self.store.root)

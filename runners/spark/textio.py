@@ -42,6 +42,7 @@ from sparkbeam.runners.core.ops import ReadTextOp, WriteTextOp
 from sparkbeam.runners.core.steps import StepParams
 from sparkbeam.runners.core.text_lines import TextRange, bundle_ranges, read_ranges, stream_lines
 from sparkbeam.runners.core.window_assignment import GLOBAL_WINDOWS
+from sparkbeam.runners.spark.metrics import MetricsChannel, metered_by
 from sparkbeam.utils.timestamp import MIN_TIMESTAMP
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue, new_windowed_value
 from sparkbeam.window import GlobalWindow
@@ -329,8 +330,9 @@ def _write_shard(op: WriteTextOp, sink: TextFileSink, temp_dir: str, num_shards:
     yield temp_path, final_name, count
 
 
-def write_text(sc: Any, op: WriteTextOp, rdd: Any, params: StepParams) -> list[str]:
-    """Write ``rdd`` as Beam-named shards, atomically; returns the final file names."""
+def write_text(sc: Any, op: WriteTextOp, rdd: Any, params: StepParams, channel: MetricsChannel | None = None) -> list[str]:
+    """Write ``rdd`` as Beam-named shards, atomically; returns the final file names. The
+    writing tasks are metered by ``channel`` (which carries the run's key for their errors)."""
     sink = op.sink
     num_shards = sink.num_shards or max(1, rdd.getNumPartitions())
     if sink.num_shards:
@@ -338,7 +340,7 @@ def write_text(sc: Any, op: WriteTextOp, rdd: Any, params: StepParams) -> list[s
     elif rdd.getNumPartitions() == 0:
         rdd = sc.parallelize([], 1)
     with commits.staging_directory(local_prefix(op)) as temp_dir:
-        write = functools.partial(_write_shard, op, TextFileSink(sink), temp_dir, num_shards)
+        write = functools.partial(metered_by(channel, _write_shard), op, TextFileSink(sink), temp_dir, num_shards)
         written = sorted(rdd.mapPartitionsWithIndex(write).collect())
         if sink.skip_if_empty and not any(count for _, _, count in written):
             return []  # Beam's skip_if_empty: no shards at all for an empty PCollection

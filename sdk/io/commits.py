@@ -14,6 +14,10 @@ executors. The pattern is always the same three parts:
   replace a directory readers may be listing, ``write_bytes`` for small files in one call);
 - **remove leftovers** of attempts that failed or were cut short (``remove``).
 
+Two more for checkpoints: ``private=True`` (``makedirs``, ``write_bytes``) makes what is
+created its owner's alone on a local file system (0700, 0600), and ``create_new`` writes a
+file only if nothing is there, the one step that decides between racing writers (a lease).
+
 Paths are plain local paths or URLs. Where ``FileSystems`` serves a path with
 ``LocalFileSystem`` (plain paths, ``file://``), the work is Python's ``os``: renames are
 atomic and made durable by an fsync of the folder renamed into, small files are fsynced.
@@ -51,14 +55,18 @@ __all__ = [
     "absolute",
     "commit",
     "commit_directory",
+    "create_new",
     "exists",
     "is_directory",
     "is_temporary",
     "join",
     "list_names",
+    "local_path",
     "makedirs",
+    "modified_time",
     "read_bytes",
     "remove",
+    "restrict",
     "staging_directory",
     "temporary_beside",
     "write_bytes",
@@ -79,6 +87,11 @@ def _local(path: str) -> str | None:
     if isinstance(FileSystems.get_filesystem(path), LocalFileSystem):
         return path.removeprefix("file://")
     return None
+
+
+def local_path(path: str) -> str | None:
+    """The ``os`` path of ``path`` if Python's local file system serves it, else None."""
+    return _local(path)
 
 
 def _remote(path: str) -> Any:
@@ -113,17 +126,48 @@ def is_temporary(name: str) -> bool:
     return _split(name)[1].startswith((TEMPORARY_MARK, _REPLACED_MARK))
 
 
-def makedirs(path: str) -> None:
-    """Create a directory and its parents; one already there is fine."""
+def makedirs(path: str, *, private: bool = False) -> None:
+    """Create a directory and its parents; one already there is fine. ``private``: the
+    directories it creates have mode 0700 (on a local file system, or one of Hadoop's that
+    has permissions)."""
     local = _local(path)
     if local is not None:
-        os.makedirs(local, exist_ok=True)
+        if not private:
+            os.makedirs(local, exist_ok=True)
+            return
+        missing = []
+        while local and not os.path.isdir(local):
+            missing.append(local)
+            local = os.path.dirname(local)
+        for folder in reversed(missing):  # os.makedirs gives its mode to the last one only
+            try:
+                os.mkdir(folder, 0o700)
+            except FileExistsError:
+                if not os.path.isdir(folder):
+                    raise
         return
     fs = _remote(path)
-    if hasattr(fs, "makedirs"):
+    if hasattr(fs, "makedirs") and private:
+        fs.makedirs(path, private=True)
+    elif hasattr(fs, "makedirs"):
         fs.makedirs(path)
     elif not fs.exists(path):
         fs.mkdirs(path)
+
+
+def restrict(path: str) -> None:
+    """Make a tree that another writer made (Spark's, on the executors) its owner's alone:
+    directories 0700, files 0600. Local file systems only; elsewhere what lies under a
+    private directory is as private as the directory (see the README's checkpoints)."""
+    local = _local(path)
+    if local is None:
+        return
+    for directory, _, names in os.walk(local):
+        os.chmod(directory, 0o700)
+        for name in names:
+            file_path = os.path.join(directory, name)
+            if not os.path.islink(file_path):
+                os.chmod(file_path, 0o600)
 
 
 def exists(path: str) -> bool:
@@ -134,6 +178,12 @@ def exists(path: str) -> bool:
 def is_directory(path: str) -> bool:
     local = _local(path)
     return os.path.isdir(local) if local is not None else bool(_remote(path).is_directory(path))
+
+
+def modified_time(path: str) -> float:
+    """When ``path`` was last written, in seconds since the epoch (OSError if it is not there)."""
+    local = _local(path)
+    return os.stat(local).st_mtime if local is not None else float(_remote(path).last_updated(path))
 
 
 def list_names(directory: str) -> list[str]:
@@ -234,13 +284,16 @@ def commit_directory(new_dir: str | None, final_dir: str) -> None:
     remove(aside, missing_ok=True)  # there only if final_dir was
 
 
-def write_bytes(path: str, data: bytes) -> None:
-    """Write a small file whole or not at all: to a temporary, synced, then committed."""
+def write_bytes(path: str, data: bytes, *, private: bool = False) -> None:
+    """Write a small file whole or not at all: to a temporary, synced, then committed.
+    ``private``: created with mode 0600 on a local file system."""
     temp = temporary_beside(path)
     try:
         local = _local(temp)
         if local is not None:
-            with open(local, "wb") as handle:
+            # A new name of our own (O_EXCL), never a link planted there (O_NOFOLLOW).
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+            with os.fdopen(os.open(local, flags, 0o600 if private else 0o666), "wb") as handle:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
@@ -272,6 +325,37 @@ def _gone_already(function: Any, path: str, error: Any) -> None:
         # rmtree reports names relative to the folder it is in: name the whole path
         raise type(exception)(exception.errno, exception.strerror, path) from exception
     raise exception
+
+
+def create_new(path: str, data: bytes) -> bool:
+    """Write a small file whole, only if nothing is at ``path``; False if something was.
+    The one step that decides between writers who race for the same name (a lease): on a
+    local file system a hard link of a written temporary (atomic, and readers never see
+    the file half-written, mode 0600); elsewhere the file system's create-if-absent."""
+    local = _local(path)
+    if local is None:
+        fs = _remote(path)
+        if hasattr(fs, "create_new"):
+            return bool(fs.create_new(path, data))
+        if fs.exists(path):  # a file system without create-if-absent: as near as it allows
+            return False
+        with FileSystems.create(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
+            handle.write(data)
+        return True
+    temp = temporary_beside(local)
+    try:
+        with os.fdopen(os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600), "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(temp, local)
+        except FileExistsError:
+            return False
+        return True
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(temp)
 
 
 def remove(path: str, *, missing_ok: bool = False) -> None:

@@ -111,9 +111,8 @@ class _Dialect:
                         continue
                     try:
                         text = raw.decode(self.encoding)
-                    except UnicodeDecodeError as error:
-                        shown = raw.decode(self.encoding, "replace")
-                        problems.append(BadRecord(path, position["line"], shown, f"cannot decode as {self.encoding}: {error}"))
+                    except UnicodeDecodeError:
+                        problems.append(BadRecord.undecodable(path, position["line"], raw, self.encoding))
                         continue
                     if position["line"] == 1:
                         text = text.removeprefix("\ufeff")  # a byte-order mark is no data

@@ -62,21 +62,43 @@ class BadRecord:
     """Input a reader could not turn into an element: the dead-letter output's elements.
 
     ``line`` is the 1-based line where the record starts (None when the whole file is
-    unreadable); ``record`` is its raw text (None when there is none to show).
+    unreadable); ``record`` is its raw text (None when there is none to show). A line whose
+    bytes are not text in the file's encoding also keeps them as read in ``data`` (its
+    ``record`` then shows them decoded with U+FFFD for each bad sequence).
     """
 
     file: str
     line: int | None
     record: str | None
     error: str
+    data: bytes | None = None
 
     def describe(self) -> str:
         at = f"line {self.line} of {self.file}" if self.line is not None else self.file
         shown = ""
-        if self.record is not None:
+        if self.data is not None:
+            raw = self.data if len(self.data) <= 200 else self.data[:197] + b"..."
+            shown = f"; the line's bytes: {raw!r}"
+        elif self.record is not None:
             text = self.record if len(self.record) <= 200 else self.record[:197] + "..."
             shown = f"; the record: {text!r}"
         return f"{at}: {self.error}{shown}"
+
+    @classmethod
+    def undecodable(cls, file: str, line: int | None, data: bytes, encoding: str = "utf-8") -> BadRecord:
+        """The dead letter of a line that is not text in ``encoding`` (batch and stream reads
+        report such a line alike).
+
+        >>> BadRecord.undecodable("in.csv", 2, b"a\\xff").error
+        "cannot decode as utf-8: 'utf-8' codec can't decode byte 0xff in position 1: invalid start byte"
+        """
+        try:
+            data.decode(encoding)
+        except UnicodeDecodeError as error:
+            problem = str(error)
+        else:  # the caller's check and Python's disagree: keep the line rather than lose it
+            problem = "not valid text"
+        return cls(file, line, data.decode(encoding, "replace"), f"cannot decode as {encoding}: {problem}", data)
 
 
 class BadRecordError(ValueError):

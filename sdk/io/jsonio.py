@@ -132,8 +132,8 @@ class _JsonRecords:
         for number, raw in enumerate(iter_lines(handle), start=1):
             try:
                 text = raw.decode(self.encoding)
-            except UnicodeDecodeError as error:
-                yield BadRecord(path, number, raw.decode(self.encoding, "replace"), f"cannot decode as {self.encoding}: {error}")
+            except UnicodeDecodeError:
+                yield BadRecord.undecodable(path, number, raw, self.encoding)
                 continue
             if number == 1:
                 text = text.removeprefix("\ufeff")  # a byte-order mark is no data

@@ -18,8 +18,9 @@ loop. Every read takes the same event-time settings:
 - ``idle_timeout``: a partition with no data for this long (processing time) stops holding
   the watermark back (see ``sparkbeam.runners.core.source_watermarks`` for the rule).
 
-A record that cannot be parsed, or whose timestamp cannot be read, is a ``BadRecord``; by
-default it fails the run (as batch reads do), and ``with_exception_handling()`` routes it
+A record that cannot be parsed, or whose timestamp cannot be read, is a ``BadRecord``, and so
+is a line of a text, CSV or JSON file that is not UTF-8 (its bytes in ``BadRecord.data``);
+by default it fails the run (as batch reads do), and ``with_exception_handling()`` routes it
 to a dead-letter output instead, counted in the timeline (``dead_letters``):
 
 >>> good, bad = p | ReadFromJsonStream("/in/", timestamp="ts").with_exception_handling()  # doctest: +SKIP

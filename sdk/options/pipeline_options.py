@@ -295,10 +295,18 @@ class SparkRunnerOptions(PipelineOptions):
                 "where a real stream keeps its write-ahead log, journal and checkpoints; a run "
                 "started again with it resumes", group="streaming",
                 default_text="a temporary directory, removed at the end"),
+        _Option("checkpoint_key_file", str, None,
+                "the key (64 hex digits, mode 0600) that authenticates what a stream reads back "
+                "from --checkpoint_dir, the same wherever it resumes", group="streaming", metavar="PATH",
+                default_text="$SPARKBEAM_CHECKPOINT_KEY_FILE, else ~/.config/sparkbeam/checkpoint-key"),
         _Option("file_urls_through_hadoop", _to_bool, False,
                 "serve file:// URLs (checkpoints, write-ahead logs, committing output, matching "
                 "inputs on the driver) through Hadoop's FileSystem API, as hdfs://, s3a:// and "
                 "gs:// always are; plain paths stay with Python's os", is_flag=True, group="spark"),
+        _Option("overwrite_output", _to_bool, False,
+                "let a stream delete the step folders (prefix-step-N/) of another run under its "
+                "file sinks' prefixes before its first step, instead of refusing to start",
+                is_flag=True, group="streaming"),
         _Option("checkpoint_interval", _positive_int, 10, "write a checkpoint every N steps",
                 group="streaming", metavar="N"),
         _Option("step_interval", _non_negative_float, 1.0,
@@ -320,8 +328,9 @@ class SparkRunnerOptions(PipelineOptions):
                 "--timeline_log and to sparkbeam.capture(pcoll, log=path))", group="streaming",
                 metavar="N"),
         _Option("available_now", _to_bool, False,
-                "read what real sources hold when the run starts, as a stream of steps with "
-                "checkpoints, then finish (Spark's Trigger.AvailableNow)", is_flag=True,
+                "read what real sources hold when the run starts (on an existing checkpoint, what "
+                "arrived since its last run), as a stream of steps with checkpoints, then finish "
+                "(Spark's Trigger.AvailableNow)", is_flag=True,
                 group="streaming"),
         _Option("quiet", _to_bool, False,
                 "no progress line while a run goes on (a live line on a terminal, a log line "

@@ -11,6 +11,9 @@ suite fast. An example the runner cannot run yet is a strict xfail naming its er
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
+
 import pytest
 
 from tests.compat.examples import ALL
@@ -51,4 +54,14 @@ def _param(example_id: str):
 
 @pytest.mark.parametrize(("example", "gap"), [_param(example_id) for example_id in SELECTED])
 def test_unmodified_example_runs_as_on_beam(example: Example, gap: Gap | None, spark, tmp_path):
+    if not _installed(example.module):
+        # tests/oldest_versions.sh runs this with the oldest apache-beam setup.cfg admits.
+        pytest.skip(f"apache-beam {importlib.metadata.version('apache-beam')} does not ship {example.module}")
     run_example_unmodified(example, tmp_path, gap)
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False

@@ -154,6 +154,21 @@ def test_keys_equal_in_python_but_encoded_differently_are_different_keys(spark):
     assert_runners_agree(build)
 
 
+def test_nan_signed_zero_and_list_keys_group_by_their_encoding(spark):
+    def build(ns, p):
+        inf = float("inf")
+        keys = [float("nan"), inf - inf, float("nan"), 0.0, -0.0, [1, 2], [1, 2], [1.0, 2], {"a": 1}, {"a": 1}]
+        return (
+            p
+            | ns.beam.Create(list(enumerate(keys)))
+            | ns.beam.Map(lambda e: (keys[e[0]], e[0]))
+            | ns.beam.GroupByKey()
+            | ns.beam.MapTuple(lambda k, vs: (f"{type(k).__name__} {k!r}", sorted(vs)))
+        )
+
+    assert_runners_agree(build)
+
+
 def test_streaming_main_elements_wait_for_their_side_window_in_every_view(spark):
     # sparkbeam's own side-input oracle (tests/transforms/test_side_inputs.py), here written
     # once against apache_beam and run by both runners: each main element waits in the

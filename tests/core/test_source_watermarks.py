@@ -349,3 +349,58 @@ def test_source_watermark_properties_and_checkpoint_replay(ops, estimator, idle_
     second_part, _ = replay(restored, ops[cut:], now)
     assert first_part + second_part == expected
     assert restored.statuses() == uninterrupted.statuses()
+
+
+# -- a resumed run's changed settings --------------------------------------------------------
+
+
+def resumed(valve: PartitionedWatermark) -> PartitionedWatermark:
+    return PartitionedWatermark.restore(pickle.loads(pickle.dumps(valve.snapshot())))
+
+
+def test_a_changed_delay_applies_from_the_resume_on_and_keeps_what_was_learned():
+    valve = PartitionedWatermark("Read", BoundedOutOfOrderness(max_delay=10), idle_timeout=None)
+    valve.observe("a", batch([100], at=0))
+    assert valve.advance(0) == 90 * S
+    again = resumed(valve)
+    assert again.reconfigure(BoundedOutOfOrderness(max_delay=30), idle_timeout=5 * S) == [
+        "idle_timeout none -> 5 s",
+        "watermark BoundedOutOfOrdernessWatermarkEstimator(advance_when_idle=False, max_delay=10000000, "
+        "max_event_time=None) -> BoundedOutOfOrdernessWatermarkEstimator(advance_when_idle=False, "
+        "max_delay=30000000, max_event_time=None)",
+    ]
+    assert again.advance(1 * S) == 90 * S  # 100 - 30 would go back: it holds
+    again.observe("a", batch([150], at=2))
+    assert again.advance(2 * S) == 120 * S  # the latest event, learned before and after, minus the new delay
+    assert again.idle_timeout == 5 * S
+    assert again.reconfigure(BoundedOutOfOrderness(max_delay=30), idle_timeout=5 * S) == []
+
+
+def test_another_estimator_class_is_refused_naming_both():
+    valve = PartitionedWatermark("Read", BoundedOutOfOrderness(max_delay=10), idle_timeout=None)
+    valve.observe("a", batch([100], at=0))
+    with pytest.raises(ValueError, match=r"Read: the watermark estimator is WalltimeWatermarkEstimator\(.*\) in this run and BoundedOutOfOrdernessWatermarkEstimator\(.*\) in the checkpoint"):
+        resumed(valve).reconfigure(WalltimeWatermarkEstimator(), idle_timeout=None)
+
+
+class Scaled(WatermarkEstimator):
+    """A user's estimator whose parameter is also what it learns (it adapts its lag)."""
+
+    def __init__(self, lag):
+        self.lag = lag
+        self.latest = None
+
+    def observe(self, batch):
+        if batch.count:
+            self.latest = batch.max_timestamp
+            self.lag = max(self.lag, batch.max_timestamp - batch.min_timestamp)
+
+    def current_watermark(self, now):
+        return None if self.latest is None else self.latest - self.lag
+
+
+def test_a_changed_parameter_that_observing_changes_too_is_refused():
+    valve = PartitionedWatermark("Read", Scaled(lag=1), idle_timeout=None)
+    valve.observe("a", batch([100, 130], at=0))
+    with pytest.raises(ValueError, match=r"Read: the watermark estimator changed .* in lag, which its partitions' copies changed while observing"):
+        resumed(valve).reconfigure(Scaled(lag=5), idle_timeout=None)

@@ -2,7 +2,8 @@
 attempts per task) and prints the metrics it saw as JSON: a batch run, a run whose task
 fails on its first attempt and succeeds on its second, and a stream.
 
-Started by test_metrics_cluster.py in its own interpreter (a process holds one SparkContext).
+Started by test_metrics_cluster.py in its own interpreter (a process holds one SparkContext);
+with ``encrypted`` after the master, only the retried run, with Spark's RPC encrypted.
 """
 
 from __future__ import annotations
@@ -55,8 +56,8 @@ def batch(master: str) -> dict:
     return counters(p.run().metrics())
 
 
-def retried(master: str) -> dict:
-    p = beam.Pipeline(options=PipelineOptions(spark_master=master))
+def retried(master: str, spark_conf: tuple[str, ...] = ()) -> dict:
+    p = beam.Pipeline(options=PipelineOptions(spark_master=master, spark_conf=list(spark_conf)))
     _ = p | beam.Create(list(range(10))) | "Flaky" >> beam.ParDo(FailOnFirstAttempt())
     return counters(p.run().metrics())
 
@@ -74,7 +75,28 @@ def stream(master: str | None) -> dict:
     return {"totals": counters(metrics), "elements_per_step": steps}
 
 
+def encrypted(master: str) -> dict:
+    """The retried run with Spark's RPC encrypted: the failed attempt reports over TLS."""
+    import secrets
+
+    from sparkbeam.runners.spark import attempt_reports
+
+    listeners = []
+
+    class Recorded(attempt_reports.AttemptReports):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            listeners.append({"encrypted": kwargs.get("encrypted"), "certificate": self.certificate is not None})
+
+    attempt_reports.AttemptReports = Recorded
+    conf = ("spark.authenticate=true", f"spark.authenticate.secret={secrets.token_hex(16)}", "spark.network.crypto.enabled=true")
+    return {"retried": retried(master, conf), "listeners": listeners}
+
+
 if __name__ == "__main__":
     master = sys.argv[1]
-    report = {"batch": batch(master), "retried": retried(master), "stream": stream(master), "stream_in_memory": stream(None)}
+    if sys.argv[2:] == ["encrypted"]:
+        report = encrypted(master)
+    else:
+        report = {"batch": batch(master), "retried": retried(master), "stream": stream(master), "stream_in_memory": stream(None)}
     print("RESULT " + json.dumps(report))

@@ -5,6 +5,7 @@ that survives the trip a failed attempt's metrics make to the driver."""
 from __future__ import annotations
 
 import itertools
+import json
 import random
 
 import pytest
@@ -13,7 +14,7 @@ from apache_beam.metrics import cells as beam_cells
 from sparkbeam.metrics.cells import BoundedTrieData
 from sparkbeam.metrics.execution import MetricKey, MetricUpdates
 from sparkbeam.metrics.metricbase import MetricName
-from sparkbeam.runners.spark.metrics import updates_from_json, updates_to_json
+from sparkbeam.runners.spark.attempt_reports import BadReport, report_from_json, updates_to_json
 
 
 def _sequences(rng: random.Random) -> list[tuple[str, ...]]:
@@ -64,4 +65,14 @@ def test_a_combination_keeps_the_smaller_bound():
 def test_a_failed_attempts_bounded_trie_reaches_the_driver_whole():
     trie = BoundedTrieData(bound=2).add(("a", "b")).add(("a", "c")).add(("d",))
     updates = MetricUpdates(bounded_tries={MetricKey("step", MetricName("ns", "trie")): trie})
-    assert updates_from_json(updates_to_json(updates)) == updates
+    assert report_from_json(updates_to_json(updates)) == updates
+
+
+@pytest.mark.parametrize(
+    "data",
+    [[0, []], [2, [["a"]]], [2, [[1, False]]], [2, "a"], [2, [[]]], [True, []]],
+)
+def test_a_report_with_what_is_not_a_bounded_trie_is_refused(data):
+    body = json.dumps([["bounded_tries", "step", "ns", "trie", data]]).encode()
+    with pytest.raises(BadReport):
+        report_from_json(body)

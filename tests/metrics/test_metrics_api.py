@@ -76,7 +76,7 @@ def test_the_failed_attempts_listener_stops_without_the_default_half_second_wait
     import socketserver
 
     from sparkbeam.metrics.execution import MetricUpdates
-    from sparkbeam.runners.spark import metrics as spark_metrics
+    from sparkbeam.runners.spark import attempt_reports
 
     intervals = []
     serve = socketserver.BaseServer.serve_forever
@@ -86,9 +86,9 @@ def test_the_failed_attempts_listener_stops_without_the_default_half_second_wait
         serve(self, poll_interval)
 
     monkeypatch.setattr(socketserver.BaseServer, "serve_forever", watched)
-    reports = spark_metrics.AttemptReports("127.0.0.1")
+    reports = attempt_reports.AttemptReports("127.0.0.1")
     try:
-        spark_metrics.MetricsChannel(None, reports.address, reports.token).report_failure(MetricUpdates())
+        reports.channel().send(MetricUpdates())
     finally:
         reports.close()
-    assert intervals == [spark_metrics.SHUTDOWN_POLL_SECONDS] and spark_metrics.SHUTDOWN_POLL_SECONDS <= 0.05
+    assert intervals == [attempt_reports.SHUTDOWN_POLL_SECONDS] and attempt_reports.SHUTDOWN_POLL_SECONDS <= 0.05

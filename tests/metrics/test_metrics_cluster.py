@@ -13,11 +13,10 @@ import pytest
 pytestmark = pytest.mark.cluster
 
 
-@pytest.fixture(scope="module")
-def report() -> dict:
+def run_job(*args: str) -> dict:
     script = os.path.join(os.path.dirname(__file__), "cluster_metrics_job.py")
     completed = subprocess.run(
-        [sys.executable, script, "local-cluster[2,1,1024]"],
+        [sys.executable, script, "local-cluster[2,1,1024]", *args],
         capture_output=True,
         text=True,
         timeout=900,
@@ -27,6 +26,11 @@ def report() -> dict:
     assert completed.returncode == 0, completed.stderr[-4000:]
     (line,) = [line for line in completed.stdout.splitlines() if line.startswith("RESULT ")]
     return json.loads(line.removeprefix("RESULT "))
+
+
+@pytest.fixture(scope="module")
+def report() -> dict:
+    return run_job()
 
 
 def test_batch_metrics_from_executor_processes(report):
@@ -50,3 +54,11 @@ def test_stream_metrics_per_step_and_in_total(report):
     assert stream == report["stream_in_memory"]
     assert stream["totals"]["Count:elements"] == [12, 12]
     assert stream["elements_per_step"] == [4, 4, 4]
+
+
+def test_with_spark_s_rpc_encrypted_a_failed_attempt_reports_over_tls():
+    encrypted = run_job("encrypted")
+    assert encrypted["listeners"] == [{"encrypted": True, "certificate": True}]
+    committed_seen, attempted_seen = encrypted["retried"]["Flaky:seen"]
+    assert committed_seen == 10 and 11 <= attempted_seen <= 20
+    assert encrypted["retried"]["Flaky:failures"] == [0, 1]

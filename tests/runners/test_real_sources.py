@@ -19,7 +19,8 @@ import sparkbeam as beam
 from sparkbeam.io.watermarks import BoundedOutOfOrdernessWatermarkEstimator
 from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.runners.core.errors import TransformError
-from sparkbeam.runners.spark.checkpoints import CheckpointError
+from sparkbeam.runners.spark.checkpoint_key import load_key
+from sparkbeam.runners.spark.checkpoints import LOOP_FILE, CheckpointError, CheckpointStore
 from sparkbeam.transforms import window
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
 
@@ -349,7 +350,7 @@ def test_a_long_stream_keeps_its_last_steps_and_a_resumed_run_logs_every_element
     assert sorted(line["value"] for line in captured) == sorted(expected)
     assert sorted(e.value for e in emitted) == sorted(c["value"] for c in captured if c["step"] >= steps - 4)
     # a checkpoint holds only the steps kept
-    newest = max(checkpoint.glob("checkpoints/*/loop.pickle"))
-    with open(newest, "rb") as handle:
-        history = pickle.load(handle)["loop"]["history"]
+    store = CheckpointStore.inspect(str(checkpoint), key=load_key()[0])
+    newest = store.checkpoint_path(store.newest()["step"])
+    history = pickle.loads(store.read_sealed(os.path.join(newest, LOOP_FILE), "loop"))["loop"]["history"]
     assert len(history["records"]) == 4

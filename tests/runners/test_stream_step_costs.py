@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 
 import pytest
@@ -20,6 +21,7 @@ from sparkbeam.runners.core.records import KeyedState, StateChunk, Summary
 from sparkbeam.runners.core.steps import StageSummary, StepParams
 from sparkbeam.runners.core.window_state import KeyState, WindowState
 from sparkbeam.runners.spark import state_chunks
+from sparkbeam.runners.spark.sealing import Sealer
 from sparkbeam.testing.test_stream import TestStream
 from sparkbeam.utils.timestamp import Timestamp
 from sparkbeam.window import FixedWindows, IntervalWindow, TimestampedValue
@@ -120,13 +122,14 @@ def test_a_streaming_grouping_keeps_chunked_state_skips_steps_with_nothing_due_a
         loop.run_step()
         assert backend.states[grouping.id] is state
 
-    saved = backend.save_state(str(tmp_path))
+    sealer = Sealer(os.urandom(32), scope="test")
+    saved = backend.save_state(str(tmp_path), sealer)
     snapshot = {"loop": loop.snapshot(), "backend": backend.snapshot()}
     backend.close()
     resumed = SparkBackend(spark)
     again = StepLoop(plan, resumed, ManualClock(), batch=False)
     again.restore(snapshot["loop"])
-    resumed.restore(snapshot["backend"], {stage: str(tmp_path / name) for stage, name in saved.items()})
+    resumed.restore(snapshot["backend"], {stage: str(tmp_path / name) for stage, name in saved.items()}, sealer)
     again.run()
     resumed.close()
     fired = sorted((e.value, e.timestamp.micros, e.step) for e in again.history.emitted_rows(captured))

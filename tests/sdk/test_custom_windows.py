@@ -287,14 +287,19 @@ def test_bounded_window_subclasses_group_and_fire_at_their_end(spark, streaming)
 
 @pytest.mark.spark
 def test_keyed_state_with_subclassed_windows_survives_a_checkpoint_file(spark, tmp_path):
-    # Checkpoints write each grouping's keyed state with saveAsPickleFile and read it back
-    # with pickleFile (runners/spark/backend.py): windows, with their attributes, are keys.
+    # Checkpoints write each grouping's keyed state as sealed pickles and read it back
+    # (runners/spark/sealed_files.py): windows, with their attributes, are keys.
+    import os
+
     from sparkbeam.runners.core.window_state import KeyState, WindowState
+    from sparkbeam.runners.spark import sealed_files
+    from sparkbeam.runners.spark.sealing import Sealer
 
     windows = {AuctionWindow(0, 10, "car", True): WindowState(contents=[1, 2], pending=True), SlottedWindow(5, 15, 3): WindowState(hold=7)}
     path = str(tmp_path / "state")
-    spark.sparkContext.parallelize([("key", KeyState(dict(windows)))], 1).saveAsPickleFile(path)
-    ((key, restored),) = spark.sparkContext.pickleFile(path).collect()
+    sealer = Sealer(os.urandom(32), scope="test")
+    sealed_files.save_records(spark.sparkContext.parallelize([("key", KeyState(dict(windows)))], 1), path, sealer, "state")
+    ((key, restored),) = sealed_files.read_records(spark.sparkContext, path, sealer, "state").collect()
     assert key == "key" and set(restored.windows) == set(windows)
     for window, state in restored.windows.items():
         original = next(w for w in windows if w == window)

@@ -8,6 +8,7 @@ such one, as Beam), and a side input in the global window is seen whole from any
 from __future__ import annotations
 
 import collections
+import os
 
 import pytest
 
@@ -321,6 +322,7 @@ def test_waiting_elements_are_checkpointed_with_the_keyed_state_and_restored(spa
     from sparkbeam.runners.core.plan import plan_stages
     from sparkbeam.runners.core.steps import StepLoop
     from sparkbeam.runners.spark.backend import SparkBackend
+    from sparkbeam.runners.spark.sealing import Sealer
 
     p = beam.Pipeline()
     stream = p | "Stream" >> main_then_side(_sparkbeam_ns())
@@ -343,14 +345,15 @@ def test_waiting_elements_are_checkpointed_with_the_keyed_state_and_restored(spa
     first.run_step()  # one more step: the waiting elements are carried over a step, then saved
     waiting = {r.stage_id: r.side_input_waiting for r in first.history.records() if r.step == first.step - 1 and r.side_input_waiting}
     assert waiting, "nothing waits at the checkpoint: the test would test nothing"
-    saved = first.backend.save_state(str(tmp_path))
+    sealer = Sealer(os.urandom(32), scope="test")
+    saved = first.backend.save_state(str(tmp_path), sealer)
     assert set(waiting) <= set(saved)
     snapshot = cloudpickle.loads(cloudpickle.dumps({"loop": first.snapshot(), "backend": first.backend.snapshot()}))
     first.backend.close()
 
     resumed = StepLoop(plan, SparkBackend(spark), ManualClock(), batch=False)
     resumed.restore(snapshot["loop"])
-    resumed.backend.restore(snapshot["backend"], {stage: str(tmp_path / name) for stage, name in saved.items()})
+    resumed.backend.restore(snapshot["backend"], {stage: str(tmp_path / name) for stage, name in saved.items()}, sealer)
     resumed.run()
     resumed.backend.close()
     assert emitted(resumed) == emitted(uninterrupted)
