@@ -18,10 +18,12 @@ round trip lost them.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import attrs
 from apache_beam.runners import common
+from apache_beam.runners.worker.operations import InefficientExecutionWarning
 from apache_beam.utils import windowed_value as beam_wv
 
 from sparkbeam.runners.beam.pardo import (
@@ -34,7 +36,7 @@ from sparkbeam.runners.beam.pardo import (
 from sparkbeam.runners.core.execution import pardo_joiner, register_kind
 from sparkbeam.utils.windowed_value import WindowedValue
 
-__all__ = ["BATCH_SIZE", "BeamBatchedDoFnRunner", "BeamBatchedParDoOp", "is_batched"]
+__all__ = ["BATCH_SIZE", "BeamBatchedDoFnRunner", "BeamBatchedParDoOp", "is_batched", "takes_batches", "warn_if_rebatched"]
 
 #: the most elements one input batch holds (Beam's GeneralPurposeConsumerSet.MAX_BATCH_SIZE)
 BATCH_SIZE = 4096
@@ -119,6 +121,25 @@ class BeamBatchedDoFnRunner(BeamDoFnRunner):
         buffered, self._buffer = self._buffer, []
         for batch in beam_wv.WindowedBatch.from_windowed_values(buffered, produce_fn=self.produce_batch):
             self._guard(lambda batch=batch: self.runner.process_batch(batch))
+
+
+def warn_if_rebatched(node: Any, main: Any) -> None:
+    """Beam's warning where a DoFn taking batches reads batches of another type: its input
+    is exploded and made into batches again (as Beam's harness does, warning at run time)."""
+    producer = main.producer
+    producer_fn = getattr(getattr(producer, "transform", None), "fn", None)
+    if producer_fn is None or not getattr(producer_fn, "_can_yield_batches", False):
+        return
+    produced = getattr(getattr(producer_fn, "output_batch_converter", None), "batch_type", None)
+    consumed = getattr(getattr(node.transform.fn, "input_batch_converter", None), "batch_type", None)
+    if produced is None or consumed is None or produced == consumed:
+        return
+    message = (
+        f"Input to operation '{node.full_label}' ({type(node.transform.fn).__name__}) must be rebatched "
+        f"from type {produced!r} to {consumed!r}.\nThis is very inefficient, consider re-structuring "
+        "your pipeline or adding a DoFn to directly convert between these types."
+    )
+    warnings.warn(message, InefficientExecutionWarning, stacklevel=2)
 
 
 def _not_a_batch(values: Any) -> Any:

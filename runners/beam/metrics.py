@@ -1,5 +1,6 @@
 """Beam's metrics in the engine: a Beam DoFn's or CombineFn's ``Metrics.counter(...).inc()``
-lands in sparkbeam's metrics, and ``result.metrics()`` answers with Beam's result types.
+(or distribution, gauge, string set, bounded trie) lands in sparkbeam's metrics, and
+``result.metrics()`` answers with Beam's result types.
 
 Beam's ``Metrics`` update the metrics container of the *state tracker* current in the
 thread (``apache_beam.runners.worker.statesampler``). While the engine calls a Beam DoFn or
@@ -18,7 +19,7 @@ from apache_beam.metrics import metricbase as beam_metricbase
 from apache_beam.metrics.metric import MetricResults
 from apache_beam.runners.worker import statesampler
 
-from sparkbeam.metrics.cells import DistributionResult, GaugeResult
+from sparkbeam.metrics.cells import BoundedTrieData, DistributionResult, GaugeResult
 from sparkbeam.metrics.execution import MetricsEnvironment, current_container, current_step
 from sparkbeam.metrics.metricbase import MetricName
 from sparkbeam.runners.core.metrics import RunMetrics
@@ -59,6 +60,8 @@ class _EngineTracker:
             container.update_string_set(name, value)
         elif name.namespace == "lineage":
             return  # Beam's IO records lineage (sources and sinks) as bounded tries: not user metrics
+        elif cell_type is beam_cells.BoundedTrieCell:
+            container.update_bounded_trie(name, tuple(value))
         else:
             msg = f"Beam's {getattr(cell_type, '__name__', cell_type)} metrics ({name.namespace}:{name.name}) are not supported by sparkbeam"
             raise NotImplementedError(msg)
@@ -132,7 +135,29 @@ def _beam_value(kind: str, value: Any) -> Any:
         return beam_cells.DistributionResult(beam_cells.DistributionData(data.sum, data.count, data.min, data.max))
     if isinstance(value, GaugeResult):
         return beam_cells.GaugeResult(beam_cells.GaugeData(value.value, value.timestamp))
+    if isinstance(value, BoundedTrieData):
+        return _beam_bounded_trie(value)
     return value
+
+
+def _beam_bounded_trie(trie: BoundedTrieData) -> Any:
+    """Beam's ``BoundedTrieData`` holding the same sequences (truncated ones included), as
+    Beam's runners return a bounded trie's committed value."""
+    from apache_beam.portability.api import metrics_pb2
+
+    def node(paths: list[tuple]) -> Any:
+        if any(path == (True,) for path in paths):
+            return metrics_pb2.BoundedTrieNode(truncated=True)
+        below: dict[str, list[tuple]] = {}
+        for path in paths:
+            if len(path) > 1:
+                below.setdefault(path[0], []).append(path[1:])
+        return metrics_pb2.BoundedTrieNode(children={name: node(rest) for name, rest in below.items()})
+
+    if not trie.paths:
+        return beam_cells.BoundedTrieData(bound=trie.bound)
+    proto = metrics_pb2.BoundedTrie(bound=trie.bound, root=node(list(trie.paths)))
+    return beam_cells.BoundedTrieData.from_proto(proto)
 
 
 class BeamMetricResults(MetricResults):

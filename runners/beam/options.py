@@ -1,7 +1,7 @@
 """sparkbeam's Spark options on a Beam command line, and their mapping onto sparkbeam's settings.
 
 ``SparkBeamOptions`` registers sparkbeam's own flags (``--spark_master``, ``--spark_conf``,
-``--checkpoint_dir``, ...) with Beam's options machinery: Beam collects the flags of every
+``--checkpoint_dir``, ..., and ``--drain`` for Beam pipelines) with Beam's options machinery: Beam collects the flags of every
 ``PipelineOptions`` subclass, so once this module is imported (the runner imports it),
 ``python my_beam_pipeline.py --runner=sparkbeam.SparkRunner --spark_master=local[4]``
 parses as one command line. Flags both know (``--streaming``, ``--job_name``,
@@ -41,6 +41,17 @@ class SparkBeamOptions(beam_options.PipelineOptions):
                 parser.add_argument(f"--{name}", dest=name, action="append", default=None, help=option.help)
             else:
                 parser.add_argument(f"--{name}", dest=name, default=None, help=option.help)
+        # Beam pipelines only: sparkbeam's own SDK has no splittable DoFns to truncate.
+        parser.add_argument(
+            "--drain",
+            action="store_true",
+            default=False,
+            help=(
+                "run the pipeline as Beam's runners run a drained one: each splittable DoFn's "
+                "restrictions truncated by its RestrictionProvider.truncate before they are "
+                "processed (by default a bounded restriction is kept and an unbounded one dropped)"
+            ),
+        )
 
 
 def sparkbeam_settings(beam: Any) -> RunSettings:

@@ -209,8 +209,10 @@ class BeamDoFnRunner:
         self._guard(self.runner.finish)
 
     def finalize_bundle(self) -> None:
-        """The callbacks the DoFn registered with ``DoFn.BundleFinalizerParam``."""
+        """The callbacks the DoFn registered with ``DoFn.BundleFinalizerParam``, each once."""
         self._guard(self.runner.finalize)
+        # Beam's finalizer keeps its callbacks: a later finalization must not call these again.
+        self.runner.bundle_finalizer_param.reset()
 
     def teardown(self) -> None:
         self._guard(self.runner.teardown)

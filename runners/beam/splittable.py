@@ -13,11 +13,16 @@ runners expand it, into three parts (labels under the ParDo's own):
    timestamp, windows and pane ride along and are restored after, as Beam's ``Reshuffle``
    does; the element and restriction cross the shuffle pickled with Beam's pickler (they
    may be objects of classes Spark's workers cannot import by name, as Beam's coders allow).
-3. The ParDo itself (``BeamSplittableParDoOp``, its own label, so its metrics are where
+3. With ``--drain`` only, ``TruncateRestrictions``: each part truncated by its provider's
+   ``truncate`` (by default a bounded restriction is kept whole and an unbounded one
+   dropped), as Beam's runners truncate restrictions when a pipeline is drained.
+4. The ParDo itself (``BeamSplittableParDoOp``, its own label, so its metrics are where
    Beam puts them): each part is processed by Beam's ``DoFnRunner`` with a tracker the
    provider creates (``process_with_sized_restriction``), and the residual a DoFn leaves by
    self-checkpointing (``tracker.defer_remainder``) is processed again, once its resume
-   time has come, until nothing remains. Restrictions are bounded, so this ends.
+   time has come, until nothing remains. A self-checkpoint ends a bundle in Beam's sense:
+   the callbacks the DoFn registered with ``DoFn.BundleFinalizerParam`` run once the part's
+   output has been handed on, before its residual resumes (not at the task's end).
 
 A DoFn marked ``unbounded_per_element`` is refused by the translator (``translate.py``),
 but for Beam's periodic impulse (``PeriodicImpulse``, ``PeriodicSequence``), whose
@@ -35,10 +40,14 @@ from typing import Any
 
 import apache_beam as beam
 import attrs
+from apache_beam import pvalue as beam_pvalue
 from apache_beam.internal import pickler
 from apache_beam.runners.common import DoFnSignature
 from apache_beam.runners.worker import statesampler
+from apache_beam.transforms import core as beam_core
+from apache_beam.transforms import periodicsequence as beam_periodic
 from apache_beam.transforms.periodicsequence import ImpulseSeqGenDoFn
+from apache_beam.utils import timestamp as beam_timestamp
 from apache_beam.utils.timestamp import MAX_TIMESTAMP, Timestamp
 
 from sparkbeam.core import DoFn, _CallableDoFn
@@ -57,7 +66,10 @@ __all__ = [
     "BeamSplittableParDoOp",
     "ScatterParts",
     "SplitRestrictions",
+    "TruncateRestrictions",
+    "endless_periodic_impulse",
     "gather_parts",
+    "is_endless_periodic_impulse",
     "splittable_ops",
 ]
 
@@ -97,6 +109,23 @@ class SplitRestrictions(beam.DoFn):
                 msg = f"restriction_size of {part!r} is {size}; sizes must be >= 0"
                 raise ValueError(msg)
             yield ((element, (part, self.estimators.initial_estimator_state(element, part))), size)
+
+
+class TruncateRestrictions(beam.DoFn):
+    """Beam's ``TruncateSizedRestriction``, run when a pipeline is drained: each sized part
+    as its provider truncates it, sized again; a part truncated to None is dropped."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+
+    def setup(self) -> None:
+        self.restrictions = DoFnSignature(self.fn).get_restriction_provider()
+
+    def process(self, sized: Any) -> Iterator[Any]:
+        (element, (part, estimator_state)), _ = sized
+        truncated = self.restrictions.truncate(element, part)
+        if truncated is not None:
+            yield ((element, (truncated, estimator_state)), self.restrictions.restriction_size(element, truncated))
 
 
 class ScatterParts(DoFn):
@@ -144,7 +173,12 @@ class BeamSplittableDoFnRunner(BeamDoFnRunner):
             wait = resume_at - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
-            for residual in self._process_part(part, wv):
+            residuals = self._process_part(part, wv)
+            if residuals and self.runner.bundle_finalizer_param.has_callbacks():
+                # A self-checkpoint ends Beam's bundle: its output is handed on (above), then its
+                # finalization callbacks run, before the residual resumes (as a new bundle).
+                self.finalize_bundle()
+            for residual in residuals:
                 delay = residual.deferred_timestamp
                 seconds = delay.micros / 1e6 if delay is not None else 0.0
                 heapq.heappush(pending, (time.monotonic() + max(0.0, seconds), next(sequence), residual.residual_value))
@@ -166,9 +200,66 @@ class BeamSplittableDoFnRunner(BeamDoFnRunner):
 register_kind(BeamSplittableParDoOp, like=ParDoOp, join_body=pardo_joiner(BeamSplittableDoFnRunner), driver_runnable=False)
 
 
-def splittable_ops(t: Any, process: BeamParDoOp, input_windowing: Windowing) -> list[Any]:
+def endless_periodic_impulse(node: Any, *, inside_one: bool) -> bool:
+    """Whether an unbounded_per_element DoFn is known never to end: Beam's periodic impulse
+    ends at its elements' stop timestamps, and one with no stop is refused here when the
+    PeriodicImpulse is in sight (as applied, or, after Beam's runner-API round trip, as
+    TestPipeline's, through the Create or the closure that makes its elements), else on the
+    executor, when its element arrives. Any other runs until its restrictions are done, as
+    on Beam's local runners (an unbounded source's reader says when it has finished)."""
+    if not isinstance(node.transform.fn, beam_periodic.ImpulseSeqGenDoFn):
+        return False
+    return inside_one or _fed_without_a_stop(node)
+
+
+def is_endless_periodic_impulse(transform: Any) -> bool:
+    if not isinstance(transform, beam_periodic.PeriodicImpulse):
+        return False
+    return _endless_stop(transform.stop_ts)
+
+
+def _endless_stop(stop: Any) -> bool:
+    try:
+        return beam_timestamp.Timestamp.of(stop) >= beam_timestamp.MAX_TIMESTAMP
+    except (TypeError, ValueError):
+        return False  # not a timestamp: the executor's check decides
+
+
+def _fed_without_a_stop(node: Any) -> bool:
+    """Whether the (start, stop, interval) elements an ImpulseSeqGenDoFn reads come from a
+    Create, or from a Map closing over a PeriodicImpulse (its rebasing modes), with no stop."""
+    (main,) = [v for v in node.inputs if isinstance(v, beam_pvalue.PCollection)]
+    producer = main.producer
+    ancestor = producer
+    while ancestor is not None and ancestor.transform is not None:
+        if isinstance(ancestor.transform, beam_core.Create):
+            return any(isinstance(value, tuple) and len(value) == 3 and _endless_stop(value[1]) for value in ancestor.transform.values)
+        ancestor = ancestor.parent
+    fn = getattr(producer.transform, "fn", None) if producer is not None else None
+    impulse = _closed_over_periodic_impulse(getattr(fn, "_fn", fn), depth=3)
+    return impulse is not None and is_endless_periodic_impulse(impulse)
+
+
+def _closed_over_periodic_impulse(function: Any, depth: int) -> Any:
+    """A PeriodicImpulse that ``function``'s closure (or a function it closes over) holds."""
+    for cell in getattr(function, "__closure__", None) or ():
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if isinstance(value, beam_periodic.PeriodicImpulse):
+            return value
+        if depth > 1 and callable(value):
+            found = _closed_over_periodic_impulse(value, depth - 1)
+            if found is not None:
+                return found
+    return None
+
+
+def splittable_ops(t: Any, process: BeamParDoOp, input_windowing: Windowing, *, drain: bool = False) -> list[Any]:
     """The ops of a splittable ParDo (``process`` as translated for an ordinary one):
-    split, redistribute, process. ``t`` is the translation, which numbers PCollections."""
+    split, redistribute, truncate if the pipeline is drained, process. ``t`` is the
+    translation, which numbers PCollections."""
     label, location = process.label, process.location
     (source,) = process.inputs
     bounded = t.infos[source].is_bounded
@@ -196,6 +287,24 @@ def splittable_ops(t: Any, process: BeamParDoOp, input_windowing: Windowing) -> 
         )
 
     fields = {field.name: getattr(process, field.name) for field in attrs.fields(BeamParDoOp)}
+    truncating: list[Any] = []
+    parts = gathered
+    if drain:
+        parts = pcoll("TruncateRestrictions", input_windowing)
+        truncating.append(
+            BeamParDoOp(
+                label=f"{label}/TruncateRestrictions",
+                location=location,
+                inputs=(gathered,),
+                outputs=(parts,),
+                dofn=TruncateRestrictions(process.dofn),
+                args=(),
+                kwargs={},
+                output_tags=(None,),
+                input_windowfn=input_windowing.windowfn,
+                beam_windowing=process.beam_windowing,
+            )
+        )
     return [
         BeamParDoOp(
             label=f"{label}/SplitRestrictions",
@@ -220,5 +329,6 @@ def splittable_ops(t: Any, process: BeamParDoOp, input_windowing: Windowing) -> 
             keep_pane_indices=False,
         ),
         plain("Redistribute/Gather", _CallableDoFn(gather_parts, "FlatMap"), grouped, gathered, GlobalWindows()),
-        BeamSplittableParDoOp(**{**fields, "inputs": (gathered,)}),
+        *truncating,
+        BeamSplittableParDoOp(**{**fields, "inputs": (parts,)}),
     ]

@@ -23,8 +23,9 @@ a stateful or timely one heads a keyed stage of its own, ``stateful.py``; a batc
 ``process_batch`` or yielding batches, has its batches made and exploded, ``batched.py``), ``WindowInto``
 (Beam's WindowFn as the engine's, ``windowing.py``), ``GroupByKey`` (keys encoded with
 Beam's coders, ``grouping.py``), ``Flatten`` and ``TestStream``. A primitive without a
-translation, or a feature the engine cannot honour yet (unbounded splittable DoFns,
-unbounded sources), raises ``NotImplementedError`` naming the transform, before Spark starts.
+translation, or a feature the engine cannot honour yet (an unbounded splittable DoFn, an
+unbounded source's among them, in a stream; a periodic impulse that never stops), raises
+``NotImplementedError`` naming the transform, before Spark starts.
 
 Each PCollection's windowing comes from Beam (``pcoll.windowing``, which Beam's own
 composites, Reshuffle among them, may set without a WindowInto), translated once.
@@ -40,22 +41,33 @@ import apache_beam as beam
 from apache_beam import pvalue as beam_pvalue
 from apache_beam.io import iobase
 from apache_beam.io import kafka as beam_kafka
+from apache_beam.io.unbounded_source import UnboundedSource
 from apache_beam.options.pipeline_options import TypeOptions
 from apache_beam.runners.common import DoFnSignature
 from apache_beam.testing import test_stream as beam_test_stream
 from apache_beam.transforms import core as beam_core
 from apache_beam.transforms import periodicsequence as beam_periodic
 from apache_beam.transforms import util as beam_util
-from apache_beam.utils import timestamp as beam_timestamp
+from apache_beam.transforms.combiners import SingleInputTupleCombineFn
 
 from sparkbeam.core import _CallableDoFn
 from sparkbeam.runners.beam import kafka as beam_kafka_io
-from sparkbeam.runners.beam.batched import BeamBatchedParDoOp, is_batched, takes_batches
+from sparkbeam.runners.beam.batched import (
+    BeamBatchedParDoOp,
+    is_batched,
+    takes_batches,
+    warn_if_rebatched,
+)
 from sparkbeam.runners.beam.grouping import BeamCombineFn, KeyCodec, KeyCodingOp, grouping_coders
+from sparkbeam.runners.beam.packing import PackingPlan, pack_name, plan_packing, unpack
 from sparkbeam.runners.beam.pardo import BeamParDoOp, SideInputName, SideView
 from sparkbeam.runners.beam.plain import BeamFnParDoOp, plain_par_do
 from sparkbeam.runners.beam.reads import ReadBundles, pickled_bundles, source_bundles
-from sparkbeam.runners.beam.splittable import splittable_ops
+from sparkbeam.runners.beam.splittable import (
+    endless_periodic_impulse,
+    is_endless_periodic_impulse,
+    splittable_ops,
+)
 from sparkbeam.runners.beam.stateful import stateful_par_do
 from sparkbeam.runners.beam.text_ranges import TextRangesSource, text_ranges
 from sparkbeam.runners.beam.windowing import engine_windowfn, engine_windowing
@@ -68,6 +80,7 @@ from sparkbeam.runners.core.ops import (
     ImpulseOp,
     LoweredPipeline,
     Op,
+    ParDoOp,
     PCollectionInfo,
     SideInputSlot,
     TestStreamOp,
@@ -98,8 +111,16 @@ _REFUSED_HINTS = {
 
 
 class _Translation:
-    def __init__(self, locations: dict[str, str], deterministic_keys: bool, type_checked: bool = False) -> None:
+    def __init__(
+        self, locations: dict[str, str], deterministic_keys: bool, type_checked: bool = False, drain: bool = False, streaming: bool = False
+    ) -> None:
         self.locations = locations
+        #: the pipeline runs as a stream (where an unbounded splittable DoFn would hold a step)
+        self.streaming = streaming
+        #: which CombinePerKeys are packed into one grouping (none in a stream, as in Beam)
+        self.packing = PackingPlan()
+        #: the pipeline runs drained: splittable DoFns' restrictions are truncated
+        self.drain = drain
         self.deterministic_keys = deterministic_keys
         #: Beam checks element types at run time (its runtime type check options)
         self.type_checked = type_checked
@@ -140,6 +161,24 @@ class _Translation:
         return info.id
 
     # -- nodes -----------------------------------------------------------------------
+    def _packed(self, node: Any) -> bool:
+        """Whether combiner packing (packing.py) translated ``node``: a pack's first
+        CombinePerKey as the pack, the others and their duplicate KeyWithVoids as nothing."""
+        key = id(node)
+        alias = self.packing.key_with_void_aliases.get(key)
+        if alias is not None:
+            (output,) = _pcolls(node.outputs.values())
+            self.ids[id(output)] = self.pcoll_id(alias)
+            self._handles.append(output)
+            return True
+        if key in self.packing.packed_away:
+            return True
+        members = self.packing.packs.get(key)
+        if members is not None:
+            self.ops.extend(_packed_combines(self, members))
+            return True
+        return False
+
     def location(self, node: Any) -> str:
         return self.locations.get(node.full_label, "<unknown>")
 
@@ -157,6 +196,8 @@ class _Translation:
         if hint is not None:
             msg = f"'{node.full_label}' ({type(transform).__name__}, applied at {self.location(node)}) cannot run on sparkbeam: {hint}"
             raise UnsupportedError(msg)
+        if self._packed(node):
+            return
         for kind, translate_whole in _COMPOSITES:
             if isinstance(transform, kind):
                 ops = translate_whole(self, node)
@@ -165,7 +206,7 @@ class _Translation:
                     return
         if node.parts:
             reshuffle = isinstance(transform, (beam_util.Reshuffle, beam_util.ReshufflePerKey))
-            endless_periodic = _is_endless_periodic_impulse(transform)
+            endless_periodic = is_endless_periodic_impulse(transform)
             self.reshuffle_depth += reshuffle
             self.endless_periodic_depth += endless_periodic
             for part in node.parts:
@@ -271,14 +312,22 @@ def _par_do(t: _Translation, node: Any) -> list[Op]:
     if signature.is_stateful_dofn():
         return stateful_par_do(t, node, where)  # a keyed stage of its own (stateful.py)
     splittable = signature.is_splittable_dofn()
-    if splittable and signature.is_unbounded_per_element() and not _ends_before_the_run(t, node):
-        msg = (
-            f"{where}: {type(fn).__name__} is an unbounded splittable DoFn (unbounded_per_element); "
-            "sparkbeam's Beam runner runs splittable DoFns with bounded restrictions only (and "
-            "PeriodicImpulse with a stop_timestamp); for a stream, use TestStream, or sparkbeam's "
-            "stream reads in a sparkbeam pipeline"
-        )
-        raise UnsupportedError(msg)
+    if splittable and signature.is_unbounded_per_element():
+        if endless_periodic_impulse(node, inside_one=bool(t.endless_periodic_depth)):
+            msg = (
+                f"{where}: {type(fn).__name__} is a PeriodicImpulse with no stop_timestamp, which never "
+                "ends; give it a stop_timestamp, or, for a stream, use TestStream or sparkbeam's stream "
+                "reads in a sparkbeam pipeline"
+            )
+            raise UnsupportedError(msg)
+        if t.streaming and not isinstance(fn, beam_periodic.ImpulseSeqGenDoFn):
+            msg = (
+                f"{where}: {type(fn).__name__} is an unbounded splittable DoFn (unbounded_per_element); "
+                "in a stream sparkbeam's Beam runner would process its restrictions to their end within "
+                "one step, holding the stream: run it in batch (where it runs to its end, as on Beam's "
+                "local runners), or read the stream with TestStream or sparkbeam's stream reads"
+            )
+            raise UnsupportedError(msg)
     (main,) = _pcolls(node.inputs)
     if batched and not _has_batch_converters(fn):
         try:  # lost in Beam's runner-API round trip: inferred again, as Beam's ParDo does
@@ -286,6 +335,8 @@ def _par_do(t: _Translation, node: Any) -> list[Op]:
         except TypeError as error:
             msg = f"{where}: {error}"
             raise TypeError(msg) from error
+    if takes_batches(fn):
+        warn_if_rebatched(node, main)
     label = _pcoll_label(main)
     windowing = t.windowing(main, label)
     base = t.base(node)
@@ -306,62 +357,7 @@ def _par_do(t: _Translation, node: Any) -> list[Op]:
         beam_windowing=main.windowing,
         side_views=tuple(view for _, view in sides),
     )
-    return splittable_ops(t, op, windowing) if splittable else [op]
-
-
-def _ends_before_the_run(t: _Translation, node: Any) -> bool:
-    """Whether an unbounded_per_element DoFn's restrictions end: Beam's periodic impulse
-    ends at its elements' stop timestamps. One with no stop is refused here when the
-    PeriodicImpulse is in sight (as applied, or, after Beam's runner-API round trip, as
-    TestPipeline's, through the Create or the closure that makes its elements), else on the
-    executor, when its element arrives."""
-    if not isinstance(node.transform.fn, beam_periodic.ImpulseSeqGenDoFn):
-        return False
-    return not t.endless_periodic_depth and not _fed_without_a_stop(node)
-
-
-def _is_endless_periodic_impulse(transform: Any) -> bool:
-    if not isinstance(transform, beam_periodic.PeriodicImpulse):
-        return False
-    return _endless(transform.stop_ts)
-
-
-def _endless(stop: Any) -> bool:
-    try:
-        return beam_timestamp.Timestamp.of(stop) >= beam_timestamp.MAX_TIMESTAMP
-    except (TypeError, ValueError):
-        return False  # not a timestamp: the executor's check decides
-
-
-def _fed_without_a_stop(node: Any) -> bool:
-    """Whether the (start, stop, interval) elements an ImpulseSeqGenDoFn reads come from a
-    Create, or from a Map closing over a PeriodicImpulse (its rebasing modes), with no stop."""
-    (main,) = _pcolls(node.inputs)
-    producer = main.producer
-    ancestor = producer
-    while ancestor is not None and ancestor.transform is not None:
-        if isinstance(ancestor.transform, beam_core.Create):
-            return any(isinstance(value, tuple) and len(value) == 3 and _endless(value[1]) for value in ancestor.transform.values)
-        ancestor = ancestor.parent
-    fn = getattr(producer.transform, "fn", None) if producer is not None else None
-    impulse = _closed_over_periodic_impulse(getattr(fn, "_fn", fn), depth=3)
-    return impulse is not None and _is_endless_periodic_impulse(impulse)
-
-
-def _closed_over_periodic_impulse(function: Any, depth: int) -> Any:
-    """A PeriodicImpulse that ``function``'s closure (or a function it closes over) holds."""
-    for cell in getattr(function, "__closure__", None) or ():
-        try:
-            value = cell.cell_contents
-        except ValueError:  # an empty cell
-            continue
-        if isinstance(value, beam_periodic.PeriodicImpulse):
-            return value
-        if depth > 1 and callable(value):
-            found = _closed_over_periodic_impulse(value, depth - 1)
-            if found is not None:
-                return found
-    return None
+    return splittable_ops(t, op, windowing, drain=t.drain) if splittable else [op]
 
 
 def _has_batch_converters(fn: Any) -> bool:
@@ -376,11 +372,21 @@ def _key_coded_grouping(
     t: _Translation, node: Any, codec: KeyCodec, decode: Callable[[Any], Any], combine_fn: Any = None
 ) -> list[Op]:
     """EncodeKey (upstream stage) -> the grouping on encoded keys -> DecodeKey (its stage)."""
-    label = node.full_label
-    location = t.location(node)
     (source,) = _pcolls(node.inputs)
     (output,) = _pcolls(node.outputs.values())
-    source_id, output_id = t.pcoll_id(source), t.pcoll_id(output)
+    return _grouping_ops(t, node.full_label, t.location(node), t.pcoll_id(source), t.pcoll_id(output), codec, decode, combine_fn)
+
+
+def _grouping_ops(
+    t: _Translation,
+    label: str,
+    location: str,
+    source_id: int,
+    output_id: int,
+    codec: KeyCodec,
+    decode: Callable[[Any], Any],
+    combine_fn: Any = None,
+) -> list[Op]:
     source_info, output_info = t.infos[source_id], t.infos[output_id]
     encoded = t.new_pcoll(f"{label}/EncodeKey.out", source_info.windowing, source_info.is_bounded)
     grouped = t.new_pcoll(f"{label}.grouped", output_info.windowing, output_info.is_bounded)
@@ -468,6 +474,32 @@ def _combine_per_key(t: _Translation, node: Any) -> list[Op] | None:
     return _key_coded_grouping(t, node, codec, codec.decode_key, combine_fn=BeamCombineFn(transform.fn))
 
 
+def _packed_combines(t: _Translation, members: list[Any]) -> list[Op]:
+    """Sibling CombinePerKeys over one input as one grouping and an Unpack (packing.py)."""
+    first = members[0]
+    (source,) = _pcolls(first.inputs)
+    outputs = [t.pcoll_id(_pcolls(member.outputs.values())[0]) for member in members]
+    name = pack_name([member.full_label for member in members])
+    label, location = f"{name}/Pack", t.location(first)
+    key_coder, _ = grouping_coders(source, label, t.deterministic_keys)
+    codec = KeyCodec(label, key_coder)
+    first_output = t.infos[outputs[0]]
+    packed = t.new_pcoll(f"{label}.out", first_output.windowing, first_output.is_bounded)
+    fn = BeamCombineFn(SingleInputTupleCombineFn(*(member.transform.fn for member in members)))
+    unpack_op = ParDoOp(
+        label=f"{name}/Unpack",
+        location=location,
+        inputs=(packed,),
+        outputs=tuple(outputs),
+        dofn=_CallableDoFn(unpack, "FlatMap"),
+        args=(),
+        kwargs={},
+        output_tags=tuple(str(index) for index in range(len(members))),
+        input_windowfn=first_output.windowing.windowfn,
+    )
+    return [*_grouping_ops(t, label, location, t.pcoll_id(source), packed, codec, codec.decode_key, fn), unpack_op]
+
+
 def _read(t: _Translation, node: Any) -> list[Op] | None:
     source = node.transform.source
     where = f"'{node.full_label}' (applied at {t.location(node)})"
@@ -503,12 +535,11 @@ def _read(t: _Translation, node: Any) -> list[Op] | None:
                 input_windowfn=info.windowing.windowfn,
             ),
         ]
-    if isinstance(source, beam.transforms.PTransform):
-        return None  # Read of a transform: its expansion
-    msg = (
-        f"{where}: reading {type(source).__name__} (an unbounded source) is not supported by "
-        "sparkbeam's Beam runner yet; use TestStream, or sparkbeam's stream reads in a sparkbeam pipeline"
-    )
+    if isinstance(source, (beam.transforms.PTransform, UnboundedSource)):
+        # Read of a transform, or of an unbounded source: its expansion (for an unbounded
+        # source, Beam's splittable DoFn driving the source's reader, run to its end in batch).
+        return None
+    msg = f"{where}: reading {type(source).__name__}, neither a BoundedSource nor an UnboundedSource, is not supported"
     raise UnsupportedError(msg)
 
 
@@ -563,11 +594,16 @@ def translate(
     captured: Sequence[Any] = (),
     capture_logs: dict[int, str] | None = None,
     deterministic_keys: bool = True,
+    drain: bool = False,
+    streaming: bool = False,
 ) -> LoweredPipeline:
     """The engine's ops for a Beam pipeline, producers first; ``captured`` are Beam
     PCollections whose emissions the run records (``capture_logs``: by ``id`` of the
-    PCollection, the file each one's log goes to)."""
-    translation = _Translation(locations or {}, deterministic_keys, _type_checked(pipeline))
+    PCollection, the file each one's log goes to); ``drain``: run it as a drained pipeline
+    (splittable DoFns' restrictions truncated); ``streaming``: it runs as a stream."""
+    translation = _Translation(locations or {}, deterministic_keys, _type_checked(pipeline), drain, streaming)
+    if not streaming:
+        translation.packing = plan_packing(pipeline)
     for node in pipeline.transforms_stack[0].parts:
         translation.visit(node)
     for pcoll in captured:

@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from sparkbeam.combine import CombineFn
+from sparkbeam.metrics.cells import BoundedTrieData
 from sparkbeam.metrics.execution import (
     MetricKey,
     MetricResult,
@@ -118,13 +119,13 @@ def _result(kind: str, value: Any) -> Any:
     return value
 
 
-_IDENTITY = {"counters": 0, "string_sets": frozenset()}
+_IDENTITY = {"counters": 0, "string_sets": frozenset(), "bounded_tries": BoundedTrieData()}
 
 
 class RunMetrics(MetricResults):
     """A run's metrics, as Beam's ``result.metrics()``: ``query(MetricsFilter)`` returns
     ``{"counters": [...], "distributions": [...], "gauges": [...], "string_sets": [...],
-    "bounded_tries": [], "histograms": []}`` of ``MetricResult(key, committed, attempted)``.
+    "bounded_tries": [...], "histograms": []}`` of ``MetricResult(key, committed, attempted)``.
 
     ``committed`` sums each successful unit of work once; ``attempted`` adds what failed
     attempts (retried tasks) did before they failed. ``steps()`` lists each step's updates
@@ -163,7 +164,6 @@ class RunMetrics(MetricResults):
                     committed_result = _result(kind, value)
                 rows.append(MetricResult(key, committed_result, _result(kind, attempted[key])))
             results[kind] = rows
-        results[self.BOUNDED_TRIES] = []
         results[self.HISTOGRAMS] = []
         return results
 

@@ -44,7 +44,7 @@ import threading
 import time
 from typing import Any
 
-from sparkbeam.metrics.cells import DistributionData, GaugeData
+from sparkbeam.metrics.cells import BoundedTrieData, DistributionData, GaugeData
 from sparkbeam.metrics.execution import MetricKey, MetricUpdates
 from sparkbeam.metrics.metricbase import MetricName
 
@@ -107,6 +107,8 @@ def updates_to_json(updates: MetricUpdates) -> bytes:
                 data = [value.value, value.timestamp]
             elif kind == "string_sets":
                 data = sorted(value)
+            elif kind == "bounded_tries":
+                data = [value.bound, sorted([list(path) for path in value.paths], key=repr)]
             else:
                 data = value
             rows.append([kind, key.step, key.metric.namespace, key.metric.name, data])
@@ -163,10 +165,33 @@ def _value(kind: str, data: Any) -> Any:
             msg = f"{timestamp!r} is not a time"
             raise BadReport(msg)
         return GaugeData(_int(value), float(stamp))
+    if kind == "bounded_tries":
+        return _bounded_trie(data)
     if type(data) is not list or not all(type(item) is str for item in data):
         msg = f"{data!r} is not a list of strings"
         raise BadReport(msg)
     return frozenset(data)
+
+
+def _bounded_trie(data: Any) -> BoundedTrieData:
+    """A bounded trie's ``[bound, paths]``, each path its segments (strings) and whether it
+    was truncated (a bool last), as ``BoundedTrieData`` keeps them."""
+    bound, paths = _list_of(data, 2)
+    if type(paths) is not list:
+        msg = f"{paths!r:.200} is not a bounded trie's list of paths"
+        raise BadReport(msg)
+    kept = set()
+    for path in paths:
+        if (
+            type(path) is not list
+            or not path
+            or type(path[-1]) is not bool
+            or not all(type(segment) is str for segment in path[:-1])
+        ):
+            msg = f"{path!r:.200} is not a bounded trie's path: strings, then whether it was truncated"
+            raise BadReport(msg)
+        kept.add(tuple(path))
+    return BoundedTrieData(frozenset(kept), _int(bound, (1, _INT64[1])))
 
 
 def report_from_json(body: bytes) -> MetricUpdates:

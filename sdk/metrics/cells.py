@@ -2,7 +2,8 @@
 
 Each kind of metric has a data value that combines associatively, so that updates made on
 many workers, in any order, sum to one value: an int for a counter, ``DistributionData``,
-``GaugeData`` (the latest by time wins), a frozenset of strings for a string set. Queries
+``GaugeData`` (the latest by time wins), a frozenset of strings for a string set,
+``BoundedTrieData`` for a bounded trie. Queries
 return ``DistributionResult`` and ``GaugeResult`` around them, as Beam's do.
 
 >>> DistributionData.singleton(3).combine(DistributionData.singleton(5)).get_result()
@@ -14,8 +15,9 @@ from __future__ import annotations
 import attrs
 
 from sparkbeam.beam_surface import module_getattr
+from sparkbeam.metrics._bounded_trie import BoundedTrieData
 
-__all__ = ["DistributionData", "DistributionResult", "GaugeData", "GaugeResult"]
+__all__ = ["BoundedTrieData", "DistributionData", "DistributionResult", "GaugeData", "GaugeResult"]
 
 _INT64_MAX = 2**63 - 1
 _INT64_MIN = -(2**63)

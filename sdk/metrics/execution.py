@@ -30,7 +30,7 @@ from typing import Any
 import attrs
 
 from sparkbeam.beam_surface import module_getattr
-from sparkbeam.metrics.cells import DistributionData, GaugeData
+from sparkbeam.metrics.cells import BoundedTrieData, DistributionData, GaugeData
 from sparkbeam.metrics.metricbase import MetricName
 
 __all__ = [
@@ -99,8 +99,9 @@ class MetricUpdates:
     distributions: dict[MetricKey, DistributionData] = attrs.field(factory=dict)
     gauges: dict[MetricKey, GaugeData] = attrs.field(factory=dict)
     string_sets: dict[MetricKey, frozenset[str]] = attrs.field(factory=dict)
+    bounded_tries: dict[MetricKey, BoundedTrieData] = attrs.field(factory=dict)
 
-    KINDS = ("counters", "distributions", "gauges", "string_sets")
+    KINDS = ("counters", "distributions", "gauges", "string_sets", "bounded_tries")
 
     def __bool__(self) -> bool:
         return any(getattr(self, kind) for kind in self.KINDS)
@@ -119,6 +120,9 @@ class MetricUpdates:
         return MetricUpdates(**merged)
 
 
+_EMPTY_TRIE = BoundedTrieData()
+
+
 class MetricsContainer:
     """The metric updates of one unit of work, by step and metric name."""
 
@@ -127,6 +131,7 @@ class MetricsContainer:
         self.distributions: dict[tuple[str, MetricName], DistributionData] = {}
         self.gauges: dict[tuple[str, MetricName], GaugeData] = {}
         self.string_sets: dict[tuple[str, MetricName], set[str]] = {}
+        self.bounded_tries: dict[tuple[str, MetricName], BoundedTrieData] = {}
 
     def update_counter(self, name: MetricName, n: int) -> None:
         key = (_CURRENT.step, name)
@@ -147,22 +152,28 @@ class MetricsContainer:
             raise TypeError(msg)
         self.string_sets.setdefault((_CURRENT.step, name), set()).add(value)
 
+    def update_bounded_trie(self, name: MetricName, segments: tuple[str, ...]) -> None:
+        key = (_CURRENT.step, name)
+        self.bounded_tries[key] = self.bounded_tries.get(key, _EMPTY_TRIE).add(segments)
+
     def updates(self) -> MetricUpdates:
         """What this container holds, keyed by ``MetricKey``."""
 
         def keyed(cells: dict, convert: Callable[[Any], Any] = lambda value: value) -> dict:
             return {MetricKey(step, name): convert(value) for (step, name), value in cells.items()}
 
-        return MetricUpdates(keyed(self.counters), keyed(self.distributions), keyed(self.gauges), keyed(self.string_sets, frozenset))
+        return MetricUpdates(
+            keyed(self.counters), keyed(self.distributions), keyed(self.gauges), keyed(self.string_sets, frozenset), keyed(self.bounded_tries)
+        )
 
     def drain(self) -> MetricUpdates:
         """``updates()``, after which the container is empty."""
         updates = self.updates()
-        self.counters, self.distributions, self.gauges, self.string_sets = {}, {}, {}, {}
+        self.counters, self.distributions, self.gauges, self.string_sets, self.bounded_tries = {}, {}, {}, {}, {}
         return updates
 
     def __bool__(self) -> bool:
-        return bool(self.counters or self.distributions or self.gauges or self.string_sets)
+        return bool(self.counters or self.distributions or self.gauges or self.string_sets or self.bounded_tries)
 
 
 class _Current(threading.local):

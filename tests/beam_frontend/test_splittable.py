@@ -217,13 +217,15 @@ class Forever(beam.DoFn):
         yield from ()
 
 
-def test_an_unbounded_splittable_dofn_is_refused_naming_the_transform():
+def test_an_unbounded_splittable_dofn_is_refused_in_a_stream_naming_the_transform():
+    pipeline = beam.Pipeline(options=PipelineOptions(["--runner=sparkbeam.SparkRunner", "--streaming"]))
+    _ = pipeline | beam.Create([("a", 3)]) | "Endless" >> beam.ParDo(Forever())
     with pytest.raises(UnsupportedError, match=r"'Endless' .*unbounded splittable DoFn"):
-        _lowered(lambda p: p | beam.Create([("a", 3)]) | "Endless" >> beam.ParDo(Forever()))
+        translate(pipeline, streaming=True)
 
 
 def test_a_periodic_impulse_without_a_stop_is_refused_and_with_one_is_translated():
-    with pytest.raises(UnsupportedError, match=r"'Ticks/GenSequence' .*unbounded splittable DoFn"):
+    with pytest.raises(UnsupportedError, match=r"'Ticks/GenSequence' .*never ends"):
         _lowered(lambda p: p | "Ticks" >> PeriodicImpulse(start_timestamp=0, fire_interval=1))
     lowered = _lowered(lambda p: p | "Ticks" >> PeriodicImpulse(start_timestamp=0, stop_timestamp=3, fire_interval=1))
     assert any(op.label == "Ticks/GenSequence" and isinstance(op, BeamSplittableParDoOp) for op in lowered.ops)
@@ -237,7 +239,7 @@ def test_a_periodic_impulse_without_a_stop_is_refused_after_beams_round_trip_too
         _ = pipeline | "Ticks" >> PeriodicImpulse(start_timestamp=0, stop_timestamp=stop, fire_interval=1, rebase=rebase)
         return beam.Pipeline.from_runner_api(pipeline.to_runner_api(), pipeline.runner, pipeline._options)
 
-    with pytest.raises(UnsupportedError, match=r"'Ticks/GenSequence' .*unbounded splittable DoFn"):
+    with pytest.raises(UnsupportedError, match=r"'Ticks/GenSequence' .*never ends"):
         translate(round_tripped(MAX_TIMESTAMP))
     lowered = translate(round_tripped(3))
     assert any(op.label == "Ticks/GenSequence" and isinstance(op, BeamSplittableParDoOp) for op in lowered.ops)

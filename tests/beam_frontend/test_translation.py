@@ -15,11 +15,14 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.transforms import trigger as beam_trigger
 from apache_beam.transforms import userstate
 from apache_beam.transforms import window as beam_window
+from apache_beam.transforms.periodicsequence import PeriodicImpulse
 from apache_beam.utils.timestamp import Duration as BeamDuration
 from apache_beam.utils.timestamp import Timestamp as BeamTimestamp
 
 import sparkbeam
 from sparkbeam import trigger, window
+from sparkbeam.runners.beam.splittable import BeamSplittableParDoOp
+from sparkbeam.runners.beam.translate import translate
 from sparkbeam.runners.beam.windowing import (
     BeamWindowFn,
     engine_trigger,
@@ -302,11 +305,10 @@ class Restricted(beam.DoFn, beam.transforms.core.RestrictionProvider):
             "Sessions",
             "a stateful DoFn in merging windows",
         ),
-        (lambda p: p | beam.Create([1]) | "Split" >> beam.ParDo(Restricted()), "Split", "unbounded splittable DoFn"),
-        (lambda p: p | "Ticks" >> beam.io.Read(UnboundedCountingSource(10)), "Ticks", "unbounded source"),
+        (lambda p: p | "Ticks" >> PeriodicImpulse(start_timestamp=0, fire_interval=1), "Ticks/GenSequence", "never ends"),
         (lambda p: p | "Mine" >> Primitive(), "Mine", "Primitive has no translation"),
     ],
-    ids=["stateful-dofn-with-side-inputs", "stateful-dofn-in-sessions", "unbounded-splittable-dofn", "unbounded-read", "unknown-primitive"],
+    ids=["stateful-dofn-with-side-inputs", "stateful-dofn-in-sessions", "endless-periodic-impulse", "unknown-primitive"],
 )
 def test_what_cannot_be_translated_is_refused_naming_the_transform_before_spark_starts(monkeypatch, build, label, what):
     from sparkbeam.runners.spark import session
@@ -322,6 +324,24 @@ def test_what_cannot_be_translated_is_refused_naming_the_transform_before_spark_
     assert isinstance(refused.value, UnsupportedError)
     assert f"'{label}'" in str(refused.value) and what in str(refused.value)
     assert "test_translation.py" in str(refused.value)  # where the user applied it
+
+
+@pytest.mark.parametrize(
+    ("build", "label"),
+    [
+        (lambda p: p | beam.Create([1]) | "Split" >> beam.ParDo(Restricted()), "Split"),
+        (lambda p: p | "Ticks" >> beam.io.Read(UnboundedCountingSource(10)), "Ticks/ReadFromUnboundedSource/ReadUnbounded"),
+    ],
+    ids=["unbounded-splittable-dofn", "unbounded-read"],
+)
+def test_an_unbounded_splittable_dofn_is_refused_in_a_stream_and_translated_in_batch(build, label):
+    stream = beam.Pipeline(runner=sparkbeam.SparkRunner(), options=PipelineOptions(["--streaming"]))
+    build(stream)
+    with pytest.raises(UnsupportedError, match=rf"'{label}' .*unbounded splittable DoFn.*in a stream"):
+        translate(stream, streaming=True)
+    batch = beam_pipeline()
+    build(batch)
+    assert any(op.label == label and isinstance(op, BeamSplittableParDoOp) for op in translate(batch).ops)
 
 
 def test_timestamps_keep_microseconds():
