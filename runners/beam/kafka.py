@@ -30,7 +30,7 @@ from sparkbeam.io.kafka import WriteToKafka
 from sparkbeam.io.streaming import ReadFromKafka, _RouteBadRecords
 from sparkbeam.runners.core.errors import UnsupportedError
 
-__all__ = ["is_kafka", "read_ops", "substitute", "write_spec"]
+__all__ = ["is_kafka", "read_ops", "substitute", "write_op"]
 
 
 def is_kafka(transform: Any) -> bool:
@@ -116,5 +116,9 @@ def read_ops(node: Any, base: dict[str, Any], records_id: int) -> tuple[Any, Any
     return source, route
 
 
-def write_spec(node: Any, where: str) -> Any:
-    return _sparkbeam_write(node.transform, where).spec
+def write_op(base: dict[str, Any], node: Any) -> Any:
+    """Beam's WriteToKafka, left unexpanded by ``SparkRunner.apply``: sparkbeam's sink op."""
+    from sparkbeam.runners.core.ops import WriteKafkaOp
+
+    where = f"'{node.full_label}' (applied at {base['location']})"
+    return WriteKafkaOp(**base, spec=_sparkbeam_write(node.transform, where).spec)

@@ -17,10 +17,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from apache_beam.internal import pickler
+from apache_beam.runners.common import DoFnSignature
+from apache_beam.transforms import core as beam_core
 
 from sparkbeam.runners.beam.plain import _CONVERTERS, _UNSEEN, augmented, engine_output
 
-__all__ = ["ReadBundles", "pickled_bundles", "source_bundles"]
+__all__ = ["ReadBundles", "pickled_bundles", "reading_label", "source_bundles"]
 
 _MIN_BUNDLE_BYTES = 1 << 20
 _DEFAULT_BUNDLE_BYTES = 64 << 20
@@ -65,3 +67,16 @@ class ReadBundles:
                 yield record if convert is None else engine_output(record)
         except Exception as error:
             raise augmented(error, self.label) from error
+
+
+def reading_label(node: Any) -> str:
+    """The label of the splittable ParDo that reads in Beam's expansion of ``Read``
+    (``.../SDFBoundedSourceReader/ParDo(SDFBoundedSourceDoFn)``): the source's metrics go
+    under the step where Beam's runners put them."""
+    for part in node.parts:
+        if isinstance(part.transform, beam_core.ParDo) and DoFnSignature(part.transform.fn).is_splittable_dofn():
+            return str(part.full_label)
+        found = reading_label(part)
+        if not found.endswith("/ReadBundle"):
+            return found
+    return f"{node.full_label}/ReadBundle"

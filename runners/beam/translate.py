@@ -1,8 +1,8 @@
 """Translation: an apache_beam pipeline, after Beam's own expansion, as the engine's lowered ops.
 
 The translator walks Beam's graph (``AppliedPTransform`` nodes) depth first, in the order
-transforms were applied, so producers come before consumers. Two composites are
-translated whole:
+transforms were applied, so producers come before consumers. These composites are
+translated whole (Beam's ReadFromKafka and WriteToKafka too, as sparkbeam's, ``kafka.py``):
 
 - ``CombinePerKey`` with no side arguments becomes one grouping that combines as it
   groups (combiner lifting), with the user's Beam ``CombineFn``;
@@ -62,7 +62,7 @@ from sparkbeam.runners.beam.grouping import BeamCombineFn, KeyCodec, KeyCodingOp
 from sparkbeam.runners.beam.packing import PackingPlan, pack_name, plan_packing, unpack
 from sparkbeam.runners.beam.pardo import BeamParDoOp, SideInputName, SideView
 from sparkbeam.runners.beam.plain import BeamFnParDoOp, plain_par_do
-from sparkbeam.runners.beam.reads import ReadBundles, pickled_bundles, source_bundles
+from sparkbeam.runners.beam.reads import ReadBundles, pickled_bundles, reading_label, source_bundles
 from sparkbeam.runners.beam.splittable import (
     endless_periodic_impulse,
     is_endless_periodic_impulse,
@@ -85,7 +85,6 @@ from sparkbeam.runners.core.ops import (
     SideInputSlot,
     TestStreamOp,
     WindowIntoOp,
-    WriteKafkaOp,
 )
 from sparkbeam.runners.core.registry import Registry
 from sparkbeam.testing import test_stream
@@ -513,22 +512,22 @@ def _read(t: _Translation, node: Any) -> list[Op] | None:
             msg = f"{where}: splitting {source!r} failed: {type(error).__name__}: {error}"
             raise ValueError(msg) from error
         location = t.location(node)
-        reading_label = _reading_label(node)
+        label_of_reader = reading_label(node)
         # Beam's ReadFromText at its defaults: its files' lines read in C (text_ranges.py).
         ranges = text_ranges(bundles)
         if ranges is not None:
-            reader = TextRangesSource(ranges, reading_label)
-            return [BoundedSourceReadOp(label=reading_label, location=location, inputs=(), outputs=(output_id,), source=reader)]
+            reader = TextRangesSource(ranges, label_of_reader)
+            return [BoundedSourceReadOp(label=label_of_reader, location=location, inputs=(), outputs=(output_id,), source=reader)]
         bundles_id = t.new_pcoll(f"{node.full_label}.bundles", info.windowing, True)
         return [
             CreateOp(label=node.full_label, location=location, inputs=(), outputs=(bundles_id,), values=pickled_bundles(bundles)),
             # Run by the engine's own DoFnRunner as a FlatMap (plain.py), as Beam's Map is.
             BeamFnParDoOp(
-                label=reading_label,
+                label=label_of_reader,
                 location=location,
                 inputs=(bundles_id,),
                 outputs=(output_id,),
-                dofn=_CallableDoFn(ReadBundles(reading_label), "FlatMap"),
+                dofn=_CallableDoFn(ReadBundles(label_of_reader), "FlatMap"),
                 args=(),
                 kwargs={},
                 output_tags=(None,),
@@ -543,39 +542,18 @@ def _read(t: _Translation, node: Any) -> list[Op] | None:
     raise UnsupportedError(msg)
 
 
-def _reading_label(node: Any) -> str:
-    """The label of the splittable ParDo that reads in Beam's expansion of ``Read``
-    (``.../SDFBoundedSourceReader/ParDo(SDFBoundedSourceDoFn)``): the source's metrics go
-    under the step where Beam's runners put them."""
-    for part in node.parts:
-        if isinstance(part.transform, beam_core.ParDo) and DoFnSignature(part.transform.fn).is_splittable_dofn():
-            return str(part.full_label)
-        found = _reading_label(part)
-        if not found.endswith("/ReadBundle"):
-            return found
-    return f"{node.full_label}/ReadBundle"
-
-
 def _kafka_read(t: _Translation, node: Any) -> list[Op]:
     """Beam's ReadFromKafka, left unexpanded by ``SparkRunner.apply``: sparkbeam's read (``kafka.py``)."""
     base = t.base(node)
     (output,) = _pcolls(node.outputs.values())
-    records = t.new_pcoll(f"{node.full_label}/Read", t.windowing(output, base["label"]), False)
-    return list(beam_kafka_io.read_ops(node, base, records))
-
-
-def _kafka_write(t: _Translation, node: Any) -> list[Op]:
-    """Beam's WriteToKafka, left unexpanded by ``SparkRunner.apply``: sparkbeam's sink."""
-    base = t.base(node)
-    where = f"'{node.full_label}' (applied at {base['location']})"
-    return [WriteKafkaOp(**base, spec=beam_kafka_io.write_spec(node, where))]
+    return list(beam_kafka_io.read_ops(node, base, t.new_pcoll(f"{node.full_label}/Read", t.windowing(output, base["label"]), False)))
 
 
 _COMPOSITES: list[tuple[type, Callable[[_Translation, Any], list[Op] | None]]] = [
     (beam_core.CombinePerKey, _combine_per_key),
     (iobase.Read, _read),
     (beam_kafka.ReadFromKafka, _kafka_read),
-    (beam_kafka.WriteToKafka, _kafka_write),
+    (beam_kafka.WriteToKafka, lambda t, node: [beam_kafka_io.write_op(t.base(node), node)]),
 ]
 
 
