@@ -110,7 +110,7 @@ def run_beam_pipeline(runner: spark_runner.SparkRunner, pipeline: Any, options: 
         capture_logs=logs,
         deterministic_keys=deterministic,
         drain=bool(options.view_as(SparkBeamOptions).drain),
-        streaming=bool(settings.get("streaming")),
+        streaming=settings.streaming,
     )
     result = runner.run_lowered(lowered, settings, BeamPipelineResult)
     assert isinstance(result, BeamPipelineResult)  # run_lowered builds the class it is given
