@@ -19,8 +19,6 @@ import contextlib
 import io
 import os
 import random
-import signal
-import subprocess
 import sys
 import time
 import uuid
@@ -33,6 +31,7 @@ from tests.runners.test_kafka import produce
 from tests.runners.test_stream_recovery import (
     check_watermarks,
     committed,
+    run_killable,
     steps_with_data,
     timeline,
 )
@@ -122,24 +121,8 @@ def _drain(kafka, topic: str) -> list:
 
 
 def run_job(args: list[str], log: str, kill_at: int | None, jars: str) -> bool:
-    process = subprocess.Popen(
-        [sys.executable, JOB, *args, "--spark_conf", f"spark.jars={jars}", "--spark_conf", "spark.ui.enabled=false"],
-        env={**os.environ, "PYSPARK_PYTHON": sys.executable},
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
-    )
-    deadline = time.monotonic() + 400
-    while process.poll() is None:
-        if kill_at is not None and steps_with_data(log) >= kill_at:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            return False
-        if time.monotonic() > deadline:
-            os.killpg(process.pid, signal.SIGKILL)
-            pytest.fail("the Kafka job did not finish in 400 s")
-        time.sleep(0.05)
-    stderr = process.stderr.read().decode() if process.stderr else ""
-    assert process.returncode == 0, stderr[-3000:]
-    return True
+    command = [sys.executable, JOB, *args, "--spark_conf", f"spark.jars={jars}", "--spark_conf", "spark.ui.enabled=false"]
+    return run_killable(command, log, kill_at, 400, "the Kafka job")
 
 
 @pytest.fixture(scope="module")

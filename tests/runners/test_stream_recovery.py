@@ -109,16 +109,17 @@ def steps_with_data(log: str) -> int:
         return 0
 
 
-def run_job(input_dir: str, output_dir: str, checkpoint_dir: str, log: str, kill_at: int | None, *flags: str) -> bool:
-    """Runs the job; kills it with SIGKILL once ``kill_at`` steps have read data. True if it finished."""
+def run_killable(command: list[str], log: str, kill_at: int | None, seconds: float, what: str) -> bool:
+    """Runs ``command`` (a driver) in a session of its own; kills it with SIGKILL once
+    ``kill_at`` steps have read data (its JVM with it). True if it finished by itself."""
     process = subprocess.Popen(
-        [sys.executable, JOB, input_dir, output_dir, checkpoint_dir, log, *flags],
+        command,
         env={**os.environ, "PYSPARK_PYTHON": sys.executable},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         start_new_session=True,  # the kill takes Spark's JVM down with the Python driver
     )
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + seconds
     while process.poll() is None:
         if kill_at is not None and steps_with_data(log) >= kill_at:
             os.killpg(process.pid, signal.SIGKILL)
@@ -126,11 +127,16 @@ def run_job(input_dir: str, output_dir: str, checkpoint_dir: str, log: str, kill
             return False
         if time.monotonic() > deadline:
             os.killpg(process.pid, signal.SIGKILL)
-            pytest.fail("the stream job did not finish in 300 s")
+            pytest.fail(f"{what} did not finish in {seconds:.0f} s")
         time.sleep(0.05)
     stderr = process.stderr.read().decode() if process.stderr else ""
     assert process.returncode == 0, stderr[-3000:]
     return True
+
+
+def run_job(input_dir: str, output_dir: str, checkpoint_dir: str, log: str, kill_at: int | None, *flags: str) -> bool:
+    """Runs the job; kills it with SIGKILL once ``kill_at`` steps have read data. True if it finished."""
+    return run_killable([sys.executable, JOB, input_dir, output_dir, checkpoint_dir, log, *flags], log, kill_at, 300, "the stream job")
 
 
 def run_job_here(input_dir: str, output_dir: str, checkpoint_dir: str, log: str) -> str:
