@@ -93,10 +93,17 @@ class GroupingRun:
         self.counts = StageSummary()  # elements in, records shuffled
         self.panes: list[WindowedValue] = []
 
-    def run_keys(self, states: dict[Any, Any], new: dict[Any, list[Any]], report: StageSummary) -> Iterator[tuple[Any, KeyedState]]:
+    def run_keys(
+        self,
+        states: dict[Any, Any],
+        new: dict[Any, list[Any]],
+        report: StageSummary,
+        reports: dict[Any, tuple] | None = None,
+    ) -> Iterator[tuple[Any, KeyedState]]:
         """Add ``new`` (key -> elements or partials) to ``states`` (key -> state, updated in
         place), fire what is due; yields the state kept per key and adds each kept key's
-        holds, next timers and size to ``report``."""
+        holds, next timers and size to ``report`` (and, given ``reports``, puts each kept
+        key's own there: hold, its window, next event and processing timers, windows)."""
         engine, params, stats, counts, panes = self.engine, self.params, self.stats, self.counts, self.panes
         for key, arrived in new.items():
             state = states.get(key)
@@ -134,15 +141,23 @@ class GroupingRun:
             if engine.is_empty(state):
                 continue
             hold = engine.earliest_hold(state)
+            event_timer, processing_timer = engine.next_timers(state)
+            windows = _window_count(state)
+            if reports is not None:
+                if hold is None:
+                    reports[key] = (None, None, event_timer, processing_timer, windows)
+                else:
+                    reports[key] = (hold[0], hold[1], event_timer, processing_timer, windows)
+                yield key, KeyedState(state)
+                continue
             if hold is not None and (report.earliest_hold is None or hold[0] < report.earliest_hold):
                 report.earliest_hold = hold[0]
                 report.hold_key = _short(key)
                 report.hold_window = str(hold[1])
-            event_timer, processing_timer = engine.next_timers(state)
             report.next_event_timer = _min(report.next_event_timer, event_timer)
             report.next_processing_timer = _min(report.next_processing_timer, processing_timer)
             report.state_keys += 1
-            report.state_windows += _window_count(state)
+            report.state_windows += windows
             yield key, KeyedState(state)
 
     def finish(self, report: StageSummary) -> Iterator[tuple[None, Pane | Summary]]:

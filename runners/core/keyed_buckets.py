@@ -1,7 +1,9 @@
 """Keyed state in hash buckets: a step reads and writes only the buckets it touches.
 
 A partition's keyed state is a list of ``StateBucket`` records. Each holds the keys whose
-hash falls in its range, pickled together, and a header: the bucket's range, the earliest
+hash falls in its range, pickled together as ``(key, state, report)`` entries (the key's
+own hold, its window, next event-time and processing-time timer, windows held), and a
+header, the fold of those reports: the bucket's range, the earliest
 hold among its keys (with the key and window), its earliest event-time and processing-time
 timer (window ends, triggers, user timers, garbage collection: what the engine and the
 stateful step report) and how many keys and windows it holds. A step:
@@ -10,8 +12,10 @@ stateful step report) and how many keys and windows it holds. A step:
    read: the buckets' ranges cover the hash space);
 2. touches a bucket only if a key of it receives elements, or its header says a timer is
    due (``physical.nothing_due``, the rule that skips an idle stage, applied per bucket);
-3. unpickles the touched buckets, runs the grouping or the stateful DoFn on their keys
-   (``GroupingRun``, ``StatefulRun``), pickles them again with fresh headers;
+3. unpickles the touched buckets and runs the grouping or the stateful DoFn
+   (``GroupingRun``, ``StatefulRun``) on those of their keys that receive elements or
+   whose own report has a timer due; the others keep their state and report as they
+   are; pickles the buckets again with fresh headers;
 4. hands every other bucket on as the record it came in: its bytes are not unpickled,
    copied in Python, or pickled again key by key.
 
@@ -45,7 +49,7 @@ from sparkbeam.runners.core.physical import nothing_due
 from sparkbeam.runners.core.records import KeyedState, StateBucket, StateChunk
 from sparkbeam.runners.core.steps import StageSummary, StepParams
 
-__all__ = ["MAX_KEYS", "TARGET_KEYS", "BucketedPartition", "bucket_hash", "hash_probe", "report_of"]
+__all__ = ["MAX_KEYS", "TARGET_KEYS", "BucketedPartition", "bucket_hash", "hash_probe"]
 
 #: a touched bucket is split when it would hold more than MAX_KEYS keys, into buckets of
 #: about TARGET_KEYS (measured: benchmarks/state_at_scale.py; docs/state_store.md)
@@ -67,19 +71,6 @@ def hash_probe() -> int:
     return bucket_hash("sparkbeam state bucket")
 
 
-def report_of(summary: StageSummary) -> tuple[Any, ...]:
-    """A bucket header's fields from the report of its keys (``StateBucket`` order)."""
-    return (
-        summary.earliest_hold,
-        summary.hold_key,
-        summary.hold_window,
-        summary.next_event_timer,
-        summary.next_processing_timer,
-        summary.state_keys,
-        summary.state_windows,
-    )
-
-
 def _fold(report: StageSummary, bucket: StateBucket) -> None:
     """Add a bucket's header to ``report`` (as ``StageSummary.merge`` would, in place: a
     step folds one header per bucket, most of them carried)."""
@@ -96,15 +87,18 @@ def _fold(report: StageSummary, bucket: StateBucket) -> None:
     report.state_windows += bucket.state_windows
 
 
-#: run_keys(states, new, report): runs a group of keys (``GroupingRun.run_keys``)
-RunKeys = Callable[[dict[Any, Any], dict[Any, list[Any]], StageSummary], Iterable[tuple[Any, KeyedState]]]
+#: run_keys(states, new, report, reports): runs a group of keys (``GroupingRun.run_keys``),
+#: each kept key's report in ``reports``
+RunKeys = Callable[[dict[Any, Any], dict[Any, list[Any]], StageSummary, dict[Any, tuple]], Iterable[tuple[Any, KeyedState]]]
 
 
 class BucketedPartition:
     """One partition's state for one step (see the module docs): read its records, run the
     touched buckets with ``run``, then hand the buckets on."""
 
-    def __init__(self, pack: Callable[[list[tuple[Any, Any]]], bytes], unpack: Callable[[bytes], list[tuple[Any, Any]]]) -> None:
+    def __init__(
+        self, pack: Callable[[list[tuple[Any, Any, tuple]]], bytes], unpack: Callable[[bytes], list[tuple[Any, Any, tuple]]]
+    ) -> None:
         self.pack = pack
         self.unpack = unpack
         self.probe = hash_probe()
@@ -113,7 +107,8 @@ class BucketedPartition:
         self.new: dict[Any, list[Any]] = {}  # key -> elements (or lifted partials)
         #: what the step did, for the benchmark and the tests
         self.touched = 0
-        self.keys_read = 0
+        self.keys_read = 0  # keys unpickled
+        self.keys_run = 0  # keys stepped (with new elements or a timer due)
 
     def read(self, records: Iterable[tuple[Any, Any]]) -> None:
         """Sort a partition's records: buckets, state per key (restored), new elements."""
@@ -125,9 +120,10 @@ class BucketedPartition:
                 buckets.append(record)
             elif kind is KeyedState:
                 loose[key] = record.state
-            elif kind is StateChunk:  # written before buckets: its keys are placed again
-                for chunk_key, state in unpack(record.payload):
-                    loose[chunk_key] = state
+            elif kind is StateChunk:
+                # Chunks (checkpoint format 4) are unpacked per key when restored.
+                msg = "a partition's state holds a StateChunk where buckets were expected; this is a sparkbeam bug"
+                raise RuntimeError(msg)
             else:
                 arrived = new.get(key)
                 if arrived is None:
@@ -137,8 +133,9 @@ class BucketedPartition:
         if any(bucket.probe != self.probe for bucket in buckets):
             # Written by a process that hashes otherwise: every key is placed again.
             for bucket in buckets:
-                for key, state in unpack(bucket.payload):
-                    loose[key] = state
+                if bucket.payload:
+                    for key, state, _ in unpack(bucket.payload):
+                        loose[key] = state
             buckets.clear()
 
     def run(self, params: StepParams, run_keys: RunKeys) -> StageSummary:
@@ -170,14 +167,16 @@ class BucketedPartition:
                 kept.append(bucket)  # carried as it came: its bytes are not read
                 _fold(report, bucket)
                 continue
-            states, new = group if group is not None else ({}, {})
+            loose, new = group if group is not None else ({}, {})
+            # key -> (state, its report as the bucket holds it; None: to be run)
+            states: dict[Any, tuple[Any, tuple | None]] = {key: (state, None) for key, state in loose.items()}
             if bucket.payload:
-                for key, state in self.unpack(bucket.payload):
-                    states[key] = state
+                for key, state, key_report in self.unpack(bucket.payload):
+                    states[key] = (state, key_report)
             self.touched += 1
             self.keys_read += len(states)
             for part in self._split(bucket, states, new):
-                kept.append(self._run_bucket(*part, run_keys))
+                kept.append(self._run_bucket(*part, params, run_keys))
                 _fold(report, kept[-1])
         self.buckets = _merge_empty(kept, self._empty)
         return report
@@ -191,8 +190,8 @@ class BucketedPartition:
         return StateBucket(depth, prefix, self.probe, None, None, None, None, None, 0, 0, b"")
 
     def _split(
-        self, bucket: StateBucket, states: dict[Any, Any], new: dict[Any, list[Any]]
-    ) -> list[tuple[int, int, dict[Any, Any], dict[Any, list[Any]]]]:
+        self, bucket: StateBucket, states: dict[Any, tuple[Any, tuple | None]], new: dict[Any, list[Any]]
+    ) -> list[tuple[int, int, dict[Any, tuple[Any, tuple | None]], dict[Any, list[Any]]]]:
         """The bucket's range and keys, or, with more than MAX_KEYS keys, its keys dealt
         into 2**extra narrower buckets of about TARGET_KEYS each."""
         count = len(states) + sum(1 for key in new if key not in states)
@@ -203,7 +202,7 @@ class BucketedPartition:
             extra += 1
         depth = bucket.depth + extra
         mask = (1 << depth) - 1
-        parts: dict[int, tuple[dict[Any, Any], dict[Any, list[Any]]]] = {
+        parts: dict[int, tuple[dict[Any, tuple[Any, tuple | None]], dict[Any, list[Any]]]] = {
             bucket.prefix | (child << bucket.depth): ({}, {}) for child in range(1 << extra)
         }
         for key, state in states.items():
@@ -212,11 +211,61 @@ class BucketedPartition:
             parts[bucket_hash(key) & mask][1][key] = arrived
         return [(depth, prefix, part_states, part_new) for prefix, (part_states, part_new) in parts.items()]
 
-    def _run_bucket(self, depth: int, prefix: int, states: dict[Any, Any], new: dict[Any, list[Any]], run_keys: RunKeys) -> StateBucket:
-        report = StageSummary()
-        kept = [(key, keyed.state) for key, keyed in run_keys(states, new, report)]
-        payload = self.pack(kept) if kept else b""
-        return StateBucket(depth, prefix, self.probe, *report_of(report), payload)
+    def _run_bucket(
+        self,
+        depth: int,
+        prefix: int,
+        states: dict[Any, tuple[Any, tuple | None]],
+        new: dict[Any, list[Any]],
+        params: StepParams,
+        run_keys: RunKeys,
+    ) -> StateBucket:
+        """Run the bucket's keys that receive elements or whose own report has a timer due
+        (the others keep their state and report as they are); the bucket with its header."""
+        now, watermark = params.now, params.new_input_watermark
+        moved = watermark != params.old_input_watermark
+        to_run: dict[Any, Any] = {}
+        entries: list[tuple[Any, Any, tuple]] = []
+        for key, (state, key_report) in states.items():
+            if key_report is None or key in new:
+                to_run[key] = state
+                continue
+            processing, event = key_report[3], key_report[2]
+            if (processing is not None and processing <= now) or (moved and (event is None or watermark >= event)):
+                to_run[key] = state
+            else:
+                entries.append((key, state, key_report))
+        self.keys_run += len(to_run) + sum(1 for key in new if key not in to_run)
+        reports: dict[Any, tuple] = {}
+        for key, keyed in run_keys(to_run, new, StageSummary(), reports):
+            entries.append((key, keyed.state, reports[key]))
+        header = _header(entries)
+        payload = self.pack(entries) if entries else b""
+        return StateBucket(depth, prefix, self.probe, *header, payload)
+
+
+def _header(entries: list[tuple[Any, Any, tuple]]) -> tuple[Any, ...]:
+    """A bucket's header from its keys' reports ``(hold, hold window, next event timer,
+    next processing timer, windows)``, in ``StateBucket`` order."""
+    hold = hold_key = hold_window = event = processing = None
+    windows = 0
+    for key, _, (key_hold, key_window, key_event, key_processing, key_windows) in entries:
+        if key_hold is not None and (hold is None or key_hold < hold):
+            hold, hold_key, hold_window = key_hold, key, key_window
+        if key_event is not None and (event is None or key_event < event):
+            event = key_event
+        if key_processing is not None and (processing is None or key_processing < processing):
+            processing = key_processing
+        windows += key_windows
+    if hold is not None:
+        hold_key, hold_window = _short(hold_key), str(hold_window)
+    return hold, hold_key, hold_window, event, processing, len(entries), windows
+
+
+def _short(value: Any) -> str:
+    # As the engine names a hold's key (grouping_step._short)
+    text = repr(value)
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 def _merge_empty(buckets: list[StateBucket], empty: Callable[[int, int], StateBucket]) -> list[StateBucket]:

@@ -351,11 +351,17 @@ class StatefulRun:
                 runner.teardown()
 
     def run_keys(
-        self, stores: dict[Any, KeyStore], new: dict[Any, list[WindowedValue]], report: StageSummary
+        self,
+        stores: dict[Any, KeyStore],
+        new: dict[Any, list[WindowedValue]],
+        report: StageSummary,
+        reports: dict[Any, tuple] | None = None,
     ) -> Iterator[tuple[Any, KeyedState]]:
         """Process ``new`` (key -> elements) against ``stores`` (updated in place), fire the
         due timers, expire windows; yields the state kept per key and adds each kept key's
-        holds, next timers and size to ``report``. Runs inside ``bundle()``."""
+        holds, next timers and size to ``report`` (and, given ``reports``, puts each kept
+        key's own there: hold, its window, next event and processing timers, windows).
+        Runs inside ``bundle()``."""
         runner, params, stats = self.runner, self.params, self.stats
         for key, elements in new.items():
             store = stores.get(key)
@@ -368,7 +374,12 @@ class StatefulRun:
             runner.collect_garbage(store, params.new_input_watermark)
             if store.is_empty():
                 continue
-            _report(report, key, store, self.gc_time)
+            if reports is not None:
+                own = StageSummary()
+                _report(own, key, store, self.gc_time)
+                reports[key] = (own.earliest_hold, own.hold_window, own.next_event_timer, own.next_processing_timer, own.state_windows)
+            else:
+                _report(report, key, store, self.gc_time)
             yield key, KeyedState(store)
 
     def finish(self, report: StageSummary) -> Iterator[tuple[Any, Any]]:

@@ -79,18 +79,18 @@ def pack_state(records: Iterable[tuple[Any, Any]]) -> Iterator[tuple[None, Any]]
         yield None, _close(buffer)
 
 
-def pack_bucket(pairs: list[tuple[Any, Any]]) -> bytes:
-    """A bucket's ``(key, state)`` pairs as one pickle (``keyed_buckets.py``): one call,
-    objects shared between keys (windows) written once."""
+def pack_bucket(entries: list[tuple[Any, Any, tuple]]) -> bytes:
+    """A bucket's ``(key, state, report)`` entries as one pickle (``keyed_buckets.py``):
+    one call, objects shared between keys (windows) written once."""
     buffer = io.BytesIO()
-    _ChunkPickler(buffer).dump(pairs)
+    _ChunkPickler(buffer).dump(entries)
     return buffer.getvalue()
 
 
-def unpack_bucket(payload: bytes) -> list[tuple[Any, Any]]:
+def unpack_bucket(payload: bytes) -> list[tuple[Any, Any, tuple]]:
     """The reverse of ``pack_bucket``."""
-    pairs: list[tuple[Any, Any]] = pickle.loads(payload)
-    return pairs
+    entries: list[tuple[Any, Any, tuple]] = pickle.loads(payload)
+    return entries
 
 
 #: ``StateStore.HASH_BUCKETS`` on Spark: a partition's state for one step, its buckets
@@ -105,7 +105,7 @@ def unpack_state(records: Iterable[tuple[Any, Any]]) -> Iterator[tuple[Any, Any]
         chunk = record[1]
         if type(chunk) is StateBucket:
             if chunk.payload:
-                for key, state in unpack_bucket(chunk.payload):
+                for key, state, _ in unpack_bucket(chunk.payload):
                     yield key, KeyedState(state)
             continue
         if type(chunk) is not StateChunk:

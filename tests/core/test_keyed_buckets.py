@@ -15,7 +15,7 @@ from sparkbeam.runners.core.grouping import build_grouping_engine
 from sparkbeam.runners.core.grouping_step import GroupingRun, group_partition
 from sparkbeam.runners.core.keyed_buckets import MAX_KEYS, BucketedPartition
 from sparkbeam.runners.core.records import KeyedState, Pane, StateBucket, Summary
-from sparkbeam.runners.core.steps import StageSummary, StepParams
+from sparkbeam.runners.core.steps import StepParams
 from sparkbeam.utils.windowed_value import WindowedValue
 from sparkbeam.window import FixedWindows, IntervalWindow
 from sparkbeam.windowing import Windowing
@@ -79,6 +79,8 @@ def test_a_step_reads_only_the_buckets_its_keys_fall_in_and_carries_the_others_a
     again, _, summary, partition = _bucketed_step([(None, b) for b in buckets] + _elements(touched_keys, 2), _params(2, 10 * S, 20 * S))
     assert summary.state_keys == 20_002 and summary.elements_in == 52
     assert partition.touched <= 52 and partition.keys_read <= 52 * MAX_KEYS
+    # Of the keys read, only those with new elements run (nothing is due for the others).
+    assert partition.keys_run == 52
     carried = {id(bucket) for bucket in buckets}
     assert sum(id(bucket) in carried for bucket in again) >= len(buckets) - 52
 
@@ -115,6 +117,7 @@ def test_a_bucket_whose_timer_is_due_is_read_though_no_key_of_it_receives_elemen
     (holding,) = [bucket for bucket in buckets if bucket.next_event_timer == 10 * S]
     _, panes, summary, partition = _bucketed_step([(None, b) for b in buckets], _params(2, 5 * S, 10 * S))
     assert panes == [("a", 1)] and partition.touched == 1 and summary.state_keys == 500
+    assert partition.keys_run == 1  # the key whose window ended, not its bucket's others
     assert holding.state_keys >= 1
 
 
@@ -139,7 +142,3 @@ def test_a_bucket_pickles_as_its_class_and_fields_without_field_names(field):
     data = pickle.dumps(bucket)
     assert pickle.loads(data) == bucket
     assert field.encode() not in data
-
-
-def test_an_empty_report_is_nothing_due():
-    assert keyed_buckets.report_of(StageSummary()) == (None, None, None, None, None, 0, 0)
