@@ -142,3 +142,38 @@ def test_a_bucket_pickles_as_its_class_and_fields_without_field_names(field):
     data = pickle.dumps(bucket)
     assert pickle.loads(data) == bucket
     assert field.encode() not in data
+
+
+def test_a_stateful_dofn_in_buckets_runs_only_the_keys_with_elements_or_a_timer_due():
+    import sparkbeam as beam
+    from sparkbeam.options.pipeline_options import PipelineOptions
+    from sparkbeam.runners.core.ops import lower
+    from sparkbeam.runners.core.plan import plan_stages
+    from sparkbeam.runners.core.stateful_step import StatefulRun
+    from tests.core.test_user_state import CollectUntilEnd
+
+    p = beam.Pipeline(options=PipelineOptions(streaming=True))
+    _ = p | beam.Create([("a", 1)]) | beam.WindowInto(FixedWindows(10)) | "Stateful" >> beam.ParDo(CollectUntilEnd())
+    (stage,) = [stage for stage in plan_stages(lower(p)).stages if stage.grouping is not None]
+    op = stage.grouping
+
+    def step(records, params):
+        partition = BucketedPartition(pickle.dumps, pickle.loads)
+        partition.read(records)
+        run = StatefulRun(op, params)
+        with run.bundle():
+            report = partition.run(params, run.run_keys)
+        out = list(run.finish(report))
+        (summary,) = [record.summary for _, record in out if type(record) is Summary]
+        outputs = sorted(record.value for _, record in out if type(record) is WindowedValue)
+        return [record for _, record in partition.records()], outputs, summary, partition
+
+    early, late = IntervalWindow(0, 10), IntervalWindow(50, 60)
+    records = [("a", WindowedValue(("a", 1), 1 * S, (early,)))]
+    records += [(f"k{i}", WindowedValue((f"k{i}", i), 55 * S, (late,))) for i in range(500)]
+    buckets, outputs, summary, _ = step(records, _params(1, 0, 5 * S))
+    assert outputs == [] and summary.state_keys == 501 and summary.earliest_hold == 10 * S - 1
+    # The watermark passes a's timer only: one bucket read, one key run, its bag flushed.
+    buckets, outputs, summary, partition = step([(None, b) for b in buckets], _params(2, 5 * S, 10 * S))
+    assert outputs == [("a", [1])] and partition.touched == 1 and partition.keys_run == 1
+    assert summary.state_keys == 500 and summary.earliest_hold == 60 * S - 1
