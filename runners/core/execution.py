@@ -70,7 +70,7 @@ from sparkbeam.runners.core.ops import (
 )
 from sparkbeam.runners.core.registry import Registry
 from sparkbeam.runners.core.sources import BoundedSourceState, SourceState, TestStreamState
-from sparkbeam.runners.core.strategies import Capabilities, SourceRead, Strategy
+from sparkbeam.runners.core.strategies import Capabilities, SourceRead, StateStore, Strategy
 from sparkbeam.runners.core.window_assignment import cached_assignment, window_assigner
 from sparkbeam.utils.timestamp import MIN_TIMESTAMP
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
@@ -294,6 +294,7 @@ class BackendOps:
             driver_runs_tiny_stages=driver_runs_tiny_stages and Strategy.DRIVER_RUN in self.strategies,
             puts_off_summaries=puts_off_summaries,
             lazy=lazy,
+            state_stores=frozenset(key for key in self.strategies if isinstance(key, StateStore)),
         )
 
     def runs_keyed(self, kind: OpKind) -> bool:

@@ -21,7 +21,7 @@ from sparkbeam.runners.core.records import KeyedState, Pane, Partial, Summary
 from sparkbeam.runners.core.steps import StageSummary, StepParams
 from sparkbeam.utils.windowed_value import WindowedValue
 
-__all__ = ["group_partition", "grouping_key_of", "key_element", "ungroupable"]
+__all__ = ["GroupingRun", "group_partition", "grouping_key_of", "key_element", "ungroupable"]
 
 
 def key_element(op: GroupOp, wv: WindowedValue) -> tuple[Any, WindowedValue]:
@@ -75,61 +75,101 @@ def group_partition(
             states[key] = record.state
         else:
             new.setdefault(key, []).append(record)
-    stats = GroupingStats()
-    summary = StageSummary()
-    panes: list[WindowedValue] = []
-    for key, arrived in new.items():
-        state = states.get(key)
-        if state is None:
-            state = states[key] = engine.new_key_state()
-        summary.records_shuffled += len(arrived)
-        if type(arrived[0]) is Partial:  # a combine lifted before the shuffle (lifting.py)
-            summary.elements_in += sum(partial.count for partial in arrived)
-            add = engine.add_partials
-        else:
-            summary.elements_in += len(arrived)
-            add = engine.add_elements
-        panes.extend(
-            add(
-                state,
-                key,
-                arrived,
-                input_watermark=params.old_input_watermark,
-                output_watermark=params.output_watermark,
-                now=params.now,
-                stats=stats,
+    run = GroupingRun(engine, params)
+    report = StageSummary()
+    yield from run.run_keys(states, new, report)
+    yield from run.finish(report)
+
+
+class GroupingRun:
+    """One step of a grouping over one partition, run on a group of its keys at a time
+    (all of them, or the buckets of them a step touches: ``keyed_buckets.py``); the
+    partition's panes and counts gather across the groups."""
+
+    def __init__(self, engine: Any, params: StepParams) -> None:
+        self.engine = engine
+        self.params = params
+        self.stats = GroupingStats()
+        self.counts = StageSummary()  # elements in, records shuffled
+        self.panes: list[WindowedValue] = []
+
+    def run_keys(
+        self,
+        states: dict[Any, Any],
+        new: dict[Any, list[Any]],
+        report: StageSummary,
+        reports: dict[Any, tuple] | None = None,
+    ) -> Iterator[tuple[Any, KeyedState]]:
+        """Add ``new`` (key -> elements or partials) to ``states`` (key -> state, updated in
+        place), fire what is due; yields the state kept per key and adds each kept key's
+        holds, next timers and size to ``report`` (and, given ``reports``, puts each kept
+        key's own there: hold, its window, next event and processing timers, windows)."""
+        engine, params, stats, counts, panes = self.engine, self.params, self.stats, self.counts, self.panes
+        for key, arrived in new.items():
+            state = states.get(key)
+            if state is None:
+                state = states[key] = engine.new_key_state()
+            counts.records_shuffled += len(arrived)
+            if type(arrived[0]) is Partial:  # a combine lifted before the shuffle (lifting.py)
+                counts.elements_in += sum(partial.count for partial in arrived)
+                add = engine.add_partials
+            else:
+                counts.elements_in += len(arrived)
+                add = engine.add_elements
+            panes.extend(
+                add(
+                    state,
+                    key,
+                    arrived,
+                    input_watermark=params.old_input_watermark,
+                    output_watermark=params.output_watermark,
+                    now=params.now,
+                    stats=stats,
+                )
             )
-        )
-    for key, state in states.items():
-        panes.extend(
-            engine.fire_timers(
-                state,
-                key,
-                input_watermark=params.new_input_watermark,
-                now=params.now,
-                stats=stats,
-                output_watermark=params.output_watermark,
+        for key, state in states.items():
+            panes.extend(
+                engine.fire_timers(
+                    state,
+                    key,
+                    input_watermark=params.new_input_watermark,
+                    now=params.now,
+                    stats=stats,
+                    output_watermark=params.output_watermark,
+                )
             )
-        )
-        if engine.is_empty(state):
-            continue
-        hold = engine.earliest_hold(state)
-        if hold is not None and (summary.earliest_hold is None or hold[0] < summary.earliest_hold):
-            summary.earliest_hold = hold[0]
-            summary.hold_key = _short(key)
-            summary.hold_window = str(hold[1])
-        event_timer, processing_timer = engine.next_timers(state)
-        summary.next_event_timer = _min(summary.next_event_timer, event_timer)
-        summary.next_processing_timer = _min(summary.next_processing_timer, processing_timer)
-        summary.state_keys += 1
-        summary.state_windows += _window_count(state)
-        yield key, KeyedState(state)
-    summary.elements_out = len(panes)
-    for counter in DROP_COUNTERS.values():
-        setattr(summary, counter, getattr(stats, counter))
-    for pane in panes:
-        yield None, Pane(pane)
-    yield None, Summary(summary)
+            if engine.is_empty(state):
+                continue
+            hold = engine.earliest_hold(state)
+            event_timer, processing_timer = engine.next_timers(state)
+            windows = _window_count(state)
+            if reports is not None:
+                if hold is None:
+                    reports[key] = (None, None, event_timer, processing_timer, windows)
+                else:
+                    reports[key] = (hold[0], hold[1], event_timer, processing_timer, windows)
+                yield key, KeyedState(state)
+                continue
+            if hold is not None and (report.earliest_hold is None or hold[0] < report.earliest_hold):
+                report.earliest_hold = hold[0]
+                report.hold_key = _short(key)
+                report.hold_window = str(hold[1])
+            report.next_event_timer = _min(report.next_event_timer, event_timer)
+            report.next_processing_timer = _min(report.next_processing_timer, processing_timer)
+            report.state_keys += 1
+            report.state_windows += windows
+            yield key, KeyedState(state)
+
+    def finish(self, report: StageSummary) -> Iterator[tuple[None, Pane | Summary]]:
+        """The partition's panes, then its summary: the counts of every group of keys run,
+        with ``report``'s holds, timers and size (those of all the state kept)."""
+        summary = self.counts.merge(report)
+        summary.elements_out = len(self.panes)
+        for counter in DROP_COUNTERS.values():
+            setattr(summary, counter, getattr(self.stats, counter))
+        for pane in self.panes:
+            yield None, Pane(pane)
+        yield None, Summary(summary)
 
 
 def _min(a: int | None, b: int | None) -> int | None:

@@ -36,7 +36,7 @@ The choices, stage by stage:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
@@ -46,7 +46,13 @@ from sparkbeam.runners.core.holds import output_time_ignores_window
 from sparkbeam.runners.core.ops import GroupOp, Op
 from sparkbeam.runners.core.plan import Stage, StagePlan
 from sparkbeam.runners.core.settings import RunMode
-from sparkbeam.runners.core.strategies import Capabilities, Condition, SourceRead, Strategy
+from sparkbeam.runners.core.strategies import (
+    Capabilities,
+    Condition,
+    SourceRead,
+    StateStore,
+    Strategy,
+)
 from sparkbeam.trigger import DefaultTrigger
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP
 
@@ -119,6 +125,8 @@ class PlannedStage:
     map_side_into: int | None = None
     #: BATCH_COMBINE: the stage whose body its map side runs (when that stage ran lazily)
     map_side_of: int | None = None
+    #: a keyed stage: where its state lives between steps (None: the backend's own way)
+    state_store: StateStore | None = None
 
     @property
     def id(self) -> int:
@@ -140,6 +148,8 @@ class PlannedStage:
         lines.append(f"    why: {self.reason}")
         lines.extend(f"    instead: {alternative.describe()}" for alternative in self.alternatives)
         lines.extend(f"    declined {declined.strategy.value}: {declined.why}" for declined in self.declined)
+        if self.state_store is not None:
+            lines.append(f"    state: {self.state_store.value}, {_STORE_REASONS[self.state_store]}")
         notes = []
         if self.map_side_into is not None:
             notes.append(f"runs in stage {self.map_side_into}'s map side")
@@ -341,8 +351,30 @@ def _planned_keyed(
     # summary waits for the step's other keyed stages', unless the run collects an output.
     put_off = mode is RunMode.STREAMING and capabilities.puts_off_summaries and not collected
     return PlannedStage(
-        stage, strategy, reason, alternatives, tuple(declined), note=note, collected=collected, put_off_summary=put_off
+        stage,
+        strategy,
+        reason,
+        alternatives,
+        tuple(declined),
+        note=note,
+        collected=collected,
+        put_off_summary=put_off,
+        state_store=_state_store(capabilities),
     )
+
+
+#: why each keyed-state store, as the plan shows it
+_STORE_REASONS = {
+    StateStore.HASH_BUCKETS: "a step reads only the buckets whose keys receive elements or have timers due",
+}
+
+
+def _state_store(capabilities: Capabilities) -> StateStore | None:
+    """Where a keyed stage's state lives: hash buckets where the backend has them (the cost
+    of a step follows the keys it touches), else the backend's own way."""
+    if StateStore.HASH_BUCKETS in capabilities.state_stores:
+        return StateStore.HASH_BUCKETS
+    return None
 
 
 def _kept(stage: Stage, bare: bool, collected: frozenset[int]) -> bool:
@@ -458,7 +490,19 @@ class StepFacts:
     release_at: Mapping[int, int] | None = None
 
 
-def nothing_due(previous: StageSummary | None, params: StepParams, *, has_state: bool, side_inputs: bool) -> bool:
+class TimersReport(Protocol):
+    """What ``nothing_due`` reads of a report: a stage's last summary, or a state bucket's
+    header (``keyed_buckets.py``)."""
+
+    @property
+    def next_event_timer(self) -> int | None: ...
+    @property
+    def next_processing_timer(self) -> int | None: ...
+    @property
+    def state_keys(self) -> int: ...
+
+
+def nothing_due(previous: TimersReport | None, params: StepParams, *, has_state: bool, side_inputs: bool) -> bool:
     """Whether a keyed step (a grouping or a stateful DoFn) with no new elements would change
     nothing: no processing-time timer is due, and the input watermark stands still or moves
     without reaching the earliest event-time timer of its state (the end-of-window, trigger,

@@ -15,6 +15,9 @@ record                    where                       what it is
 ``KeyedState``            the grouping key            a key's state, kept to the next step
 ``StateChunk``            ``None``                    many keys' state, pickled together
                                                       (Spark's result RDDs, ``state_chunks.py``)
+``StateBucket``           ``None``                    the keys of one hash bucket, pickled
+                                                      together, with their holds and timers
+                                                      (``keyed_buckets.py``)
 ``Pane``                  ``None``                    a pane fired, before the fused body
 ``Parked``                the partition number        an element waiting for side inputs
 ``Summary``               ``None``                    a partition's report of the step
@@ -53,6 +56,7 @@ __all__ = [
     "Parked",
     "Partial",
     "ReleaseAt",
+    "StateBucket",
     "StateChunk",
     "Summary",
     "WindowedValue",
@@ -110,6 +114,27 @@ class StateChunk:
     """Several keys' ``(key, state)`` pickled together: state that readers other than the
     next step's grouping pass over without unpickling it (``runners/spark/state_chunks.py``)."""
 
+    payload: bytes
+
+
+@_compact
+class StateBucket:
+    """The keys of one hash bucket of a partition, ``(key, state)`` pairs pickled together
+    in ``payload``, and what a step reads instead of them (``keyed_buckets.py``): the
+    bucket's hash range (``depth`` low bits equal to ``prefix``), the hash ``probe`` of the
+    process that wrote it, and the fold of its keys' reports (earliest hold with its key
+    and window, next timers, keys and windows held)."""
+
+    depth: int
+    prefix: int
+    probe: int
+    earliest_hold: int | None
+    hold_key: str | None
+    hold_window: str | None
+    next_event_timer: int | None
+    next_processing_timer: int | None
+    state_keys: int
+    state_windows: int
     payload: bytes
 
 

@@ -24,6 +24,7 @@ state kept, ``(pcoll, element)`` for each output of the DoFn (by output tag) and
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
@@ -54,6 +55,7 @@ from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
 
 __all__ = [
     "StatefulDoFnRunner",
+    "StatefulRun",
     "checked_timer_hold",
     "expire_windows",
     "key_for_state",
@@ -312,41 +314,85 @@ def stateful_partition(
             stores[key] = record.state
         else:
             new.setdefault(key, []).append(record)
-    outputs: list[tuple[int, WindowedValue]] = []
-    emitters = {tag: _collector(outputs, pcoll) for tag, pcoll in zip(op.output_tags, op.outputs)}
-    runner = _RUNNERS.lookup(op)(op, emitters)
-    gc_time = HoldPolicy(op.windowing).gc_time
-    stats = GroupingStats()
-    summary = StageSummary()
-    kept: list[tuple[Any, KeyedState]] = []
-    # The DoFn's code runs in its step, so that its metric updates land under its label.
-    with MetricsEnvironment.step_scope(op.label):
-        runner.start()
-        try:
-            for key, elements in new.items():
-                store = stores.get(key)
-                if store is None:
-                    store = stores[key] = KeyStore()
-                summary.elements_in += len(elements)
-                runner.process_key(store, key, elements, params.old_input_watermark, stats)
-            for key, store in stores.items():
-                runner.fire_due(store, key, params.new_input_watermark, params.now)
-                runner.collect_garbage(store, params.new_input_watermark)
-                if store.is_empty():
-                    continue
-                _report(summary, key, store, gc_time)
-                kept.append((key, KeyedState(store)))
-            runner.finish()
-        finally:
-            runner.teardown()
+    run = StatefulRun(op, params)
+    report = StageSummary()
+    with run.bundle():
+        kept = list(run.run_keys(stores, new, report))
     yield from kept
-    summary.elements_out = len(outputs)
-    for counter in DROP_COUNTERS.values():
-        setattr(summary, counter, getattr(stats, counter))
-    yield from outputs
-    yield None, Summary(summary)
-    with MetricsEnvironment.step_scope(op.label):
-        runner.finalize_bundle()  # the bundle's output has been handed on
+    yield from run.finish(report)
+
+
+class StatefulRun:
+    """One step of a stateful DoFn over one partition, one bundle, run on a group of its
+    keys at a time (all of them, or the buckets of them a step touches:
+    ``keyed_buckets.py``); the partition's outputs and counts gather across the groups."""
+
+    def __init__(self, op: StatefulParDoOp, params: StepParams) -> None:
+        self.op = op
+        self.params = params
+        self.outputs: list[tuple[int, WindowedValue]] = []
+        emitters = {tag: _collector(self.outputs, pcoll) for tag, pcoll in zip(op.output_tags, op.outputs)}
+        self.runner = _RUNNERS.lookup(op)(op, emitters)
+        self.gc_time = HoldPolicy(op.windowing).gc_time
+        self.stats = GroupingStats()
+        self.counts = StageSummary()  # elements in
+
+    @contextlib.contextmanager
+    def bundle(self) -> Iterator[None]:
+        """The bundle the DoFn's calls run in (``start`` before, ``finish`` and ``teardown``
+        after), under the DoFn's label, so that its metric updates land there."""
+        runner = self.runner
+        with MetricsEnvironment.step_scope(self.op.label):
+            runner.start()
+            try:
+                yield
+                runner.finish()
+            finally:
+                runner.teardown()
+
+    def run_keys(
+        self,
+        stores: dict[Any, KeyStore],
+        new: dict[Any, list[WindowedValue]],
+        report: StageSummary,
+        reports: dict[Any, tuple] | None = None,
+    ) -> Iterator[tuple[Any, KeyedState]]:
+        """Process ``new`` (key -> elements) against ``stores`` (updated in place), fire the
+        due timers, expire windows; yields the state kept per key and adds each kept key's
+        holds, next timers and size to ``report`` (and, given ``reports``, puts each kept
+        key's own there: hold, its window, next event and processing timers, windows).
+        Runs inside ``bundle()``."""
+        runner, params, stats = self.runner, self.params, self.stats
+        for key, elements in new.items():
+            store = stores.get(key)
+            if store is None:
+                store = stores[key] = KeyStore()
+            self.counts.elements_in += len(elements)
+            runner.process_key(store, key, elements, params.old_input_watermark, stats)
+        for key, store in stores.items():
+            runner.fire_due(store, key, params.new_input_watermark, params.now)
+            runner.collect_garbage(store, params.new_input_watermark)
+            if store.is_empty():
+                continue
+            if reports is not None:
+                own = StageSummary()
+                _report(own, key, store, self.gc_time)
+                reports[key] = (own.earliest_hold, own.hold_window, own.next_event_timer, own.next_processing_timer, own.state_windows)
+            else:
+                _report(report, key, store, self.gc_time)
+            yield key, KeyedState(store)
+
+    def finish(self, report: StageSummary) -> Iterator[tuple[Any, Any]]:
+        """The partition's outputs, then its summary (the counts, with ``report``'s holds,
+        timers and size); the bundle is finalised once they are handed on."""
+        summary = self.counts.merge(report)
+        summary.elements_out = len(self.outputs)
+        for counter in DROP_COUNTERS.values():
+            setattr(summary, counter, getattr(self.stats, counter))
+        yield from self.outputs
+        yield None, Summary(summary)
+        with MetricsEnvironment.step_scope(self.op.label):
+            self.runner.finalize_bundle()  # the bundle's output has been handed on
 
 
 def _collector(outputs: list[tuple[int, WindowedValue]], pcoll: int) -> Callable[[WindowedValue], None]:

@@ -12,7 +12,7 @@ import enum
 
 import attrs
 
-__all__ = ["Capabilities", "Condition", "SourceRead", "Strategy"]
+__all__ = ["Capabilities", "Condition", "SourceRead", "StateStore", "Strategy"]
 
 
 class Strategy(enum.Enum):
@@ -40,6 +40,17 @@ class Strategy(enum.Enum):
     STATEFUL = "stateful DoFn"
     #: nothing runs: the stage's state and summary carried to the next step
     SKIP_IDLE = "skipped (idle)"
+
+
+class StateStore(enum.Enum):
+    """Where a keyed stage's state lives between steps, and what a step reads of it. A
+    backend registers how it runs each it offers (beside its strategies); the physical
+    plan picks one per keyed stage."""
+
+    #: hash buckets of pickled keys, each with its holds and next timers: a step reads
+    #: only the buckets whose keys receive elements or whose timers are due, and hands the
+    #: others on as bytes (``keyed_buckets.py``)
+    HASH_BUCKETS = "hash buckets"
 
 
 class Condition(enum.Enum):
@@ -85,6 +96,8 @@ class Capabilities:
     #: datasets are computed only when something reads them: a stage nothing reads needs
     #: a job of its own
     lazy: bool = False
+    #: the keyed-state stores it registered (none: it keeps keyed state its own way)
+    state_stores: frozenset[StateStore] = frozenset()
 
     def runs(self, strategy: Strategy) -> bool:
         return strategy in self.strategies

@@ -42,7 +42,7 @@ from sparkbeam.runners.core.plan import Stage
 from sparkbeam.runners.core.schema_segments import SchemaAggregateOp
 from sparkbeam.runners.core.sources import SourceEmission
 from sparkbeam.runners.core.steps import StageResult, StageSummary, StepParams
-from sparkbeam.runners.core.strategies import Capabilities, Strategy
+from sparkbeam.runners.core.strategies import Capabilities, StateStore, Strategy
 from sparkbeam.runners.spark import (
     attempt_reports,
     driver_stages,
@@ -59,7 +59,7 @@ from sparkbeam.runners.spark.counters import read_and_release
 from sparkbeam.runners.spark.datasets import Dataset, StageRun, step_facts
 from sparkbeam.runners.spark.errors import user_errors
 from sparkbeam.runners.spark.sealing import Sealer
-from sparkbeam.runners.spark.state_chunks import unpack_state
+from sparkbeam.runners.spark.state_chunks import bucketed_partition, unpack_state
 from sparkbeam.utils.windowed_value import WindowedValue
 
 __all__ = ["SPARK", "Dataset", "SparkBackend", "spark_capabilities"]
@@ -129,6 +129,14 @@ class SparkBackend:
     def strategy(self, strategy: Strategy) -> Callable[[SparkBackend, StageRun], StageResult]:
         """How this backend runs ``strategy``."""
         return SPARK.strategies.lookup(strategy)
+
+    def state_store(self, planned: PlannedStage) -> Any:
+        """What a keyed stage's tasks build to hold a partition's state for a step, for the
+        store the plan chose (``StateStore``): a picklable factory."""
+        if planned.state_store is None:
+            msg = f"'{planned.stage.name}': the physical plan chose no keyed-state store for a keyed stage on Spark; this is a sparkbeam bug"
+            raise RuntimeError(msg)
+        return SPARK.strategies.lookup(planned.state_store)
 
     # -- sources -----------------------------------------------------------------------
     def source_dataset(self, planned: PlannedStage, emission: SourceEmission) -> Dataset:
@@ -317,6 +325,8 @@ SPARK.strategies.register(Strategy.UNLIFTED_GROUPING)(keyed_stages.unlifted_grou
 SPARK.strategies.register(Strategy.STATEFUL)(keyed_stages.stateful)
 SPARK.strategies.register(Strategy.SIDE_INPUT_WAIT)(keyed_stages.side_input_wait)
 SPARK.strategies.register(Strategy.SKIP_IDLE)(keyed_stages.skip_idle)
+# Where keyed state lives between steps: hash buckets, read only where a step touches them.
+SPARK.strategies.register(StateStore.HASH_BUCKETS)(bucketed_partition)
 
 # What each source gives a step (source_reads.py), and a schema'd segment: one SQL query,
 # its panes back through Arrow (sql_plan.py).

@@ -56,9 +56,14 @@ IDENTITY = "sparkbeam-checkpoint.json"
 LOOP_FILE = "loop.sealed"
 #: the lease of the run that holds the directory (``lease.py``)
 LEASE_DIR = "lease"
-# 4: pickled files sealed with the checkpoint key, the shape from stable descriptions;
-# 3: keyed state as records.StateChunk records; 2: as (key, records.KeyedState) pairs
-FORMAT = "sparkbeam-checkpoint/4"
+# 5: keyed state as records.StateBucket records (keyed_buckets.py), which version 4 would
+# take for elements; 4: pickled files sealed with the checkpoint key, the shape from
+# stable descriptions; 3: keyed state as records.StateChunk records; 2: as (key,
+# records.KeyedState) pairs
+FORMAT = "sparkbeam-checkpoint/5"
+#: read as they are (their chunks are placed into buckets by the first step), and marked
+#: with FORMAT when claimed, so that the version that wrote them refuses them from then on
+_READABLE_FORMATS = frozenset({FORMAT, "sparkbeam-checkpoint/4"})
 _UNSEALED_FORMATS = frozenset({"sparkbeam-checkpoint/2", "sparkbeam-checkpoint/3"})
 
 
@@ -184,7 +189,7 @@ class CheckpointStore:
                 "that stream with the version that wrote it, or start a new checkpoint directory"
             )
             raise CheckpointError(msg)
-        if written != FORMAT or not isinstance(identity.get("id"), str):
+        if written not in _READABLE_FORMATS or not isinstance(identity.get("id"), str):
             msg = f"--checkpoint_dir={self.root}: written by an incompatible version ({written!r}, expected {FORMAT!r})"
             raise CheckpointError(msg)
         if identity.get("shape") != self.shape:
@@ -210,6 +215,9 @@ class CheckpointStore:
             identity = {"format": FORMAT, "shape": self.shape, "id": uuid.uuid4().hex, "created": time.time()}
             if self.key is not None:
                 identity["key_id"] = Sealer(self.key, "").key_id()
+            commits.write_bytes(self.identity_path, _json_bytes(identity), private=True)
+        elif identity.get("format") != FORMAT:
+            identity = {**identity, "format": FORMAT}
             commits.write_bytes(self.identity_path, _json_bytes(identity), private=True)
         self.identity = identity
         commits.makedirs(self.journal_dir, private=True)

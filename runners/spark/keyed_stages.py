@@ -71,13 +71,15 @@ def stateful(backend: SparkBackend, run: StageRun) -> StageResult:
     # A stateful DoFn's state and timers live in the same keyed-state RDD as grouping
     # state: united with the step's elements partition by partition, never shuffled.
     keyed = backend.keyed(worker.keyed_for_state, run.stage.grouping)
-    step = backend.metered(worker.stateful_partition_step, stage_records.shippable(run.stage), run.params, run.side)
+    store = backend.state_store(run.planned)
+    step = backend.metered(worker.stateful_partition_step, stage_records.shippable(run.stage), store, run.params, run.side)
     return _keyed_step(backend, run, keyed, step)
 
 
 def _grouping_step(backend: SparkBackend, run: StageRun) -> Any:
     factory = EngineFactory(run.stage.grouping, backend.overlapping_window_rule, run.params.batch)
-    return backend.metered(worker.grouping_partition, stage_records.shippable(run.stage), factory, run.params, run.side)
+    store = backend.state_store(run.planned)
+    return backend.metered(worker.grouping_partition, stage_records.shippable(run.stage), store, factory, run.params, run.side)
 
 
 def _keyed_step(backend: SparkBackend, run: StageRun, keyed: Any, step: Any) -> StageResult:

@@ -18,6 +18,7 @@ plain dict for its dispatch table, whose look-ups stay in C.
 from __future__ import annotations
 
 import copyreg
+import functools
 import io
 import pickle
 from collections.abc import Iterable, Iterator
@@ -25,9 +26,10 @@ from typing import Any
 
 from pyspark import cloudpickle
 
-from sparkbeam.runners.core.records import KeyedState, StateChunk
+from sparkbeam.runners.core.keyed_buckets import BucketedPartition
+from sparkbeam.runners.core.records import KeyedState, StateBucket, StateChunk
 
-__all__ = ["CHUNK_BYTES", "CHUNK_RECORDS", "pack_state", "unpack_state"]
+__all__ = ["CHUNK_BYTES", "CHUNK_RECORDS", "bucketed_partition", "pack_bucket", "pack_state", "unpack_bucket", "unpack_state"]
 
 #: a chunk closes after this many keys or this many bytes, whichever comes first, so that
 #: a partition with large state (GroupByKey buffers) is still read a piece at a time
@@ -77,11 +79,35 @@ def pack_state(records: Iterable[tuple[Any, Any]]) -> Iterator[tuple[None, Any]]
         yield None, _close(buffer)
 
 
+def pack_bucket(entries: list[tuple[Any, Any, tuple]]) -> bytes:
+    """A bucket's ``(key, state, report)`` entries as one pickle (``keyed_buckets.py``):
+    one call, objects shared between keys (windows) written once."""
+    buffer = io.BytesIO()
+    _ChunkPickler(buffer).dump(entries)
+    return buffer.getvalue()
+
+
+def unpack_bucket(payload: bytes) -> list[tuple[Any, Any, tuple]]:
+    """The reverse of ``pack_bucket``."""
+    entries: list[tuple[Any, Any, tuple]] = pickle.loads(payload)
+    return entries
+
+
+#: ``StateStore.HASH_BUCKETS`` on Spark: a partition's state for one step, its buckets
+#: pickled with this module's pickler (what a task builds: ``worker.grouping_partition``)
+bucketed_partition = functools.partial(BucketedPartition, pack_bucket, unpack_bucket)
+
+
 def unpack_state(records: Iterable[tuple[Any, Any]]) -> Iterator[tuple[Any, Any]]:
     """The reverse of ``pack_state``: each chunk's ``(key, KeyedState)`` records in order,
     every other record unchanged (state saved per key by earlier versions included)."""
     for record in records:
         chunk = record[1]
+        if type(chunk) is StateBucket:
+            if chunk.payload:
+                for key, state, _ in unpack_bucket(chunk.payload):
+                    yield key, KeyedState(state)
+            continue
         if type(chunk) is not StateChunk:
             yield record
             continue
@@ -94,6 +120,6 @@ def unpack_state(records: Iterable[tuple[Any, Any]]) -> Iterator[tuple[Any, Any]
 
 
 def is_state(record: Any) -> bool:
-    """Whether a record carries keyed state (a chunk, or one key's state)."""
+    """Whether a record carries keyed state (a bucket, a chunk, or one key's state)."""
     kind = type(record)
-    return kind is StateChunk or kind is KeyedState
+    return kind is StateBucket or kind is StateChunk or kind is KeyedState

@@ -14,17 +14,16 @@ from typing import Any
 from sparkbeam.runners.core.dofn_invoker import SideInputs
 from sparkbeam.runners.core.errors import TransformError, UserCodeError
 from sparkbeam.runners.core.fused import FusedBody
-from sparkbeam.runners.core.grouping_step import group_partition, key_element
+from sparkbeam.runners.core.grouping_step import GroupingRun, key_element
 from sparkbeam.runners.core.holds import HoldPolicy
 from sparkbeam.runners.core.lifting import precombine
 from sparkbeam.runners.core.metrics import step_scoped
 from sparkbeam.runners.core.ops import GroupOp, StatefulParDoOp
 from sparkbeam.runners.core.plan import Stage
-from sparkbeam.runners.core.records import KeyedState, Pane, Parked, Partial, Summary
+from sparkbeam.runners.core.records import Pane, Parked, Partial, Summary
 from sparkbeam.runners.core.side_input_wait import run_waiting
-from sparkbeam.runners.core.stateful_step import key_for_state, stateful_partition
-from sparkbeam.runners.core.steps import StageSummary, StepParams
-from sparkbeam.runners.spark.state_chunks import pack_state, unpack_state
+from sparkbeam.runners.core.stateful_step import StatefulRun, key_for_state
+from sparkbeam.runners.core.steps import StepParams
 from sparkbeam.utils.windowed_value import WindowedValue, new_windowed_value
 
 __all__ = [
@@ -140,35 +139,39 @@ def keyed_for_state(op: StatefulParDoOp, elements: Iterable[WindowedValue]) -> I
 
 def stateful_partition_step(
     stage: Stage,
+    store: Any,
     params: StepParams,
     side_broadcast: Any,
-    records: Iterable[tuple[Any, KeyedState | WindowedValue]],
+    records: Iterable[tuple[Any, Any]],
 ) -> Iterator[tuple[Any, Any]]:
     """One step of a stateful DoFn's stage and its fused body over one partition.
 
-    Yields (None, StateChunk) for the state and timers kept to the next step
-    (``state_chunks.py``; the state comes in as chunks too, or per key after a restore),
-    (pcoll, element) for the stage's outputs and (None, Summary) for the driver.
+    ``store()`` holds the partition's state (the plan's choice: hash buckets,
+    ``keyed_buckets.py``; per key after a restore): only the buckets with new elements or
+    due timers are read. Yields
+    (None, StateBucket) for the state and timers kept to the next step, (pcoll, element)
+    for the stage's outputs and (None, Summary) for the driver.
     """
     op = stage.grouping
     assert isinstance(op, StatefulParDoOp)  # the planner put it at the head
-    produced: list[tuple[int, WindowedValue]] = []
-    summary = Summary(StageSummary())
-    kept: list[tuple[Any, KeyedState]] = []
+    partition = store()  # the plan's keyed-state store (state_chunks.bucketed_partition)
+    partition.read(records)
+    run = StatefulRun(op, params)
     try:
-        for where, record in stateful_partition(op, unpack_state(records), params):
-            kind = type(record)
-            if kind is KeyedState:
-                kept.append((where, record))
-            elif kind is Summary:
-                summary = record
-            else:
-                produced.append((where, record))
+        with run.bundle():
+            report = partition.run(params, run.run_keys)
     except UserCodeError:
         raise
     except Exception as error:  # a CombineFn of a combining state cell, or a WindowFn
         raise UserCodeError(op.label, op.location, error) from error
-    yield from pack_state(kept)
+    yield from partition.records()
+    produced: list[tuple[int, WindowedValue]] = []
+    summary: Any = None
+    for where, record in run.finish(report):
+        if type(record) is Summary:
+            summary = record
+        else:
+            produced.append((where, record))
     body = FusedBody(stage, _side(side_broadcast))
     yield from body.run(produced)
     yield None, summary
@@ -177,41 +180,43 @@ def stateful_partition_step(
 
 def grouping_partition(
     stage: Stage,
+    store: Any,
     engine_factory: Any,
     params: StepParams,
     side_broadcast: Any,
-    records: Iterable[tuple[Any, KeyedState | WindowedValue]],
-) -> Iterator[tuple[Any, KeyedState | WindowedValue | Summary]]:
+    records: Iterable[tuple[Any, Any]],
+) -> Iterator[tuple[Any, Any]]:
     """One step of a grouping stage and its fused body over one partition.
 
-    Yields (None, StateChunk) for the state kept to the next step (``state_chunks.py``),
-    (pcoll, element) for the stage's outputs and (None, Summary) for the driver.
+    ``store()`` holds the partition's state (the plan's choice: hash buckets,
+    ``keyed_buckets.py``; per key after a restore): only the buckets with new elements or
+    due timers are read. Yields
+    (None, StateBucket) for the state kept to the next step, (pcoll, element) for the
+    stage's outputs and (None, Summary) for the driver.
     """
     grouping = stage.grouping
-    engine = engine_factory()
     (head_output,) = grouping.outputs
-    panes: list[WindowedValue] = []
-    summary = Summary(StageSummary())
-    kept: list[tuple[Any, KeyedState]] = []
+    partition = store()  # the plan's keyed-state store (state_chunks.bucketed_partition)
+    partition.read(records)
+    run = GroupingRun(engine_factory(), params)
     try:
-        for key, record in group_partition(engine, unpack_state(records), params):
-            kind = type(record)
-            if kind is KeyedState:
-                kept.append((key, record))
-            elif kind is Pane:
-                panes.append(record.element)
-            else:
-                summary = record
+        report = partition.run(params, run.run_keys)
     except UserCodeError:
         raise
     except Exception as error:  # a CombineFn or WindowFn of the user's, run by the engine
         raise UserCodeError(grouping.label, grouping.location, error) from error
-    yield from pack_state(kept)
+    yield from partition.records()
+    panes: list[WindowedValue] = []
+    summary: Any = None
+    for _, record in run.finish(report):
+        if type(record) is Pane:
+            panes.append(record.element)
+        else:
+            summary = record
     body = FusedBody(stage, _side(side_broadcast))
     yield from body.run((head_output, wv) for wv in panes)  # (pcoll, element) pairs
     yield None, summary
     body.finalize_bundle()  # Spark has consumed the task's whole output
-
 
 
 def waiting_partition(

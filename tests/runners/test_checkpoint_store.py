@@ -98,3 +98,18 @@ def test_a_journal_without_its_checkpoint_or_with_a_gap_stops_the_run(tmp_path):
     gap = make_store(tmp_path / "gap", [3], [3, 5])
     with pytest.raises(CheckpointError, match=r"the journal has no entry for step 4 but one for step 5.*Restore .*0000000004.json"):
         gap.journal_from(3)
+
+
+def test_a_directory_of_the_previous_format_is_claimed_and_marked_with_the_new_one(tmp_path):
+    from sparkbeam.runners.spark.checkpoints import FORMAT, IDENTITY
+
+    identity = {"format": "sparkbeam-checkpoint/4", "shape": [], "id": "abc", "created": 0}
+    (tmp_path / IDENTITY).write_text(json.dumps(identity))
+    store = CheckpointStore(str(tmp_path), [])
+    store.claim()
+    # Its chunks of state are read as they are; the version that wrote it refuses it from now on.
+    assert json.loads((tmp_path / IDENTITY).read_text()) == {**identity, "format": FORMAT}
+    assert store.checkpoint_id == "abc"
+    (tmp_path / IDENTITY).write_text(json.dumps({**identity, "format": "sparkbeam-checkpoint/99"}))
+    with pytest.raises(CheckpointError, match="incompatible version"):
+        CheckpointStore(str(tmp_path), []).claim()

@@ -1,7 +1,8 @@
 """What a streaming step on Spark costs, shown by counting and identity rather than timing.
 
-- keyed state is carried between steps as ``StateChunk`` records (pickled once a step),
-  not one record per key (``runners/spark/state_chunks.py``);
+- keyed state is carried between steps as ``StateBucket`` records (hash buckets whose
+  keys are pickled together, read only when touched), not one record per key
+  (``runners/core/keyed_buckets.py``, ``runners/spark/state_chunks.py``);
 - a step whose watermark moves without reaching any of a grouping's timers, with no new
   elements, runs no Spark job: the state RDD is carried as it is;
 - a TestStream's elements go to Spark as plain tuples (pickled in C) and come back as
@@ -17,7 +18,7 @@ import pytest
 
 import sparkbeam as beam
 from sparkbeam.runners.core.physical import nothing_due
-from sparkbeam.runners.core.records import KeyedState, StateChunk, Summary
+from sparkbeam.runners.core.records import KeyedState, StateBucket, StateChunk, Summary
 from sparkbeam.runners.core.steps import StageSummary, StepParams
 from sparkbeam.runners.core.window_state import KeyState, WindowState
 from sparkbeam.runners.spark import state_chunks
@@ -79,7 +80,7 @@ def test_a_watermark_move_short_of_every_timer_is_a_step_with_nothing_due():
 
 
 @pytest.mark.spark
-def test_a_streaming_grouping_keeps_chunked_state_skips_steps_with_nothing_due_and_restores(spark, tmp_path, monkeypatch):
+def test_a_streaming_grouping_keeps_bucketed_state_skips_steps_with_nothing_due_and_restores(spark, tmp_path, monkeypatch):
     from sparkbeam.runners.core.clock import ManualClock
     from sparkbeam.runners.core.ops import lower
     from sparkbeam.runners.core.plan import plan_stages
@@ -116,7 +117,7 @@ def test_a_streaming_grouping_keeps_chunked_state_skips_steps_with_nothing_due_a
     assert len(elements) == 3 and all(type(fields) is tuple for fields in elements)
     state = backend.states[grouping.id]
     kinds = [type(record) for _, record in state.collect()]
-    assert kinds == [StateChunk] * len(kinds) and 1 <= len(kinds) <= backend.num_partitions
+    assert kinds == [StateBucket] * len(kinds) and 1 <= len(kinds) <= backend.num_partitions
 
     for _ in range(2):  # the watermark moves to 20 s, then 40 s: no job, the same state RDD
         loop.run_step()

@@ -1,0 +1,302 @@
+"""Keyed state at scale (#27): what a small step costs when the state holds many keys.
+
+The workload (issue #27): a first step opens one day-long window for N distinct keys, then
+small steps of 1,000 events each, half on existing keys, through
+``WindowInto(FixedWindows(86400)) | CombinePerKey(sum)``.
+
+Two parts:
+
+``partition``  one state partition's step as an executor runs it, no Spark: the state carried
+               as whole chunks (before #27: every key unpickled, stepped and pickled again
+               each step) against hash buckets (``runners/core/keyed_buckets.py``: only the
+               buckets the step touches). Both include the round trip Spark makes of the
+               records between steps (pickled into its cache, read back). Per small step:
+               median wall and CPU seconds, keys unpickled, and ratio.
+``stream``     the real stream: a watched folder read with ``ReadFromCsvStream(...,
+               max_files_per_trigger=1)`` and ``--available_now`` on sparkbeam, beside
+               Structured Streaming doing ``groupBy(window(ts, '1 day'), key).sum(value)``
+               with the RocksDB state store, same files; median small-step seconds of each
+               and their ratio; every key's sum checked against plain Python.
+
+    python benchmarks/state_at_scale.py partition --keys 10000 500000
+    python benchmarks/state_at_scale.py stream --keys 10000 1000000
+
+The machine is shared: read the ratios, not the seconds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pickle
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from typing import Any
+
+DAY = 86400
+SMALL_STEPS = 10
+SMALL_EVENTS = 1000
+
+
+# -- the events -------------------------------------------------------------------------------
+def batches(keys: int, seed: int = 27) -> list[list[tuple[str, int, int]]]:
+    """(key, value, event second) per batch: the first opens the day for ``keys`` keys, each
+    small one has SMALL_EVENTS events, half on existing keys, half on new ones."""
+    rng = random.Random(seed)
+    first = [(f"k{i}", rng.randint(1, 9), rng.randrange(0, 3600)) for i in range(keys)]
+    out = [first]
+    fresh = keys
+    for step in range(SMALL_STEPS):
+        small = []
+        for _ in range(SMALL_EVENTS // 2):
+            small.append((f"k{rng.randrange(fresh)}", rng.randint(1, 9), 3600 + step * 60 + rng.randrange(60)))
+        for _ in range(SMALL_EVENTS // 2):
+            small.append((f"k{fresh}", rng.randint(1, 9), 3600 + step * 60 + rng.randrange(60)))
+            fresh += 1
+        out.append(small)
+    return out
+
+
+def oracle(all_batches: list[list[tuple[str, int, int]]]) -> dict[str, int]:
+    sums: dict[str, int] = {}
+    for batch in all_batches:
+        for key, value, _ in batch:
+            sums[key] = sums.get(key, 0) + value
+    return sums
+
+
+# -- part 1: one partition's step -------------------------------------------------------------
+class _Sum:
+    """CombineFn logic for the engine (a sparkbeam CombineFn, built lazily below)."""
+
+
+def _engine() -> Any:
+    from sparkbeam.combine import CombineFn
+    from sparkbeam.runners.core.grouping import build_grouping_engine
+    from sparkbeam.window import FixedWindows
+    from sparkbeam.windowing import Windowing
+
+    class Sum(CombineFn):
+        def create_accumulator(self) -> int:
+            return 0
+
+        def add_input(self, accumulator: int, value: int) -> int:
+            return accumulator + value
+
+        def add_inputs(self, accumulator: int, values: Any) -> int:
+            return accumulator + sum(values)
+
+        def merge_accumulators(self, accumulators: Any) -> int:
+            return sum(accumulators)
+
+        def extract_output(self, accumulator: int) -> int:
+            return accumulator
+
+    return build_grouping_engine(Windowing(FixedWindows(DAY)), combine_fn=Sum())
+
+
+def _spark_round_trip(records: list[Any]) -> list[Any]:
+    # What PySpark does with a result RDD's records between steps: pickled in batches into
+    # its cache, unpickled by the next step's task.
+    return pickle.loads(pickle.dumps(records, pickle.HIGHEST_PROTOCOL))
+
+
+def partition_part(sizes: list[int], stores: list[str]) -> None:
+    from sparkbeam.runners.core.grouping_step import GroupingRun, group_partition
+    from sparkbeam.runners.core.keyed_buckets import BucketedPartition
+    from sparkbeam.runners.core.records import KeyedState, Summary
+    from sparkbeam.runners.core.steps import StepParams
+    from sparkbeam.runners.spark.state_chunks import (
+        pack_bucket,
+        pack_state,
+        unpack_bucket,
+        unpack_state,
+    )
+    from sparkbeam.utils.windowed_value import WindowedValue
+    from sparkbeam.window import IntervalWindow
+
+    window = IntervalWindow(0, DAY)
+
+    def params(step: int) -> StepParams:
+        # The watermark moves a minute a step, far from the day's end: nothing is due.
+        return StepParams(step, step * 60_000_000, (step + 1) * 60_000_000, step * 60_000_000, 0, False)
+
+    def elements(batch: list[tuple[str, int, int]]) -> list[tuple[str, WindowedValue]]:
+        return [(key, WindowedValue(value, second * 1_000_000, (window,))) for key, value, second in batch]
+
+    def whole(state: list[Any], batch: list[Any], step: int) -> tuple[list[Any], int]:
+        engine = _engine()
+        out = list(group_partition(engine, unpack_state([*state, *batch]), params(step)))
+        kept = [(key, record) for key, record in out if type(record) is KeyedState]
+        (summary,) = [record.summary for _, record in out if type(record) is Summary]
+        return list(pack_state(kept)), summary.state_keys
+
+    def bucketed(state: list[Any], batch: list[Any], step: int) -> tuple[list[Any], int]:
+        partition = BucketedPartition(pack_bucket, unpack_bucket)
+        partition.read([*state, *batch])
+        run = GroupingRun(_engine(), params(step))
+        report = partition.run(params(step), run.run_keys)
+        list(run.finish(report))
+        return list(partition.records()), partition.keys_read
+
+    print(f"{'keys':>9} {'store':>9} {'first s':>8} {'small p50 s':>11} {'cpu p50 s':>9} {'keys read':>10} {'state MB':>8}")
+    for size in sizes:
+        data = batches(size)
+        rows = {}
+        for name, step_fn in (("chunks", whole), ("buckets", bucketed)):
+            if name not in stores:
+                continue
+            started = time.perf_counter()
+            state, _ = step_fn([], elements(data[0]), 0)
+            state = _spark_round_trip(state)
+            first = time.perf_counter() - started
+            walls, cpus, reads = [], [], []
+            for step, batch in enumerate(data[1:], start=1):
+                new = elements(batch)
+                wall0, cpu0 = time.perf_counter(), time.process_time()
+                state, read = step_fn(state, new, step)
+                state = _spark_round_trip(state)
+                walls.append(time.perf_counter() - wall0)
+                cpus.append(time.process_time() - cpu0)
+                reads.append(read)  # chunks: every key kept
+            megabytes = sum(len(record.payload) for _, record in state) / 1e6
+            median = statistics.median(walls)
+            rows[name] = median
+            print(
+                f"{size:>9,} {name:>9} {first:>8.2f} {median:>11.4f} {statistics.median(cpus):>9.4f} "
+                f"{int(statistics.median(reads)):>10,} {megabytes:>8.1f}"
+            )
+        if len(rows) == 2:
+            print(f"{size:>9,} {'ratio':>9} chunks/buckets small step: {rows['chunks'] / rows['buckets']:.1f}x")
+
+
+# -- part 2: the stream, beside Structured Streaming with RocksDB ------------------------------
+def _write_files(all_batches: list[list[tuple[str, int, int]]], directory: str) -> None:
+    os.makedirs(directory, exist_ok=True)
+    base = time.time() - len(all_batches) - 10
+    for index, batch in enumerate(all_batches):
+        path = os.path.join(directory, f"batch-{index:05d}.csv")
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write("key,value,second\n")  # a header: both engines' CSV reads take one
+            handle.writelines(f"{key},{value},{second}\n" for key, value, second in batch)
+        os.utime(path, (base + index, base + index))  # Spark takes new files oldest first
+
+
+def _sparkbeam_run(directory: str, work: str) -> tuple[list[float], dict[str, int]]:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from step_probe import probe_steps
+
+    import sparkbeam as beam
+    from sparkbeam.window import FixedWindows
+
+    spark = _session()  # the run uses the active session
+    flags = ["--available_now", f"--checkpoint_dir={os.path.join(work, 'sb-checkpoint')}", "--quiet", "--state_partitions=2"]
+    p = beam.Pipeline(options=beam.PipelineOptions(flags))
+    sums = (
+        p
+        | beam.io.ReadFromCsvStream(
+            directory, schema="key STRING, value INT, second LONG", timestamp=lambda row: row.second, max_files_per_trigger=1
+        )
+        | beam.Map(lambda row: (row.key, row.value))
+        | beam.WindowInto(FixedWindows(DAY))
+        | beam.CombinePerKey(sum)
+    )
+    captured = beam.capture(sums)
+    with probe_steps(spark.sparkContext) as probe:
+        result = p.run()
+    emitted = [wv.value for wv in result.emissions(captured)]
+    got = {key: total for key, total in emitted}
+    return probe.seconds, got
+
+
+def _session() -> Any:
+    from pyspark.sql import SparkSession
+
+    return (
+        SparkSession.builder.master("local[2]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.hadoop.cloneConf", "true")
+        .config("spark.driver.memory", "4g")
+        .getOrCreate()
+    )
+
+
+def _structured_run(directory: str, work: str) -> tuple[list[float], dict[str, int]]:
+    from pyspark.sql import functions as F
+
+    spark = _session()
+    spark.conf.set(
+        "spark.sql.streaming.stateStore.providerClass",
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
+    )
+    frame = (
+        spark.readStream.schema("key STRING, value INT, second LONG")
+        .option("maxFilesPerTrigger", 1)
+        .option("header", True)
+        .csv(directory)
+        .withColumn("ts", F.col("second").cast("timestamp"))
+        .withWatermark("ts", "0 seconds")
+        .groupBy(F.window("ts", "1 day"), "key")
+        .agg(F.sum("value").alias("total"))
+    )
+    query = (
+        frame.writeStream.outputMode("update")
+        .format("memory")
+        .queryName("state_at_scale")
+        .option("checkpointLocation", os.path.join(work, "ss-checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    seconds = [p["durationMs"].get("triggerExecution", 0) / 1000 for p in query.recentProgress if p["numInputRows"] > 0]
+    # Update mode: each key's row again whenever its sum changes; sums only grow here.
+    latest = {row.key: row.total for row in spark.sql("SELECT key, max(total) AS total FROM state_at_scale GROUP BY key").collect()}
+    return seconds, latest
+
+
+def stream_part(sizes: list[int]) -> None:
+    print(f"{'keys':>9} {'engine':>22} {'first s':>8} {'small p50 s':>11} {'checked':>8}")
+    for size in sizes:
+        data = batches(size)
+        expected = oracle(data)
+        work = tempfile.mkdtemp(prefix="state-at-scale-")
+        try:
+            directory = os.path.join(work, "in")
+            _write_files(data, directory)
+            sb_seconds, got = _sparkbeam_run(directory, work)
+            ok = "yes" if got == expected else f"NO ({len(got)} keys)"
+            sb_small = statistics.median(sb_seconds[1:]) if len(sb_seconds) > 1 else float("nan")
+            print(f"{size:>9,} {'sparkbeam':>22} {sb_seconds[0]:>8.2f} {sb_small:>11.3f} {ok:>8}")
+            ss_seconds, ss_got = _structured_run(directory, work)
+            ss_small = statistics.median(ss_seconds[1:]) if len(ss_seconds) > 1 else float("nan")
+            ss_ok = "yes" if ss_got == expected else f"NO ({len(ss_got)} keys)"
+            print(f"{size:>9,} {'structured, RocksDB':>22} {ss_seconds[0]:>8.2f} {ss_small:>11.3f} {ss_ok:>8}")
+            print(f"{size:>9,} {'ratio sparkbeam/SS':>22} {sb_seconds[0] / ss_seconds[0]:>8.2f} {sb_small / ss_small:>11.2f}")
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("part", choices=["partition", "stream"])
+    parser.add_argument("--keys", type=int, nargs="+", default=[10_000, 1_000_000])
+    parser.add_argument("--stores", nargs="+", choices=["chunks", "buckets"], default=["chunks", "buckets"])
+    parser.add_argument("--target", type=int, default=None, help="keys per bucket to aim at (keyed_buckets.TARGET_KEYS)")
+    args = parser.parse_args()
+    if args.target is not None:
+        from sparkbeam.runners.core import keyed_buckets
+
+        keyed_buckets.TARGET_KEYS, keyed_buckets.MAX_KEYS = args.target, 2 * args.target
+    if args.part == "partition":
+        partition_part(args.keys, args.stores)
+    else:
+        stream_part(args.keys)
+
+
+if __name__ == "__main__":
+    main()
