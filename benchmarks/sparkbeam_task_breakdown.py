@@ -103,7 +103,7 @@ def _shuffle_write(items: Iterable, partitions: int, partition_fn: Callable[[Any
 def _range_lines(split: bytes) -> Iterator[str]:
     """A split's lines as sparkbeam's ReadFromText reads a byte range of its file on an
     executor (runners/spark/textio.py): a block at a time, a few C calls per block."""
-    from sparkbeam.runners.core.text_lines import TextRange, read_ranges
+    from sparkbeam.runners.core.sources.text_lines import TextRange, read_ranges
 
     def open_split(path: str, compression: str) -> io.BytesIO:
         return io.BytesIO(split)
@@ -138,11 +138,11 @@ def sparkbeam_phases(splits: list[list[bytes]], partitions: int) -> Phases:
 
     import sparkbeam as beam
     from sparkbeam import window
-    from sparkbeam.runners.core.holds import HoldPolicy
-    from sparkbeam.runners.core.metrics import step_scoped
-    from sparkbeam.runners.core.ops import lower
-    from sparkbeam.runners.core.plan import plan_stages
-    from sparkbeam.runners.core.timeline import StepEmissions
+    from sparkbeam.runners.core.elements.metrics import step_scoped
+    from sparkbeam.runners.core.grouping.holds import HoldPolicy
+    from sparkbeam.runners.core.loop.timeline import StepEmissions
+    from sparkbeam.runners.core.lowering.ops import lower
+    from sparkbeam.runners.core.plan.plan import plan_stages
     from sparkbeam.runners.spark import batch_grouping, stage_records, worker
 
     class CountAndSum(CountAndSumLogic, beam.CombineFn):

@@ -8,7 +8,7 @@ Two parts:
 
 ``partition``  one state partition's step as an executor runs it, no Spark: the state carried
                as whole chunks (before #27: every key unpickled, stepped and pickled again
-               each step) against hash buckets (``runners/core/keyed_buckets.py``: only the
+               each step) against hash buckets (``runners/core/state/keyed_buckets.py``: only the
                buckets the step touches). Both include the round trip Spark makes of the
                records between steps (pickled into its cache, read back). Per small step:
                median wall and CPU seconds, keys unpickled, and ratio.
@@ -76,7 +76,7 @@ class _Sum:
 
 def _engine() -> Any:
     from sparkbeam.combine import CombineFn
-    from sparkbeam.runners.core.grouping import build_grouping_engine
+    from sparkbeam.runners.core.grouping.grouping import build_grouping_engine
     from sparkbeam.window import FixedWindows
     from sparkbeam.windowing import Windowing
 
@@ -106,10 +106,10 @@ def _spark_round_trip(records: list[Any]) -> list[Any]:
 
 
 def partition_part(sizes: list[int], stores: list[str]) -> None:
-    from sparkbeam.runners.core.grouping_step import GroupingRun, group_partition
-    from sparkbeam.runners.core.keyed_buckets import BucketedPartition
-    from sparkbeam.runners.core.records import KeyedState, Summary
-    from sparkbeam.runners.core.steps import StepParams
+    from sparkbeam.runners.core.grouping.grouping_step import GroupingRun, group_partition
+    from sparkbeam.runners.core.grouping.records import KeyedState, Summary
+    from sparkbeam.runners.core.lowering.step_values import StepParams
+    from sparkbeam.runners.core.state.keyed_buckets import BucketedPartition
     from sparkbeam.runners.spark.state_chunks import (
         pack_bucket,
         pack_state,
@@ -289,7 +289,7 @@ def main() -> None:
     parser.add_argument("--target", type=int, default=None, help="keys per bucket to aim at (keyed_buckets.TARGET_KEYS)")
     args = parser.parse_args()
     if args.target is not None:
-        from sparkbeam.runners.core import keyed_buckets
+        from sparkbeam.runners.core.state import keyed_buckets
 
         keyed_buckets.TARGET_KEYS, keyed_buckets.MAX_KEYS = args.target, 2 * args.target
     if args.part == "partition":

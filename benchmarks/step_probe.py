@@ -41,7 +41,7 @@ def probe_steps(sc: Any) -> Iterator[StepProbe]:
     group is set to the step's for that.
     """
     global _PROBES
-    from sparkbeam.runners.core.steps import StepLoop
+    from sparkbeam.runners.core.loop.steps import StepLoop
 
     _PROBES += 1
     probe = StepProbe(f"sbstep{_PROBES}")

@@ -232,7 +232,7 @@ def capture(pcoll: pvalue.PCollection, log: str | os.PathLike[str] | None = None
     A stream keeps the emissions of its last ``--timeline_retention_steps`` steps in memory;
     ``log=path`` also writes every emission to ``path`` as a JSON line, the lines of each
     step appended and flushed as the step ends, so the full history survives (see
-    ``sparkbeam.runners.core.history`` for the fields). The file is this run's: a run that
+    ``sparkbeam.runners.core.loop.history`` for the fields). The file is this run's: a run that
     starts afresh empties it, and one that resumes from a checkpoint cuts it back to what
     that checkpoint had written before it replays the steps after it, so each emission is
     in it once.

@@ -1,7 +1,7 @@
 """Triggers and accumulation modes: when a window's pane is emitted, and what it holds.
 
 Every trigger here is a frozen, hashable description with Beam's name and arguments. The
-runner builds the state machine that executes it (``sparkbeam.runners.core.triggers``).
+runner builds the state machine that executes it (``sparkbeam.runners.core.grouping.triggers``).
 
 >>> AfterWatermark(early=AfterCount(2), late=AfterCount(1))
 AfterWatermark(early=AfterCount(2), late=AfterCount(1))

@@ -1,8 +1,12 @@
-"""The code stays lint-clean (ruff, whole repository) and type-checked (mypy on sdk/ and runners/)."""
+"""The code stays lint-clean (ruff, whole repository) and type-checked (mypy on sdk/ and runners/),
+and its imports run the one way the layering allows (README "How it works")."""
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -23,3 +27,128 @@ def test_mypy_is_clean_on_sdk_and_runners():
         [sys.executable, "-m", "mypy", "sdk", "runners"], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert completed.returncode == 0, completed.stdout[-4000:]
+
+
+# --- Which code may import which (README "How it works", runners/core/__init__.py) ---------
+
+#: sparkbeam's source folders and the package each one is
+PACKAGES = {"sdk": "sparkbeam", "transforms": "sparkbeam.transforms", "runners": "sparkbeam.runners"}
+CORE = "sparkbeam.runners.core"
+#: the rooms of runners/core, lowest first: a room imports only rooms before it. ``schema``
+#: and ``grouping`` both sit on ``elements`` and neither imports the other; the order only
+#: has to be one that every import respects.
+ROOMS = ("lowering", "sources", "elements", "grouping", "state", "schema", "plan", "loop")
+#: function-local sparkbeam imports kept inside runners/core, each with its reason (none)
+LOCAL_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class Import:
+    module: str  # the importing module
+    target: str  # the imported module, or module.name for `from module import name`
+    line: int
+    local: bool  # inside a function or class body
+    type_only: bool  # under `if TYPE_CHECKING:`
+
+
+def _module_name(path: pathlib.Path) -> str:
+    rel = path.relative_to(ROOT)
+    parts = list(rel.with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join([PACKAGES[parts[0]], *parts[1:]])
+
+
+def _imports(path: pathlib.Path) -> list[Import]:
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    tree = ast.parse(path.read_text(), str(path))
+    found: list[Import] = []
+
+    def visit(node: ast.AST, local: bool, type_only: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.Import):
+                found.extend(Import(module, alias.name, child.lineno, local, type_only) for alias in child.names)
+            elif isinstance(child, ast.ImportFrom):
+                base = child.module or ""
+                if child.level:
+                    anchor = package.split(".")[: len(package.split(".")) - (child.level - 1)]
+                    base = ".".join([*anchor, base] if base else anchor)
+                found.extend(Import(module, f"{base}.{alias.name}", child.lineno, local, type_only) for alias in child.names)
+            elif isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                visit(child, local, True)
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                visit(child, True, type_only)
+            else:
+                visit(child, local, type_only)
+
+    visit(tree, False, False)
+    return found
+
+
+def _all_imports(folder: str) -> list[Import]:
+    return [imp for path in sorted(pathlib.Path(ROOT, folder).rglob("*.py")) for imp in _imports(path)]
+
+
+def _is_under(target: str, *packages: str) -> bool:
+    return any(target == p or target.startswith(p + ".") for p in packages)
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[3] if module.startswith(CORE + ".") and len(parts) > 3 else None
+
+
+def _show(imports: list[Import]) -> str:
+    return "\n".join(f"{imp.module}:{imp.line} imports {imp.target}" for imp in imports)
+
+
+def test_the_engine_core_imports_no_backend_and_no_front_end():
+    wrong = [
+        imp
+        for imp in _all_imports("runners/core")
+        if _is_under(imp.target, "sparkbeam.runners.spark", "sparkbeam.runners.beam", "pyspark", "apache_beam")
+    ]
+    assert not wrong, "runners/core must run with no Spark and no Beam:\n" + _show(wrong)
+
+
+def test_the_engine_core_hides_no_import_in_a_function():
+    hidden = [
+        imp
+        for imp in _all_imports("runners/core")
+        if imp.local and _is_under(imp.target, "sparkbeam") and (imp.module, imp.target) not in LOCAL_IMPORTS_ALLOWED
+    ]
+    assert not hidden, "import at the top of the module, and fix the direction if that makes a cycle:\n" + _show(hidden)
+
+
+def test_every_engine_module_lives_in_a_room_and_rooms_import_downwards():
+    core = pathlib.Path(ROOT, "runners", "core")
+    flat = sorted(p.name for p in core.glob("*.py") if p.name != "__init__.py")
+    assert not flat, f"runners/core keeps modules in rooms only; put {flat} in one of {ROOMS}"
+    rooms = sorted(p.parent.name for p in core.glob("*/__init__.py"))
+    assert rooms == sorted(ROOMS), f"the rooms are {rooms}; ROOMS here and runners/core/__init__.py name {sorted(ROOMS)}"
+    upward = []
+    for imp in _all_imports("runners/core"):
+        source, target = _room(imp.module), _room(imp.target)
+        # A type-only import runs nothing; it may name a class of a room above (fused.py's Stage).
+        if source and target and not imp.type_only and ROOMS.index(target) > ROOMS.index(source):
+            upward.append(imp)
+    assert not upward, f"rooms import only rooms before them in {ROOMS}:\n" + _show(upward)
+
+
+def test_each_room_says_what_it_owns_and_imports_nothing_itself():
+    for init in sorted(pathlib.Path(ROOT, "runners", "core").glob("*/__init__.py")):
+        tree = ast.parse(init.read_text())
+        assert ast.get_docstring(tree), f"{init}: say in a docstring what the room owns and what it must not import"
+        assert not _imports(init), f"{init}: a room's __init__ re-exports nothing (import the module itself)"
+
+
+def test_the_checker_sees_a_wrong_way_import(tmp_path, monkeypatch):
+    # The checks above pass only if they can fail: a planted upward import is found.
+    room = tmp_path / "runners" / "core" / "lowering"
+    room.mkdir(parents=True)
+    (room / "bad.py").write_text("def f():\n    from sparkbeam.runners.core.loop import steps\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", str(tmp_path))
+    (imp,) = _all_imports("runners/core")
+    assert (imp.module, imp.target, imp.local) == ("sparkbeam.runners.core.lowering.bad", "sparkbeam.runners.core.loop.steps", True)
+    assert ROOMS.index(_room(imp.target) or "") > ROOMS.index(_room(imp.module) or "")

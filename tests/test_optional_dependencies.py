@@ -59,7 +59,7 @@ def test_a_schemad_aggregation_without_pyarrow_takes_the_general_path_and_says_w
         "pyarrow",
         f"""
         import sparkbeam as beam
-        from sparkbeam.runners.core.settings import RunSettings
+        from sparkbeam.runners.core.lowering.settings import RunSettings
         from sparkbeam.runners.spark.runner import _lower
         p = beam.Pipeline()
         rows = p | beam.io.ReadFromCsv({str(scores)!r})
@@ -88,7 +88,7 @@ def test_plots_and_tables_without_their_extra_name_it(module, expected):
         """
         import sparkbeam as beam
         from sparkbeam.options.pipeline_options import PipelineOptions
-        from sparkbeam.runners.core.memory import run_in_memory
+        from sparkbeam.runners.core.loop.memory import run_in_memory
         from sparkbeam.testing.test_stream import TestStream
         from sparkbeam.transforms import window
 

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import sparkbeam as beam
 from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.plotting import compare_watermarks, plot_watermarks
-from sparkbeam.runners.core.memory import run_in_memory
+from sparkbeam.runners.core.loop.memory import run_in_memory
 from sparkbeam.testing.test_stream import TestStream
 from sparkbeam.transforms import window
 

@@ -33,7 +33,7 @@ from sparkbeam.runners.beam.pardo import (
     _EngineReceiver,
     _Receivers,
 )
-from sparkbeam.runners.core.execution import pardo_joiner, register_kind
+from sparkbeam.runners.core.elements.execution import pardo_joiner, register_kind
 from sparkbeam.utils.windowed_value import WindowedValue
 
 __all__ = ["BATCH_SIZE", "BeamBatchedDoFnRunner", "BeamBatchedParDoOp", "is_batched", "takes_batches", "warn_if_rebatched"]

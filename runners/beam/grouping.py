@@ -38,9 +38,9 @@ from sparkbeam.combine import CombineFn
 from sparkbeam.metrics.execution import current_container
 from sparkbeam.runners.beam.metrics import _EngineTracker, beam_metrics, tracking_for_the_task
 from sparkbeam.runners.beam.metrics import _get_tracker as _current_tracker
-from sparkbeam.runners.core.errors import UserCodeError
-from sparkbeam.runners.core.execution import BodyBuilder, register_kind
-from sparkbeam.runners.core.ops import ParDoOp
+from sparkbeam.runners.core.elements.execution import BodyBuilder, register_kind
+from sparkbeam.runners.core.lowering.errors import UserCodeError
+from sparkbeam.runners.core.lowering.ops import ParDoOp
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue, new_windowed_value
 
 __all__ = ["BeamCombineFn", "KeyCodec", "KeyCodingOp", "grouping_coders"]

@@ -28,7 +28,7 @@ from apache_beam.transforms.window import GlobalWindows
 
 from sparkbeam.io.kafka import WriteToKafka
 from sparkbeam.io.streaming import ReadFromKafka, _RouteBadRecords
-from sparkbeam.runners.core.errors import UnsupportedError
+from sparkbeam.runners.core.lowering.errors import UnsupportedError
 
 __all__ = ["is_kafka", "read_ops", "substitute", "write_op"]
 
@@ -103,7 +103,7 @@ def substitute(transform: Any, pvalueish: Any, where: str) -> Any:
 def read_ops(node: Any, base: dict[str, Any], records_id: int) -> tuple[Any, Any]:
     """A read's two ops: the stream read into ``records_id``, then bad records refused
     (Beam's reader fails on a record it cannot deserialise, as this does)."""
-    from sparkbeam.runners.core.ops import ParDoOp, StreamReadOp
+    from sparkbeam.runners.core.lowering.ops import ParDoOp, StreamReadOp
 
     where = f"'{base['label']}' (applied at {base['location']})"
     read = _sparkbeam_read(node.transform, where)
@@ -118,7 +118,7 @@ def read_ops(node: Any, base: dict[str, Any], records_id: int) -> tuple[Any, Any
 
 def write_op(base: dict[str, Any], node: Any) -> Any:
     """Beam's WriteToKafka, left unexpanded by ``SparkRunner.apply``: sparkbeam's sink op."""
-    from sparkbeam.runners.core.ops import WriteKafkaOp
+    from sparkbeam.runners.core.lowering.ops import WriteKafkaOp
 
     where = f"'{node.full_label}' (applied at {base['location']})"
     return WriteKafkaOp(**base, spec=_sparkbeam_write(node.transform, where).spec)

@@ -22,7 +22,7 @@ from apache_beam.runners.worker import statesampler
 from sparkbeam.metrics.cells import BoundedTrieData, DistributionResult, GaugeResult
 from sparkbeam.metrics.execution import MetricsEnvironment, current_container, current_step
 from sparkbeam.metrics.metricbase import MetricName
-from sparkbeam.runners.core.metrics import RunMetrics
+from sparkbeam.runners.core.elements.metrics import RunMetrics
 
 __all__ = ["BeamMetricResults", "beam_metrics", "task_tracker", "tracking_for_the_task", "tracking_in_place"]
 

@@ -18,7 +18,7 @@ from apache_beam.options import pipeline_options as beam_options
 
 from sparkbeam.options import pipeline_options as options
 from sparkbeam.options.pipeline_options import SparkRunnerOptions
-from sparkbeam.runners.core.settings import RunSettings
+from sparkbeam.runners.core.lowering.settings import RunSettings
 
 __all__ = ["SparkBeamOptions", "sparkbeam_settings"]
 

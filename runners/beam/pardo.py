@@ -33,10 +33,10 @@ from sparkbeam.runners.beam.elements import (
 )
 from sparkbeam.runners.beam.metrics import beam_metrics, task_tracker
 from sparkbeam.runners.beam.windowing import for_outputs
-from sparkbeam.runners.core.dofn_invoker import SideInputs
-from sparkbeam.runners.core.errors import UserCodeError
-from sparkbeam.runners.core.execution import pardo_joiner, register_kind
-from sparkbeam.runners.core.ops import ParDoOp
+from sparkbeam.runners.core.elements.dofn_invoker import SideInputs
+from sparkbeam.runners.core.elements.execution import pardo_joiner, register_kind
+from sparkbeam.runners.core.lowering.errors import UserCodeError
+from sparkbeam.runners.core.lowering.ops import ParDoOp
 from sparkbeam.utils.windowed_value import WindowedValue
 
 __all__ = ["BeamDoFnRunner", "BeamParDoOp", "SideInputName", "SideView"]

@@ -48,10 +48,10 @@ from sparkbeam.core import _CallableDoFn
 from sparkbeam.pvalue import TaggedOutput
 from sparkbeam.runners.beam.elements import to_beam_pane, to_beam_windows, to_engine
 from sparkbeam.runners.beam.metrics import tracking_for_the_task
-from sparkbeam.runners.core.dofn_invoker import DirectCall, DoFnRunner, SideInputs
-from sparkbeam.runners.core.errors import UserCodeError
-from sparkbeam.runners.core.execution import pardo_joiner, register_kind
-from sparkbeam.runners.core.ops import ParDoOp
+from sparkbeam.runners.core.elements.dofn_invoker import DirectCall, DoFnRunner, SideInputs
+from sparkbeam.runners.core.elements.execution import pardo_joiner, register_kind
+from sparkbeam.runners.core.lowering.errors import UserCodeError
+from sparkbeam.runners.core.lowering.ops import ParDoOp
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue, new_windowed_value
 from sparkbeam.window import FixedWindows, GlobalWindows, Sessions, TimestampedValue
 from sparkbeam.windowing import Windowing

@@ -53,9 +53,9 @@ from apache_beam.utils.timestamp import MAX_TIMESTAMP, Timestamp
 from sparkbeam.core import DoFn, _CallableDoFn
 from sparkbeam.runners.beam.elements import to_beam
 from sparkbeam.runners.beam.pardo import BeamDoFnRunner, BeamParDoOp
-from sparkbeam.runners.core.errors import UnsupportedError, UserCodeError
-from sparkbeam.runners.core.execution import pardo_joiner, register_kind
-from sparkbeam.runners.core.ops import GroupOp, ParDoOp, WindowIntoOp
+from sparkbeam.runners.core.elements.execution import pardo_joiner, register_kind
+from sparkbeam.runners.core.lowering.errors import UnsupportedError, UserCodeError
+from sparkbeam.runners.core.lowering.ops import GroupOp, ParDoOp, WindowIntoOp
 from sparkbeam.trigger import AccumulationMode, Always
 from sparkbeam.utils.windowed_value import WindowedValue
 from sparkbeam.window import GlobalWindows, TimestampCombiner

@@ -5,7 +5,7 @@ A ParDo whose DoFn declares state (``DoFn.StateParam``) or timers (``DoFn.TimerP
 state and timers live per key and window in the stage's keyed-state RDD on Spark,
 checkpointed with it, its pending event-time timers hold the stage's output watermark, and
 due timers fire as the input watermark or the step's clock passes them
-(``runners/core/stateful_step.py`` runs the step). What differs is who calls the DoFn:
+(``runners/core/state/stateful_step.py`` runs the step). What differs is who calls the DoFn:
 ``BeamStatefulDoFnRunner`` hands each element and each firing timer to Beam's own
 ``apache_beam.runners.common.DoFnRunner``, with a ``UserStateContext`` whose cells and timers
 read and write the engine's store, so every parameter of Beam's stateful DoFns
@@ -50,18 +50,18 @@ from sparkbeam.runners.beam.grouping import KeyCodec, grouping_coders
 from sparkbeam.runners.beam.metrics import beam_metrics, task_tracker
 from sparkbeam.runners.beam.pardo import engine_receivers
 from sparkbeam.runners.beam.windowing import to_beam_window
-from sparkbeam.runners.core import execution
-from sparkbeam.runners.core.drops import DropReason, GroupingStats
-from sparkbeam.runners.core.errors import UnsupportedError, UserCodeError
-from sparkbeam.runners.core.holds import HoldPolicy
-from sparkbeam.runners.core.ops import Op, ParDoOp, StatefulParDoOp
-from sparkbeam.runners.core.stateful_step import (
+from sparkbeam.runners.core.elements import execution
+from sparkbeam.runners.core.grouping.drops import DropReason, GroupingStats
+from sparkbeam.runners.core.grouping.holds import HoldPolicy
+from sparkbeam.runners.core.lowering.errors import UnsupportedError, UserCodeError
+from sparkbeam.runners.core.lowering.ops import Op, ParDoOp, StatefulParDoOp
+from sparkbeam.runners.core.state.stateful_step import (
     checked_timer_hold,
     expire_windows,
     register_stateful_runner,
     take_due_timer,
 )
-from sparkbeam.runners.core.user_state import KeyStore, PendingTimer, WindowCells
+from sparkbeam.runners.core.state.user_state import KeyStore, PendingTimer, WindowCells
 from sparkbeam.utils.windowed_value import WindowedValue
 
 __all__ = ["BeamStatefulDoFnRunner", "BeamStatefulParDoOp", "stateful_par_do"]

@@ -6,7 +6,7 @@ reads each range a line at a time, through a buffer object, a range tracker and 
 about 1.4 µs a line, more than everything else the batch benchmark does per event. Where
 the source is at its defaults (``text_ranges``: Beam's own split says which files, and that
 they are uncompressed), sparkbeam reads byte ranges of those files in a few calls that run
-in C, by the rules of Beam's reader (``runners/core/text_lines.py``, which sparkbeam's own
+in C, by the rules of Beam's reader (``runners/core/sources/text_lines.py``, which sparkbeam's own
 ``ReadFromText`` reads with too).
 
 Any other setting (a header to skip or match, another coder, a delimiter or escape
@@ -37,7 +37,12 @@ from apache_beam.io.filesystems import FileSystems
 from sparkbeam.io.iobase import BoundedSource, SourceBundle
 from sparkbeam.io.range_trackers import OffsetRangeTracker
 from sparkbeam.runners.beam.plain import augmented
-from sparkbeam.runners.core.text_lines import TextRange, bundle_ranges, range_lines, read_ranges
+from sparkbeam.runners.core.sources.text_lines import (
+    TextRange,
+    bundle_ranges,
+    range_lines,
+    read_ranges,
+)
 
 __all__ = ["TextRange", "TextRangesSource", "range_lines", "text_ranges"]
 

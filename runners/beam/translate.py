@@ -71,8 +71,8 @@ from sparkbeam.runners.beam.splittable import (
 from sparkbeam.runners.beam.stateful import stateful_par_do
 from sparkbeam.runners.beam.text_ranges import TextRangesSource, text_ranges
 from sparkbeam.runners.beam.windowing import engine_windowfn, engine_windowing
-from sparkbeam.runners.core.errors import UnsupportedError
-from sparkbeam.runners.core.ops import (
+from sparkbeam.runners.core.lowering.errors import UnsupportedError
+from sparkbeam.runners.core.lowering.ops import (
     BoundedSourceReadOp,
     CreateOp,
     FlattenOp,
@@ -86,7 +86,7 @@ from sparkbeam.runners.core.ops import (
     TestStreamOp,
     WindowIntoOp,
 )
-from sparkbeam.runners.core.registry import Registry
+from sparkbeam.runners.core.lowering.registry import Registry
 from sparkbeam.testing import test_stream
 from sparkbeam.utils.timestamp import Duration, Timestamp
 from sparkbeam.window import TimestampedValue

@@ -31,8 +31,8 @@ from apache_beam.utils.timestamp import Duration as BeamDuration
 from apache_beam.utils.timestamp import Timestamp as BeamTimestamp
 
 from sparkbeam import trigger
-from sparkbeam.runners.core.errors import UnsupportedError
-from sparkbeam.runners.core.registry import Registry
+from sparkbeam.runners.core.lowering.errors import UnsupportedError
+from sparkbeam.runners.core.lowering.registry import Registry
 from sparkbeam.utils.timestamp import Duration, Timestamp
 from sparkbeam.window import (
     BoundedWindow,

@@ -1,6 +1,6 @@
 """The step loop's data movement on Spark: RDDs of WindowedValue, keyed state in partitions.
 
-How each stage runs is the physical plan's choice (``runners/core/physical.py``), made
+How each stage runs is the physical plan's choice (``runners/core/plan/physical.py``), made
 before the first step from what this backend registered and what its session allows
 (``capabilities``): for every stage, a strategy, and alternatives for what only a step's
 data decides (an idle step skipped, a tiny stage on the driver), checked by the plan's one
@@ -28,8 +28,9 @@ from typing import Any
 
 from sparkbeam.io import commits
 from sparkbeam.metrics.execution import MetricUpdates
-from sparkbeam.runners.core.execution import backend_ops
-from sparkbeam.runners.core.ops import (
+from sparkbeam.runners.core.elements.execution import backend_ops
+from sparkbeam.runners.core.loop.steps import StageResult
+from sparkbeam.runners.core.lowering.ops import (
     BoundedSourceReadOp,
     CreateOp,
     ImpulseOp,
@@ -37,12 +38,12 @@ from sparkbeam.runners.core.ops import (
     StreamReadOp,
     TestStreamOp,
 )
-from sparkbeam.runners.core.physical import PlannedStage, choose
-from sparkbeam.runners.core.plan import Stage
-from sparkbeam.runners.core.schema_segments import SchemaAggregateOp
-from sparkbeam.runners.core.sources import SourceEmission
-from sparkbeam.runners.core.steps import StageResult, StageSummary, StepParams
-from sparkbeam.runners.core.strategies import Capabilities, StateStore, Strategy
+from sparkbeam.runners.core.lowering.step_values import StageSummary, StepParams
+from sparkbeam.runners.core.lowering.strategies import Capabilities, StateStore, Strategy
+from sparkbeam.runners.core.plan.physical import PlannedStage, choose
+from sparkbeam.runners.core.plan.plan import Stage
+from sparkbeam.runners.core.schema.schema_segments import SchemaAggregateOp
+from sparkbeam.runners.core.sources.sources import SourceEmission
 from sparkbeam.runners.spark import (
     attempt_reports,
     driver_stages,
@@ -115,7 +116,7 @@ class SparkBackend:
         self.metrics_channel: metrics.MetricsChannel | None = None
         self.attempt_reports: attempt_reports.AttemptReports | None = None
         #: the run's key: executors sign the user errors they send back with it, and the
-        #: driver unpickles none that it does not verify (runners/core/errors.py)
+        #: driver unpickles none that it does not verify (runners/core/lowering/errors.py)
         self.error_key = secrets.token_bytes(32)
         #: keyed stages of the step whose summary job is put off, to run as one job with
         #: the others' (stage id, stage name, result RDD); see ``keyed_stages.run_put_off``

@@ -5,7 +5,7 @@ window when the watermark jumps to +inf, so it needs no trigger machinery: each 
 combines what it holds per (key, window) before the shuffle (combiner lifting) and the
 merge after it yields the pane. A GroupByKey is the same with lists as accumulators. The
 pane's timestamp follows the timestamp combiner (with the overlapping-window rule; the
-rules are ``runners/core/holds.py``'s), and its pane info is what Beam's batch runner
+rules are ``runners/core/grouping/holds.py``'s), and its pane info is what Beam's batch runner
 gives. It drops nothing: in batch no window is late, and the default trigger never closes
 one, so every (element, window) pair reaches a pane.
 
@@ -28,17 +28,17 @@ from pyspark.rdd import portable_hash
 
 from sparkbeam.combine import CombineFn, accumulator_from
 from sparkbeam.metrics.execution import enter_step, in_step, in_step_1, in_step_2, leave_step
-from sparkbeam.runners.core.dofn_invoker import SideInputs
-from sparkbeam.runners.core.errors import TransformError, UserCodeError
-from sparkbeam.runners.core.fused import FusedBody
-from sparkbeam.runners.core.gc_pause import gc_paused
-from sparkbeam.runners.core.grouping_step import key_element, ungroupable
-from sparkbeam.runners.core.holds import HoldPolicy, last_instant, single_pane_timestamp
-from sparkbeam.runners.core.keys import GroupingKey, UngroupableKeyError, grouping_key
-from sparkbeam.runners.core.metrics import StepScopedCombineFn, step_scoped
-from sparkbeam.runners.core.ops import GroupOp
-from sparkbeam.runners.core.plan import Stage
-from sparkbeam.runners.core.records import window_of_group_key
+from sparkbeam.runners.core.elements.dofn_invoker import SideInputs
+from sparkbeam.runners.core.elements.fused import FusedBody
+from sparkbeam.runners.core.elements.gc_pause import gc_paused
+from sparkbeam.runners.core.elements.metrics import StepScopedCombineFn, step_scoped
+from sparkbeam.runners.core.grouping.grouping_step import key_element, ungroupable
+from sparkbeam.runners.core.grouping.holds import HoldPolicy, last_instant, single_pane_timestamp
+from sparkbeam.runners.core.grouping.keys import GroupingKey, UngroupableKeyError, grouping_key
+from sparkbeam.runners.core.grouping.records import window_of_group_key
+from sparkbeam.runners.core.lowering.errors import TransformError, UserCodeError
+from sparkbeam.runners.core.lowering.ops import GroupOp
+from sparkbeam.runners.core.plan.plan import Stage
 from sparkbeam.runners.spark.metrics import MetricsChannel, metered, task_failed
 from sparkbeam.utils.windowed_value import (
     PANE_INFO_UNKNOWN,

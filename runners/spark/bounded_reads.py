@@ -1,7 +1,7 @@
 """``Read(BoundedSource)`` on Spark: one partition per bundle of the source.
 
 The driver splits the source for the session's default parallelism
-(``runners/core/bounded_reads.py``) and pickles each bundle with cloudpickle (a user's
+(``runners/core/sources/bounded_reads.py``) and pickles each bundle with cloudpickle (a user's
 source may live in ``__main__``); each partition unpickles its one bundle and reads it
 with the source's own range tracker on an executor. A source that ``yields_plain_values``
 is read as its records alone too, for a stage that takes them so (``Dataset.values``).
@@ -14,9 +14,13 @@ from collections.abc import Iterator
 from itertools import repeat
 from typing import Any
 
-from sparkbeam.runners.core.bounded_reads import read_bundle_values_of, read_bundles, split_for
-from sparkbeam.runners.core.ops import BoundedSourceReadOp
-from sparkbeam.runners.core.window_assignment import GLOBAL_WINDOWS
+from sparkbeam.runners.core.elements.window_assignment import GLOBAL_WINDOWS
+from sparkbeam.runners.core.lowering.ops import BoundedSourceReadOp
+from sparkbeam.runners.core.sources.bounded_reads import (
+    read_bundle_values_of,
+    read_bundles,
+    split_for,
+)
 from sparkbeam.utils.timestamp import MIN_TIMESTAMP
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue, new_windowed_value
 

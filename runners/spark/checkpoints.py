@@ -43,8 +43,8 @@ import uuid
 from typing import Any
 
 from sparkbeam.io import commits
-from sparkbeam.runners.core.execution import kind_of
-from sparkbeam.runners.core.plan import StagePlan
+from sparkbeam.runners.core.elements.execution import kind_of
+from sparkbeam.runners.core.plan.plan import StagePlan
 from sparkbeam.runners.spark.sealing import Sealer
 
 __all__ = ["CheckpointError", "CheckpointStore", "pipeline_shape"]

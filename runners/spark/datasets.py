@@ -7,9 +7,9 @@ from typing import Any
 
 import attrs
 
-from sparkbeam.runners.core.physical import PlannedStage, StepFacts
-from sparkbeam.runners.core.plan import Stage
-from sparkbeam.runners.core.steps import StepParams
+from sparkbeam.runners.core.lowering.step_values import StepParams
+from sparkbeam.runners.core.plan.physical import PlannedStage, StepFacts
+from sparkbeam.runners.core.plan.plan import Stage
 from sparkbeam.utils.windowed_value import WindowedValue
 
 __all__ = ["Dataset", "StageRun"]

@@ -13,7 +13,7 @@ go to Spark only for a stage that runs there. A ``Create``'s values, anything bi
 sink, a grouping, a stateful or splittable DoFn, parked elements: all run on Spark.
 
 Which stages are candidates, and on which steps they run here, is the physical plan's
-choice (``runners/core/physical.py``: ``Strategy.DRIVER_RUN`` when the driver holds every
+choice (``runners/core/plan/physical.py``: ``Strategy.DRIVER_RUN`` when the driver holds every
 input, at most ``DRIVER_STAGE_MAX_ELEMENTS``); this module says whether the session allows
 it and runs a stage the plan sends here.
 """
@@ -25,8 +25,8 @@ from typing import Any
 # PySpark's own copy, as Spark pickles a task's functions with it.
 from pyspark import cloudpickle
 
-from sparkbeam.runners.core.physical import DRIVER_STAGE_MAX_ELEMENTS
-from sparkbeam.runners.core.plan import Stage
+from sparkbeam.runners.core.plan.physical import DRIVER_STAGE_MAX_ELEMENTS
+from sparkbeam.runners.core.plan.plan import Stage
 from sparkbeam.runners.spark import metrics, stage_records, worker
 from sparkbeam.runners.spark.errors import user_errors
 from sparkbeam.runners.spark.session import executors_share_this_interpreter

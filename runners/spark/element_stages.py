@@ -1,6 +1,6 @@
 """How Spark runs the element-wise strategies of the physical plan (registered under
 ``SPARK.strategies`` in ``backend.py``); which one runs a stage is the plan's choice
-(``runners/core/physical.py``), none is made here:
+(``runners/core/plan/physical.py``), none is made here:
 
 - ``FUSED_MAP``: the stage's fused body as one ``mapPartitions`` over the union of its
   inputs, its elements bare (no PCollection id) when it has one input and one output;
@@ -18,9 +18,10 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
-from sparkbeam.runners.core.physical import PlannedStage, choose
-from sparkbeam.runners.core.steps import StageResult, StageSummary
-from sparkbeam.runners.core.strategies import Strategy
+from sparkbeam.runners.core.loop.steps import StageResult
+from sparkbeam.runners.core.lowering.step_values import StageSummary
+from sparkbeam.runners.core.lowering.strategies import Strategy
+from sparkbeam.runners.core.plan.physical import PlannedStage, choose
 from sparkbeam.runners.spark import batch_grouping, driver_stages, stage_records, worker
 from sparkbeam.runners.spark.counters import read_and_release
 from sparkbeam.runners.spark.datasets import Dataset, StageRun

@@ -9,7 +9,7 @@ error chained.
 
 Failures of sparkbeam itself on an executor are shortened the same way: the worker's
 Python exception, with Spark's log for the rest. So is a user's failure whose payload is
-missing or not signed with the run's key (``runners/core/errors.py``): nothing in Spark's
+missing or not signed with the run's key (``runners/core/lowering/errors.py``): nothing in Spark's
 error text is unpickled unless the run's own executors signed it.
 """
 
@@ -20,7 +20,12 @@ import re
 from collections.abc import Iterator
 
 from sparkbeam.errors import hide_engine_frames
-from sparkbeam.runners.core.errors import UserCodeError, add_note, rebuild_user_error, user_error_of
+from sparkbeam.runners.core.lowering.errors import (
+    UserCodeError,
+    add_note,
+    rebuild_user_error,
+    user_error_of,
+)
 from sparkbeam.runners.spark.spark_log import current_log
 
 __all__ = ["SparkTaskError", "user_errors"]

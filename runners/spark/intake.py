@@ -32,9 +32,9 @@ from typing import Any
 import attrs
 
 from sparkbeam.io import commits
-from sparkbeam.runners.core.errors import TransformError
-from sparkbeam.runners.core.ops import StreamReadOp
-from sparkbeam.runners.core.stream_sources import PartitionStats, WalBatch
+from sparkbeam.runners.core.lowering.errors import TransformError
+from sparkbeam.runners.core.lowering.ops import StreamReadOp
+from sparkbeam.runners.core.sources.stream_sources import PartitionStats, WalBatch
 from sparkbeam.runners.spark import sealed_files
 from sparkbeam.runners.spark.checkpoints import CheckpointError, read_json
 from sparkbeam.runners.spark.counters import read_and_release

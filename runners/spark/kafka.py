@@ -32,8 +32,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from sparkbeam.io.kafka import HEADER_ATTEMPT, HEADER_RUN, HEADER_STEP, WriteKafkaSpec
-from sparkbeam.runners.core.errors import TransformError, UserCodeError
-from sparkbeam.runners.core.ops import Op
+from sparkbeam.runners.core.lowering.errors import TransformError, UserCodeError
+from sparkbeam.runners.core.lowering.ops import Op
 from sparkbeam.runners.spark.metrics import metered_by
 from sparkbeam.utils.windowed_value import WindowedValue
 
@@ -195,7 +195,7 @@ def _missing_topics(admin: Any, jvm: Any, topics: list[str]) -> list[str]:
 
 def check_before_first_step(spark: Any, plan: Any) -> None:
     """Every Kafka read and write of ``plan`` checked once Spark is up (see module docs)."""
-    from sparkbeam.runners.core.ops import StreamReadOp, WriteKafkaOp
+    from sparkbeam.runners.core.lowering.ops import StreamReadOp, WriteKafkaOp
 
     for stage in plan.stages:
         for op in [*((stage.head,) if stage.head is not None else ()), *stage.sinks]:

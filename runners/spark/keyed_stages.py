@@ -1,9 +1,9 @@
 """How Spark runs the keyed strategies of the physical plan (registered under
 ``SPARK.strategies`` in ``backend.py``); which one runs a stage is the plan's choice
-(``runners/core/physical.py``), none is made here.
+(``runners/core/plan/physical.py``), none is made here.
 
 - ``LIFTED_GROUPING``, ``UNLIFTED_GROUPING``, ``STATEFUL``: the step's new elements (or,
-  lifted, one partial per key and window of each partition, ``runners/core/lifting.py``)
+  lifted, one partial per key and window of each partition, ``runners/core/grouping/lifting.py``)
   are shuffled with a fixed hash partitioner and united, partition by partition, with the
   keyed state of the previous step (same partitioner: the state is never shuffled); one
   ``mapPartitions`` runs the engine (or the stateful DoFn) and the stage's fused body, and
@@ -12,7 +12,7 @@
 - ``SIDE_INPUT_WAIT``: a stream's stage reading side inputs keeps the main-input elements
   that wait for them in an RDD partitioned like keyed state: its new elements run in place,
   only those that must wait are shuffled into the parked state, and the parked state is
-  released partition by partition, never shuffled (``runners/core/side_input_wait.py``);
+  released partition by partition, never shuffled (``runners/core/loop/side_input_wait.py``);
 - ``SKIP_IDLE``: nothing runs; the state and the last summary are carried over.
 """
 
@@ -21,9 +21,10 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
-from sparkbeam.runners.core.grouping import engine_for
-from sparkbeam.runners.core.ops import GroupOp
-from sparkbeam.runners.core.steps import StageResult, StageSummary
+from sparkbeam.runners.core.grouping.grouping import engine_for
+from sparkbeam.runners.core.loop.steps import StageResult
+from sparkbeam.runners.core.lowering.ops import GroupOp
+from sparkbeam.runners.core.lowering.step_values import StageSummary
 from sparkbeam.runners.spark import stage_records, worker
 from sparkbeam.runners.spark.datasets import Dataset, StageRun
 from sparkbeam.runners.spark.errors import user_errors

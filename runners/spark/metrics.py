@@ -14,7 +14,7 @@ with the run's key; a report that cannot be sent (an unreachable driver) is logg
 executor and leaves attempted short of that attempt.
 
 The channel also carries the run's key for user errors: a ``UserCodeError`` made into
-text while one of the run's tasks runs here is signed with it (``runners/core/errors.py``),
+text while one of the run's tasks runs here is signed with it (``runners/core/lowering/errors.py``),
 so that the driver can tell the payload its executors made from one a record holds.
 """
 
@@ -28,7 +28,7 @@ from typing import Any
 from pyspark.accumulators import AccumulatorParam
 
 from sparkbeam.metrics.execution import MetricsContainer, MetricsEnvironment, MetricUpdates
-from sparkbeam.runners.core import errors
+from sparkbeam.runners.core.lowering import errors
 from sparkbeam.runners.spark.attempt_reports import ReportChannel
 
 __all__ = ["MetricsChannel", "MetricsParam", "metered", "metered_by", "task_container", "task_failed", "with_channel"]

@@ -26,9 +26,9 @@ import re
 from typing import Any
 
 from sparkbeam.io import commits
-from sparkbeam.runners.core.errors import TransformError
-from sparkbeam.runners.core.ops import Op
-from sparkbeam.runners.core.plan import StagePlan
+from sparkbeam.runners.core.lowering.errors import TransformError
+from sparkbeam.runners.core.lowering.ops import Op
+from sparkbeam.runners.core.plan.plan import StagePlan
 from sparkbeam.runners.spark import sinks
 
 __all__ = ["check_outputs", "claim_outputs", "owner_mark"]

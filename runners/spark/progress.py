@@ -27,8 +27,8 @@ from typing import IO, Any
 
 import attrs
 
-from sparkbeam.runners.core.settings import RunSettings
-from sparkbeam.runners.core.timeline import WatermarkRecord, format_micros
+from sparkbeam.runners.core.loop.timeline import WatermarkRecord, format_micros
+from sparkbeam.runners.core.lowering.settings import RunSettings
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
 
 __all__ = ["LOG_EVERY_SECONDS", "ProgressLine", "RunProgress", "StepReport", "format_lag", "run_progress"]

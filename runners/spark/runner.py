@@ -5,7 +5,7 @@ with unbounded input (or ``--streaming``) run as a stream of steps. Either way t
 has every stage's watermark timeline (``result.watermarks()``), what captured
 PCollections emitted (``result.emissions(pcoll)``), the user's metrics
 (``result.metrics()``, Beam's metric results) and how each stage ran
-(``result.physical_plan()``, ``runners/core/physical.py``).
+(``result.physical_plan()``, ``runners/core/plan/physical.py``).
 
 ``run()`` waits for the end of the run unless ``--no_block_on_run``: then the run goes on
 in a background thread and the result is RUNNING until it ends; ``wait_until_finish``
@@ -26,18 +26,18 @@ from typing import Any
 from sparkbeam.errors import engine_frames_hidden
 from sparkbeam.pipeline import Pipeline
 from sparkbeam.runner import PipelineResult, PipelineRunner, PipelineState
-from sparkbeam.runners.core.clock import Clock, ManualClock, WallClock
-from sparkbeam.runners.core.execution import kind_of
-from sparkbeam.runners.core.history import run_history
-from sparkbeam.runners.core.metrics import RunMetrics
-from sparkbeam.runners.core.ops import LoweredPipeline, lower
-from sparkbeam.runners.core.physical import PhysicalPlan, plan_physical
-from sparkbeam.runners.core.plan import StagePlan, plan_stages
-from sparkbeam.runners.core.settings import RunMode, RunSettings
-from sparkbeam.runners.core.side_input_wait import refuse_side_inputs_never_ready
-from sparkbeam.runners.core.steps import StepLoop
-from sparkbeam.runners.core.timeline import Emissions, Timeline, emissions_of
-from sparkbeam.runners.core.validation import check_inputs_and_outputs
+from sparkbeam.runners.core.elements.execution import kind_of
+from sparkbeam.runners.core.elements.metrics import RunMetrics
+from sparkbeam.runners.core.loop.clock import Clock, ManualClock, WallClock
+from sparkbeam.runners.core.loop.history import run_history
+from sparkbeam.runners.core.loop.side_input_wait import refuse_side_inputs_never_ready
+from sparkbeam.runners.core.loop.steps import StepLoop
+from sparkbeam.runners.core.loop.timeline import Emissions, Timeline, emissions_of
+from sparkbeam.runners.core.lowering.ops import LoweredPipeline, lower
+from sparkbeam.runners.core.lowering.settings import RunMode, RunSettings
+from sparkbeam.runners.core.lowering.validation import check_inputs_and_outputs
+from sparkbeam.runners.core.plan.physical import PhysicalPlan, plan_physical
+from sparkbeam.runners.core.plan.plan import StagePlan, plan_stages
 from sparkbeam.runners.spark.interrupts import stop_on_signals
 from sparkbeam.runners.spark.progress import run_progress
 
@@ -75,7 +75,7 @@ def _installed(module: str) -> bool:
 def _lower(pipeline: Pipeline, settings: RunSettings) -> LoweredPipeline:
     """The pipeline's ops, each schema'd segment one SQL plan unless it cannot be one (the
     reason noted on its stage) or ``--no_sql_plans`` keeps the general path."""
-    from sparkbeam.runners.core.schema_segments import find_segments
+    from sparkbeam.runners.core.schema.schema_segments import find_segments
 
     reason = None
     if settings.streaming:
@@ -122,7 +122,7 @@ def _check_cluster_paths(plan: StagePlan, settings: RunSettings) -> None:
 
 
 def _uses_kafka(plan: StagePlan) -> bool:
-    from sparkbeam.runners.core.ops import StreamReadOp, WriteKafkaOp
+    from sparkbeam.runners.core.lowering.ops import StreamReadOp, WriteKafkaOp
 
     return any(
         isinstance(op, WriteKafkaOp) or (isinstance(op, StreamReadOp) and op.spec.format == "kafka")

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from sparkbeam.io import commits
+from sparkbeam.runners.spark import old_paths
 from sparkbeam.runners.spark.sealing import Sealer
 
 __all__ = ["read_records", "save_records"]
@@ -68,7 +69,7 @@ def _opened(sealer: Sealer, purpose: str, where: str, lines: Iterable[bytes]) ->
             sealed = b""  # refused by open, naming the file
         payload = sealer.open(purpose, sealed, where=where)
         source = io.BytesIO(payload)
-        unpickler = pickle.Unpickler(source)
+        unpickler = old_paths.Unpickler(source)
         end = len(payload)
         while source.tell() < end:
             yield unpickler.load()

@@ -48,10 +48,10 @@ from sparkbeam.io import commits
 from sparkbeam.io.filesystems import FileSystems
 from sparkbeam.io.filewrites import FileSink
 from sparkbeam.io.stepfiles import StepFiles
-from sparkbeam.runners.core.errors import TransformError, UserCodeError
-from sparkbeam.runners.core.execution import backend_ops
-from sparkbeam.runners.core.ops import Op, WriteFilesPerStepOp, WriteKafkaOp, WriteTextOp
-from sparkbeam.runners.core.steps import StepParams
+from sparkbeam.runners.core.elements.execution import backend_ops
+from sparkbeam.runners.core.lowering.errors import TransformError, UserCodeError
+from sparkbeam.runners.core.lowering.ops import Op, WriteFilesPerStepOp, WriteKafkaOp, WriteTextOp
+from sparkbeam.runners.core.lowering.step_values import StepParams
 from sparkbeam.runners.spark import remote_files, textio
 from sparkbeam.runners.spark.hadoop_filesystem import HADOOP_SCHEMES
 from sparkbeam.runners.spark.metrics import MetricsChannel, metered_by

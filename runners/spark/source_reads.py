@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sparkbeam.runners.core.execution import kind_of
-from sparkbeam.runners.core.ops import BoundedSourceReadOp, Op, ReadTextOp
-from sparkbeam.runners.core.sources import SourceEmission
-from sparkbeam.runners.core.strategies import SourceRead
+from sparkbeam.runners.core.elements.execution import kind_of
+from sparkbeam.runners.core.lowering.ops import BoundedSourceReadOp, Op, ReadTextOp
+from sparkbeam.runners.core.lowering.strategies import SourceRead
+from sparkbeam.runners.core.sources.sources import SourceEmission
 from sparkbeam.runners.spark import textio, worker
 from sparkbeam.runners.spark.datasets import Dataset
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import attrs
 
-from sparkbeam.runners.core.settings import RunSettings
+from sparkbeam.runners.core.lowering.settings import RunSettings
 from sparkbeam.runners.spark.private_temp import (
     create_private_file,
     folder_for,

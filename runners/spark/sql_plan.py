@@ -1,4 +1,4 @@
-"""A schema'd segment (``runners/core/schema_segments.py``) as one Spark SQL query.
+"""A schema'd segment (``runners/core/schema/schema_segments.py``) as one Spark SQL query.
 
 The columns come from Spark's own readers (``sql_sources.py``) or, for a ``Create``, from
 the driver as Arrow slices; the plan is SQL text over them (a few calls into the JVM to
@@ -6,7 +6,7 @@ build it); Spark computes each element's timestamp (µs) and windows,
 groups by the key fields and the window, and aggregates with its own functions: no Python
 runs per element. Each (key, window) group also keeps its earliest and latest timestamp,
 from which the pane's timestamp follows the timestamp combiner as on the general path
-(``runners/core/holds.py``). Where the panes go was decided by the planner
+(``runners/core/grouping/holds.py``). Where the panes go was decided by the planner
 (``SchemaAggregateOp.driver_reads``):
 
 - read by a capture or a side input, the groups come to the driver as one Arrow table and
@@ -27,11 +27,11 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sparkbeam.runners.core.gc_pause import gc_paused
-from sparkbeam.runners.core.holds import HoldPolicy, last_instant, single_pane_timestamp
-from sparkbeam.runners.core.schema_segments import SchemaAggregateOp
-from sparkbeam.runners.core.schema_sources import ParquetTable
-from sparkbeam.runners.core.sources import SourceEmission
+from sparkbeam.runners.core.elements.gc_pause import gc_paused
+from sparkbeam.runners.core.grouping.holds import HoldPolicy, last_instant, single_pane_timestamp
+from sparkbeam.runners.core.schema.schema_segments import SchemaAggregateOp
+from sparkbeam.runners.core.schema.schema_sources import ParquetTable
+from sparkbeam.runners.core.sources.sources import SourceEmission
 from sparkbeam.runners.spark import sql_sources
 from sparkbeam.schemas import TIMESTAMP_UNITS, schema_tuple_type
 from sparkbeam.utils.timestamp import MIN_TIMESTAMP, Timestamp

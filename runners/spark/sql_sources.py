@@ -1,7 +1,7 @@
 """Where a SQL plan's columns come from when a file read starts its segment: Spark's own
 readers, with ``ReadFromCsv``'s conversions written as Spark expressions.
 
-The planner (``runners/core/schema_sources.py``) has made sure the files hold nothing on
+The planner (``runners/core/schema/schema_sources.py``) has made sure the files hold nothing on
 which a line reader and Python's ``csv`` module could split records differently (no
 quotes, no ``\\r``, no lines of spaces...). Spark's text reader reads each line whole, the
 plan drops each file's header line (by its text: the planner found it on no other line)
@@ -30,7 +30,7 @@ from typing import Any
 
 import attrs
 
-from sparkbeam.runners.core.schema_segments import SchemaAggregateOp
+from sparkbeam.runners.core.schema.schema_segments import SchemaAggregateOp
 from sparkbeam.schemas import TIMESTAMP_UNITS
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
 

@@ -17,11 +17,11 @@ from typing import Any
 import attrs
 from pyspark.serializers import Serializer
 
-from sparkbeam.runners.core.execution import kind_of
-from sparkbeam.runners.core.gc_pause import gc_paused
-from sparkbeam.runners.core.plan import Stage
-from sparkbeam.runners.core.records import Parked, ReleaseAt, Summary
-from sparkbeam.runners.core.steps import StageSummary
+from sparkbeam.runners.core.elements.execution import kind_of
+from sparkbeam.runners.core.elements.gc_pause import gc_paused
+from sparkbeam.runners.core.grouping.records import Parked, ReleaseAt, Summary
+from sparkbeam.runners.core.lowering.step_values import StageSummary
+from sparkbeam.runners.core.plan.plan import Stage
 from sparkbeam.runners.spark.state_chunks import is_state
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP
 from sparkbeam.utils.windowed_value import WindowedValue, new_windowed_value

@@ -26,8 +26,9 @@ from typing import Any
 
 from pyspark import cloudpickle
 
-from sparkbeam.runners.core.keyed_buckets import BucketedPartition
-from sparkbeam.runners.core.records import KeyedState, StateBucket, StateChunk
+from sparkbeam.runners.core.grouping.records import KeyedState, StateBucket, StateChunk
+from sparkbeam.runners.core.state.keyed_buckets import BucketedPartition
+from sparkbeam.runners.spark import old_paths
 
 __all__ = ["CHUNK_BYTES", "CHUNK_RECORDS", "bucketed_partition", "pack_bucket", "pack_state", "unpack_bucket", "unpack_state"]
 
@@ -89,7 +90,7 @@ def pack_bucket(entries: list[tuple[Any, Any, tuple]]) -> bytes:
 
 def unpack_bucket(payload: bytes) -> list[tuple[Any, Any, tuple]]:
     """The reverse of ``pack_bucket``."""
-    entries: list[tuple[Any, Any, tuple]] = pickle.loads(payload)
+    entries: list[tuple[Any, Any, tuple]] = old_paths.loads(payload)
     return entries
 
 
@@ -112,7 +113,7 @@ def unpack_state(records: Iterable[tuple[Any, Any]]) -> Iterator[tuple[Any, Any]
             yield record
             continue
         source = io.BytesIO(chunk.payload)
-        unpickler = pickle.Unpickler(source)
+        unpickler = old_paths.Unpickler(source)
         end = len(chunk.payload)
         while source.tell() < end:
             key, state = unpickler.load()

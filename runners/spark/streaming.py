@@ -22,11 +22,12 @@ import time
 from typing import Any
 
 from sparkbeam.io import commits
-from sparkbeam.runners.core.clock import Clock, WallClock
-from sparkbeam.runners.core.plan import StagePlan
-from sparkbeam.runners.core.settings import RunSettings
-from sparkbeam.runners.core.steps import StepLoop
-from sparkbeam.runners.core.stream_sources import StreamSourceState
+from sparkbeam.runners.core.loop.clock import Clock, WallClock
+from sparkbeam.runners.core.loop.steps import StepLoop
+from sparkbeam.runners.core.lowering.settings import RunSettings
+from sparkbeam.runners.core.plan.plan import StagePlan
+from sparkbeam.runners.core.sources.stream_sources import StreamSourceState
+from sparkbeam.runners.spark import old_paths
 from sparkbeam.runners.spark.checkpoint_key import load_key
 from sparkbeam.runners.spark.checkpoints import LOOP_FILE, CheckpointStore, pipeline_shape
 from sparkbeam.runners.spark.intake import SourceFailedError, StreamIntake
@@ -380,14 +381,12 @@ class StreamRun:
         _LOG.info("checkpoint for step %d written in %.3fs", resume_at, time.perf_counter() - started)
 
     def _restore(self, manifest: dict[str, Any]) -> None:
-        import pickle
-
         loop = self.loop
         if loop is None:
             return
         directory = self.store.checkpoint_path(manifest["step"])
         # Unpickled only once its seal checks out (the key is outside the directory).
-        saved = pickle.loads(self.store.read_sealed(commits.join(directory, LOOP_FILE), "loop"))
+        saved = old_paths.loads(self.store.read_sealed(commits.join(directory, LOOP_FILE), "loop"))
         loop.restore(saved["loop"])
         state_paths = {int(k): commits.join(directory, v) for k, v in manifest["state"].items()}
         self.backend.restore(saved["backend"], state_paths, self.store.sealer)

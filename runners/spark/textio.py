@@ -2,7 +2,7 @@
 
 Reading matches a local pattern as Beam does (``FileSystems``, Beam's glob syntax) and any
 other through Hadoop's file system (HDFS, and any file system Spark is configured for), and
-reads each file's lines by the rules of Beam's text source (``runners/core/text_lines.py``):
+reads each file's lines by the rules of Beam's text source (``runners/core/sources/text_lines.py``):
 local files in byte ranges, several tasks per file, each range read on an executor in a few
 C calls; a compressed file whole in one task, as Beam reads it. A coder other than
 ``StrUtf8Coder``, a delimiter or an escape character split each file whole with
@@ -37,11 +37,16 @@ from sparkbeam.io.filesystems import FileSystems
 from sparkbeam.io.filewrites import FileSink
 from sparkbeam.io.localfilesystem import LocalFileSystem
 from sparkbeam.io.textio import ReadFromText, WriteToText, split_records
-from sparkbeam.runners.core.errors import TransformError, UserCodeError, add_note
-from sparkbeam.runners.core.ops import ReadTextOp, WriteTextOp
-from sparkbeam.runners.core.steps import StepParams
-from sparkbeam.runners.core.text_lines import TextRange, bundle_ranges, read_ranges, stream_lines
-from sparkbeam.runners.core.window_assignment import GLOBAL_WINDOWS
+from sparkbeam.runners.core.elements.window_assignment import GLOBAL_WINDOWS
+from sparkbeam.runners.core.lowering.errors import TransformError, UserCodeError, add_note
+from sparkbeam.runners.core.lowering.ops import ReadTextOp, WriteTextOp
+from sparkbeam.runners.core.lowering.step_values import StepParams
+from sparkbeam.runners.core.sources.text_lines import (
+    TextRange,
+    bundle_ranges,
+    read_ranges,
+    stream_lines,
+)
 from sparkbeam.runners.spark import remote_files
 from sparkbeam.runners.spark.metrics import MetricsChannel, metered_by
 from sparkbeam.utils.timestamp import MIN_TIMESTAMP

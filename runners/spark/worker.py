@@ -11,19 +11,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from sparkbeam.runners.core.dofn_invoker import SideInputs
-from sparkbeam.runners.core.errors import TransformError, UserCodeError
-from sparkbeam.runners.core.fused import FusedBody
-from sparkbeam.runners.core.grouping_step import GroupingRun, key_element
-from sparkbeam.runners.core.holds import HoldPolicy
-from sparkbeam.runners.core.lifting import precombine
-from sparkbeam.runners.core.metrics import step_scoped
-from sparkbeam.runners.core.ops import GroupOp, StatefulParDoOp
-from sparkbeam.runners.core.plan import Stage
-from sparkbeam.runners.core.records import Pane, Parked, Partial, Summary
-from sparkbeam.runners.core.side_input_wait import run_waiting
-from sparkbeam.runners.core.stateful_step import StatefulRun, key_for_state
-from sparkbeam.runners.core.steps import StepParams
+from sparkbeam.runners.core.elements.dofn_invoker import SideInputs
+from sparkbeam.runners.core.elements.fused import FusedBody
+from sparkbeam.runners.core.elements.metrics import step_scoped
+from sparkbeam.runners.core.grouping.grouping_step import GroupingRun, key_element
+from sparkbeam.runners.core.grouping.holds import HoldPolicy
+from sparkbeam.runners.core.grouping.lifting import precombine
+from sparkbeam.runners.core.grouping.records import Pane, Parked, Partial, Summary
+from sparkbeam.runners.core.loop.side_input_wait import run_waiting
+from sparkbeam.runners.core.lowering.errors import TransformError, UserCodeError
+from sparkbeam.runners.core.lowering.ops import GroupOp, StatefulParDoOp
+from sparkbeam.runners.core.lowering.step_values import StepParams
+from sparkbeam.runners.core.plan.plan import Stage
+from sparkbeam.runners.core.state.stateful_step import StatefulRun, key_for_state
 from sparkbeam.utils.windowed_value import WindowedValue, new_windowed_value
 
 __all__ = [
@@ -121,7 +121,7 @@ def precombined(
     op: GroupOp, overlapping_window_rule: bool, output_watermark: int, elements: Iterable[WindowedValue]
 ) -> Iterator[tuple[Any, Partial]]:
     """(key, Partial) per key and window of the partition: the combine lifted before the
-    shuffle into a streaming grouping (``runners/core/lifting.py``)."""
+    shuffle into a streaming grouping (``runners/core/grouping/lifting.py``)."""
     combine_fn = step_scoped(op.combine_fn, op.label)
     combine_fn.setup()
     holds = HoldPolicy(op.windowing, overlapping_window_rule=overlapping_window_rule)

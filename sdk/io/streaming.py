@@ -16,7 +16,7 @@ loop. Every read takes the same event-time settings:
   at the source and counted in the watermark timeline (``late_dropped`` of the source);
   None (the default) drops nothing, leaving late data to the windows' allowed lateness.
 - ``idle_timeout``: a partition with no data for this long (processing time) stops holding
-  the watermark back (see ``sparkbeam.runners.core.source_watermarks`` for the rule).
+  the watermark back (see ``sparkbeam.runners.core.sources.source_watermarks`` for the rule).
 
 A record that cannot be parsed, or whose timestamp cannot be read, is a ``BadRecord``, and so
 is a line of a text, CSV or JSON file that is not UTF-8 (its bytes in ``BadRecord.data``);

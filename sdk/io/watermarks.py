@@ -3,7 +3,7 @@
 A source is read in partitions (Kafka partitions, rate-source splits, ...). Each partition
 gets its own copy of the estimator (``copy.deepcopy`` of the one you pass), and the runner
 combines the partitions' watermarks into the source's watermark (see
-``sparkbeam.runners.core.source_watermarks`` for the idleness rules).
+``sparkbeam.runners.core.sources.source_watermarks`` for the idleness rules).
 
 An estimator runs on the driver, where the records are not: they stay on the Spark
 executors. What the driver sees of one partition in one step is an ``ObservedBatch``: how

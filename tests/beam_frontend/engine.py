@@ -8,11 +8,11 @@ from apache_beam.runners.pipeline_utils import group_by_key_input_visitor
 
 from sparkbeam.runners.beam.capture import captured_in
 from sparkbeam.runners.beam.translate import translate
-from sparkbeam.runners.core.clock import ManualClock
-from sparkbeam.runners.core.history import RunHistory
-from sparkbeam.runners.core.memory import MemoryBackend
-from sparkbeam.runners.core.plan import StagePlan, plan_stages
-from sparkbeam.runners.core.steps import StepLoop
+from sparkbeam.runners.core.loop.clock import ManualClock
+from sparkbeam.runners.core.loop.history import RunHistory
+from sparkbeam.runners.core.loop.memory import MemoryBackend
+from sparkbeam.runners.core.loop.steps import StepLoop
+from sparkbeam.runners.core.plan.plan import StagePlan, plan_stages
 
 
 def plan_of(pipeline: Any) -> StagePlan:

@@ -13,7 +13,7 @@ from apache_beam.portability import python_urns
 import sparkbeam
 from sparkbeam.runners.beam.packing import pack_name
 from sparkbeam.runners.beam.translate import translate
-from sparkbeam.runners.core.ops import GroupOp
+from sparkbeam.runners.core.lowering.ops import GroupOp
 
 
 class Packable(beam.PTransform):

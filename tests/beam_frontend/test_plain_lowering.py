@@ -21,7 +21,7 @@ from sparkbeam.runners.beam.grouping import BeamCombineFn, KeyCodec
 from sparkbeam.runners.beam.metrics import tracking_for_the_task, tracking_in_place
 from sparkbeam.runners.beam.pardo import BeamParDoOp
 from sparkbeam.runners.beam.plain import BeamFnParDoOp, BeamFnRunner
-from sparkbeam.runners.core.fused import FusedBody
+from sparkbeam.runners.core.elements.fused import FusedBody
 from tests.beam_frontend.engine import emitted_values, plan_of, run_in_engine
 
 
@@ -270,8 +270,8 @@ def test_a_lifted_beam_combine_fn_is_called_as_it_is_where_the_tasks_tracking_is
 
 
 def test_a_batch_grouping_calls_a_beam_combine_fn_itself_with_beams_tracking_set_once(monkeypatch):
-    from sparkbeam.runners.core.holds import HoldPolicy
-    from sparkbeam.runners.core.metrics import step_scoped
+    from sparkbeam.runners.core.elements.metrics import step_scoped
+    from sparkbeam.runners.core.grouping.holds import HoldPolicy
     from sparkbeam.runners.spark import batch_grouping
     from sparkbeam.utils.windowed_value import WindowedValue
     from sparkbeam.window import IntervalWindow
@@ -309,9 +309,9 @@ def _map_side_of_a_lifted_beam_combine(monkeypatch, values):
     WindowInto(FixedWindows(10)) | CombinePerKey(Counting())`` (the upstream body in its
     pass, ``_precombine_body``); (its records, the elements built in interval windows, the
     values EncodeKey's code was called with, the metrics container)."""
-    from sparkbeam.runners.core import dofn_invoker
-    from sparkbeam.runners.core.holds import HoldPolicy
-    from sparkbeam.runners.core.metrics import step_scoped
+    from sparkbeam.runners.core.elements import dofn_invoker
+    from sparkbeam.runners.core.elements.metrics import step_scoped
+    from sparkbeam.runners.core.grouping.holds import HoldPolicy
     from sparkbeam.runners.spark import batch_grouping
     from sparkbeam.utils.windowed_value import WindowedValue, new_windowed_value
     from sparkbeam.window import IntervalWindow
@@ -364,7 +364,7 @@ def test_a_lifted_beam_combines_str_keyed_pairs_reach_the_batch_map_side_with_no
 
 
 def test_a_non_pair_on_the_stamped_way_to_a_lifted_beam_combine_fails_as_on_the_general_way(monkeypatch):
-    from sparkbeam.runners.core.errors import UserCodeError
+    from sparkbeam.runners.core.lowering.errors import UserCodeError
 
     with pytest.raises(UserCodeError, match="'Sum/EncodeKey'") as raised:
         _map_side_of_a_lifted_beam_combine(monkeypatch, ["x"])
@@ -469,7 +469,7 @@ def test_a_read_and_one_restamping_map_take_the_lines_as_values_in_the_maps_step
 
 
 def test_a_failure_of_a_restamping_map_called_directly_is_named_as_beam_names_it(tmp_path):
-    from sparkbeam.runners.core.errors import UserCodeError
+    from sparkbeam.runners.core.lowering.errors import UserCodeError
 
     path = tmp_path / "numbers.txt"
     path.write_text("1\nnot a number\n")

@@ -16,7 +16,7 @@ from apache_beam.utils.timestamp import MAX_TIMESTAMP
 
 from sparkbeam.runners.beam.splittable import BeamSplittableParDoOp
 from sparkbeam.runners.beam.translate import translate
-from sparkbeam.runners.core.errors import UnsupportedError
+from sparkbeam.runners.core.lowering.errors import UnsupportedError
 from tests.beam_frontend.pairs import assert_runners_agree
 
 

@@ -25,8 +25,8 @@ from sparkbeam.io.iobase import read_bundle
 from sparkbeam.runners.beam.plain import BeamFnParDoOp
 from sparkbeam.runners.beam.reads import source_bundles
 from sparkbeam.runners.beam.text_ranges import TextRange, TextRangesSource, range_lines, text_ranges
-from sparkbeam.runners.core import text_lines
-from sparkbeam.runners.core.ops import BoundedSourceReadOp
+from sparkbeam.runners.core.lowering.ops import BoundedSourceReadOp
+from sparkbeam.runners.core.sources import text_lines
 from tests.beam_frontend.engine import emitted_values, run_in_engine
 
 #: pieces of text that meet every rule of Beam's reader: line ends of both kinds, lone

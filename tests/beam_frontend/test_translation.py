@@ -31,7 +31,7 @@ from sparkbeam.runners.beam.windowing import (
     to_beam_window,
     to_engine_window,
 )
-from sparkbeam.runners.core.errors import UnsupportedError
+from sparkbeam.runners.core.lowering.errors import UnsupportedError
 from tests.beam_frontend.engine import emitted_values, plan_of, run_in_engine
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from sparkbeam.combine import CombineFn
-from sparkbeam.runners.core.clock import ManualClock
-from sparkbeam.runners.core.grouping import GroupingStats, build_grouping_engine
+from sparkbeam.runners.core.grouping.grouping import GroupingStats, build_grouping_engine
+from sparkbeam.runners.core.loop.clock import ManualClock
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp
 from sparkbeam.utils.windowed_value import WindowedValue
 from sparkbeam.window import WindowFn

@@ -30,7 +30,7 @@ from apache_beam.utils.timestamp import MIN_TIMESTAMP as BEAM_MIN
 
 from sparkbeam import trigger as st
 from sparkbeam import window as sw
-from sparkbeam.runners.core.grouping import GroupingStats, build_grouping_engine
+from sparkbeam.runners.core.grouping.grouping import GroupingStats, build_grouping_engine
 from sparkbeam.utils.timestamp import MIN_TIMESTAMP
 from sparkbeam.utils.windowed_value import WindowedValue
 from sparkbeam.windowing import Windowing

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 import sparkbeam as beam
 from sparkbeam.options.pipeline_options import PipelineOptions
-from sparkbeam.runners.core.memory import run_in_memory
+from sparkbeam.runners.core.loop.memory import run_in_memory
 from sparkbeam.testing.test_stream import TestStream
 from sparkbeam.transforms import trigger, window
 from sparkbeam.utils.windowed_value import PaneInfoTiming

@@ -2,7 +2,7 @@
 
 Each builder runs on Beam (FnApiRunner in batch, the direct runner with TestStream in a
 stream) and on sparkbeam's engine (the in-memory backend, which runs the same
-``runners/core/stateful_step.py`` the Spark backend runs); outputs are compared as
+``runners/core/state/stateful_step.py`` the Spark backend runs); outputs are compared as
 multisets of (value, timestamp, window, pane).
 """
 
@@ -15,7 +15,7 @@ import pytest
 
 import sparkbeam
 from sparkbeam.options.pipeline_options import PipelineOptions
-from sparkbeam.runners.core.memory import run_in_memory
+from sparkbeam.runners.core.loop.memory import run_in_memory
 from tests.oracle import _pane_key, _sparkbeam_ns, _window_key, canonical, run_beam, run_sparkbeam
 
 #: the engine alone (in memory), and the Spark runner (the shared local session)

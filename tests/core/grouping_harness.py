@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from sparkbeam.combine import CombineFn
-from sparkbeam.runners.core.clock import ManualClock
-from sparkbeam.runners.core.grouping import GroupingStats, build_grouping_engine
-from sparkbeam.runners.core.ops import GroupOp
+from sparkbeam.runners.core.grouping.grouping import GroupingStats, build_grouping_engine
+from sparkbeam.runners.core.loop.clock import ManualClock
+from sparkbeam.runners.core.lowering.ops import GroupOp
 from sparkbeam.trigger import (
     AccumulationMode,
     DefaultTrigger,

@@ -7,13 +7,13 @@ import attrs
 import pytest
 
 import sparkbeam as beam
-from sparkbeam.runners.core import ops
-from sparkbeam.runners.core.errors import UnsupportedError
-from sparkbeam.runners.core.execution import Role, backend_ops, kind_of, supported_ops
-from sparkbeam.runners.core.fused import FusedBody
-from sparkbeam.runners.core.memory import run_in_memory
-from sparkbeam.runners.core.ops import lower
-from sparkbeam.runners.core.plan import Stage, plan_stages
+from sparkbeam.runners.core.elements.execution import Role, backend_ops, kind_of, supported_ops
+from sparkbeam.runners.core.elements.fused import FusedBody
+from sparkbeam.runners.core.loop.memory import run_in_memory
+from sparkbeam.runners.core.lowering import ops
+from sparkbeam.runners.core.lowering.errors import UnsupportedError
+from sparkbeam.runners.core.lowering.ops import lower
+from sparkbeam.runners.core.plan.plan import Stage, plan_stages
 from sparkbeam.window import GlobalWindows
 from sparkbeam.windowing import Windowing
 
@@ -108,8 +108,8 @@ class MadeUpSourceOp(ops.Op):
 @pytest.fixture
 def made_up_source():
     """A source kind the engine knows, registered for the test only (no backend runs it)."""
-    from sparkbeam.runners.core import execution
-    from sparkbeam.runners.core.sources import BoundedSourceState
+    from sparkbeam.runners.core.elements import execution
+    from sparkbeam.runners.core.sources.sources import BoundedSourceState
 
     kind = execution.OpKind(MadeUpSourceOp, Role.SOURCE, source_state=BoundedSourceState)
     op = MadeUpSourceOp("Ticks", "my_pipeline.py:7", (), (0,))

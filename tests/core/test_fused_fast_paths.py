@@ -11,12 +11,12 @@ import pytest
 import sparkbeam as beam
 from sparkbeam import window
 from sparkbeam.dofn import DoFn
-from sparkbeam.runners.core import window_assignment
-from sparkbeam.runners.core.dofn_invoker import DoFnRunner
-from sparkbeam.runners.core.fused import FusedBody
-from sparkbeam.runners.core.ops import ParDoOp, lower
-from sparkbeam.runners.core.plan import plan_stages
-from sparkbeam.runners.core.window_assignment import GLOBAL_WINDOWS, cached_assignment
+from sparkbeam.runners.core.elements import window_assignment
+from sparkbeam.runners.core.elements.dofn_invoker import DoFnRunner
+from sparkbeam.runners.core.elements.fused import FusedBody
+from sparkbeam.runners.core.elements.window_assignment import GLOBAL_WINDOWS, cached_assignment
+from sparkbeam.runners.core.lowering.ops import ParDoOp, lower
+from sparkbeam.runners.core.plan.plan import plan_stages
 from sparkbeam.transforms import core
 from sparkbeam.utils.timestamp import MIN_TIMESTAMP
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
@@ -156,7 +156,7 @@ def test_timestamped_value_reads_as_beams():
 
 def _count_built(monkeypatch) -> list:
     """Every WindowedValue the DoFn runner and the WindowInto build, recorded."""
-    from sparkbeam.runners.core import dofn_invoker
+    from sparkbeam.runners.core.elements import dofn_invoker
     from sparkbeam.utils.windowed_value import new_windowed_value
 
     built: list = []
@@ -297,7 +297,7 @@ def test_a_body_with_two_dofns_leaves_each_to_name_its_own_step():
 
 
 def test_a_bare_body_hands_its_outputs_on_a_chunk_at_a_time_in_order():
-    from sparkbeam.runners.core.fused import CHUNK
+    from sparkbeam.runners.core.elements.fused import CHUNK
 
     pulled = 0
 
@@ -351,7 +351,7 @@ def test_a_restamping_map_into_fixed_windows_looks_cached_windows_up_without_cal
 
 @pytest.mark.parametrize("restamping", [True, False])
 def test_values_in_the_global_window_reach_a_restamping_map_as_values_and_anything_else_as_elements(monkeypatch, restamping):
-    from sparkbeam.runners.core import dofn_invoker, fused
+    from sparkbeam.runners.core.elements import dofn_invoker, fused
 
     built: list = []
 

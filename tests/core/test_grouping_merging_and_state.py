@@ -7,14 +7,14 @@ import random
 
 import pytest
 
-from sparkbeam.runners.core.clock import ManualClock
-from sparkbeam.runners.core.grouping import KeyState, build_grouping_engine
-from sparkbeam.runners.core.grouping_strategies import (
+from sparkbeam.runners.core.grouping.grouping import KeyState, build_grouping_engine
+from sparkbeam.runners.core.grouping.grouping_strategies import (
     EndOfWindowGrouping,
     SinglePaneGrouping,
     TriggeredGrouping,
 )
-from sparkbeam.runners.core.holds import HoldPolicy
+from sparkbeam.runners.core.grouping.holds import HoldPolicy
+from sparkbeam.runners.core.loop.clock import ManualClock
 from sparkbeam.trigger import (
     AfterCount,
     AfterProcessingTime,
@@ -373,7 +373,7 @@ def test_manual_clock_moves_only_forward_and_only_in_microseconds():
 def test_wall_clock_reads_the_system_clock():
     import time
 
-    from sparkbeam.runners.core.clock import Clock, WallClock
+    from sparkbeam.runners.core.loop.clock import Clock, WallClock
 
     clock = WallClock()
     assert isinstance(clock, Clock)

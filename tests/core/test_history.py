@@ -9,9 +9,9 @@ import pytest
 
 import sparkbeam as beam
 from sparkbeam.options.pipeline_options import PipelineOptions
-from sparkbeam.runners.core.history import RunHistory, emission_json
-from sparkbeam.runners.core.memory import run_in_memory
-from sparkbeam.runners.core.timeline import (
+from sparkbeam.runners.core.loop.history import RunHistory, emission_json
+from sparkbeam.runners.core.loop.memory import run_in_memory
+from sparkbeam.runners.core.loop.timeline import (
     Emission,
     StepEmissions,
     TrimmedHistoryError,

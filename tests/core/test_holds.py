@@ -6,7 +6,11 @@ import pickle
 
 import pytest
 
-from sparkbeam.runners.core.holds import HoldPolicy, output_watermark, single_pane_timestamp
+from sparkbeam.runners.core.grouping.holds import (
+    HoldPolicy,
+    output_watermark,
+    single_pane_timestamp,
+)
 from sparkbeam.trigger import AfterCount, DefaultTrigger, Repeatedly
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp
 from sparkbeam.window import (

@@ -1,4 +1,4 @@
-"""Keyed state in hash buckets (``runners/core/keyed_buckets.py``): a step reads only the
+"""Keyed state in hash buckets (``runners/core/state/keyed_buckets.py``): a step reads only the
 buckets whose keys receive elements or whose header says a timer is due, and computes what
 a step over every key computes."""
 
@@ -10,12 +10,12 @@ import random
 import pytest
 
 from sparkbeam.combine import CombineFn
-from sparkbeam.runners.core import keyed_buckets
-from sparkbeam.runners.core.grouping import build_grouping_engine
-from sparkbeam.runners.core.grouping_step import GroupingRun, group_partition
-from sparkbeam.runners.core.keyed_buckets import MAX_KEYS, BucketedPartition
-from sparkbeam.runners.core.records import KeyedState, Pane, StateBucket, Summary
-from sparkbeam.runners.core.steps import StepParams
+from sparkbeam.runners.core.grouping.grouping import build_grouping_engine
+from sparkbeam.runners.core.grouping.grouping_step import GroupingRun, group_partition
+from sparkbeam.runners.core.grouping.records import KeyedState, Pane, StateBucket, Summary
+from sparkbeam.runners.core.lowering.step_values import StepParams
+from sparkbeam.runners.core.state import keyed_buckets
+from sparkbeam.runners.core.state.keyed_buckets import MAX_KEYS, BucketedPartition
 from sparkbeam.utils.windowed_value import WindowedValue
 from sparkbeam.window import FixedWindows, IntervalWindow
 from sparkbeam.windowing import Windowing
@@ -147,9 +147,9 @@ def test_a_bucket_pickles_as_its_class_and_fields_without_field_names(field):
 def test_a_stateful_dofn_in_buckets_runs_only_the_keys_with_elements_or_a_timer_due():
     import sparkbeam as beam
     from sparkbeam.options.pipeline_options import PipelineOptions
-    from sparkbeam.runners.core.ops import lower
-    from sparkbeam.runners.core.plan import plan_stages
-    from sparkbeam.runners.core.stateful_step import StatefulRun
+    from sparkbeam.runners.core.lowering.ops import lower
+    from sparkbeam.runners.core.plan.plan import plan_stages
+    from sparkbeam.runners.core.state.stateful_step import StatefulRun
     from tests.core.test_user_state import CollectUntilEnd
 
     p = beam.Pipeline(options=PipelineOptions(streaming=True))

@@ -1,4 +1,4 @@
-"""What the engine groups a key by (``runners/core/keys.py``), with no Spark."""
+"""What the engine groups a key by (``runners/core/grouping/keys.py``), with no Spark."""
 
 from __future__ import annotations
 
@@ -10,7 +10,12 @@ import sys
 
 import pytest
 
-from sparkbeam.runners.core.keys import GroupingKey, UngroupableKeyError, grouping_key, user_key
+from sparkbeam.runners.core.grouping.keys import (
+    GroupingKey,
+    UngroupableKeyError,
+    grouping_key,
+    user_key,
+)
 
 INF = float("inf")
 NEGATIVE_NAN = INF - INF  # x86's default NaN has its sign bit set
@@ -62,7 +67,7 @@ def test_a_grouping_key_hashes_alike_in_another_process():
     """Partitions are chosen by hash in each worker; str and bytes hash with PYTHONHASHSEED."""
     key = grouping_key(([1.5, "a"], {"k": b"v"}, True))
     code = (
-        "import pickle, sys; from sparkbeam.runners.core.keys import grouping_key; "
+        "import pickle, sys; from sparkbeam.runners.core.grouping.keys import grouping_key; "
         "print(hash(grouping_key(([1.5, 'a'], {'k': b'v'}, True))))"
     )
     env = {"PYTHONHASHSEED": "0"}

@@ -7,11 +7,14 @@ import attrs
 import pytest
 
 import sparkbeam as beam
-from sparkbeam.runners.core.errors import UnsupportedError
-from sparkbeam.runners.core.execution import BackendOps
-from sparkbeam.runners.core.memory import MEMORY, run_in_memory
-from sparkbeam.runners.core.ops import lower
-from sparkbeam.runners.core.physical import (
+from sparkbeam.runners.core.elements.execution import BackendOps
+from sparkbeam.runners.core.loop.memory import MEMORY, run_in_memory
+from sparkbeam.runners.core.lowering.errors import UnsupportedError
+from sparkbeam.runners.core.lowering.ops import lower
+from sparkbeam.runners.core.lowering.settings import RunMode
+from sparkbeam.runners.core.lowering.step_values import StageSummary, StepParams
+from sparkbeam.runners.core.lowering.strategies import Capabilities, Condition, Strategy
+from sparkbeam.runners.core.plan.physical import (
     DRIVER_STAGE_MAX_ELEMENTS,
     Alternative,
     PlannedStage,
@@ -20,10 +23,7 @@ from sparkbeam.runners.core.physical import (
     condition_holds,
     plan_physical,
 )
-from sparkbeam.runners.core.plan import plan_stages
-from sparkbeam.runners.core.settings import RunMode
-from sparkbeam.runners.core.steps import StageSummary, StepParams
-from sparkbeam.runners.core.strategies import Capabilities, Condition, Strategy
+from sparkbeam.runners.core.plan.plan import plan_stages
 from sparkbeam.testing.test_stream import TestStream
 from sparkbeam.transforms import window
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP

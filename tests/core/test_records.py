@@ -6,10 +6,10 @@ import pickle
 
 import pytest
 
-from sparkbeam.runners.core.grouping import build_grouping_engine
-from sparkbeam.runners.core.grouping_step import group_partition
-from sparkbeam.runners.core.records import KeyedState, Pane, Parked, ReleaseAt, Summary
-from sparkbeam.runners.core.steps import StageSummary, StepParams
+from sparkbeam.runners.core.grouping.grouping import build_grouping_engine
+from sparkbeam.runners.core.grouping.grouping_step import group_partition
+from sparkbeam.runners.core.grouping.records import KeyedState, Pane, Parked, ReleaseAt, Summary
+from sparkbeam.runners.core.lowering.step_values import StageSummary, StepParams
 from sparkbeam.utils.windowed_value import WindowedValue
 from sparkbeam.window import FixedWindows, IntervalWindow
 from sparkbeam.windowing import Windowing
@@ -52,7 +52,7 @@ def test_a_grouping_partition_yields_state_by_key_then_panes_then_its_summary():
 
 
 def test_a_key_state_pickles_as_plain_rows_and_shares_its_windows_once_unpickled():
-    from sparkbeam.runners.core.window_state import KeyState, WindowState
+    from sparkbeam.runners.core.grouping.window_state import KeyState, WindowState
     from sparkbeam.window import GlobalWindow
 
     window = IntervalWindow(0, 60)

@@ -8,9 +8,12 @@ import enum
 import attrs
 import pytest
 
-from sparkbeam.runners.core import execution, ops, stateful_step, triggers, user_state
-from sparkbeam.runners.core.errors import UnsupportedError
-from sparkbeam.runners.core.registry import Registry
+from sparkbeam.runners.core.elements import execution
+from sparkbeam.runners.core.grouping import triggers
+from sparkbeam.runners.core.lowering import ops
+from sparkbeam.runners.core.lowering.errors import UnsupportedError
+from sparkbeam.runners.core.lowering.registry import Registry
+from sparkbeam.runners.core.state import stateful_step, user_state
 
 
 def _refuse(subject, known):
@@ -93,6 +96,6 @@ def test_a_stateful_pardo_with_no_runner_of_its_own_is_refused_not_run_as_sparkb
 def test_the_documented_example_runs():
     import doctest
 
-    from sparkbeam.runners.core import registry
+    from sparkbeam.runners.core.lowering import registry
 
     assert doctest.testmod(registry).failed == 0

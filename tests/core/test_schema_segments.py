@@ -7,10 +7,14 @@ import typing
 import pytest
 
 import sparkbeam as beam
-from sparkbeam.runners.core import schema_sources
-from sparkbeam.runners.core.ops import CreateOp, GroupOp, lower
-from sparkbeam.runners.core.plan import plan_stages
-from sparkbeam.runners.core.schema_segments import AggregateSpec, SchemaAggregateOp, find_segments
+from sparkbeam.runners.core.lowering.ops import CreateOp, GroupOp, lower
+from sparkbeam.runners.core.plan.plan import plan_stages
+from sparkbeam.runners.core.schema import schema_sources
+from sparkbeam.runners.core.schema.schema_segments import (
+    AggregateSpec,
+    SchemaAggregateOp,
+    find_segments,
+)
 from sparkbeam.schemas import AssignTimestamps
 from sparkbeam.transforms import trigger, window
 from sparkbeam.transforms.combiners import CountCombineFn, MeanCombineFn
@@ -170,7 +174,7 @@ def test_a_stream_or_the_option_keeps_every_aggregation_general():
 
 
 def test_the_columns_stay_on_the_driver():
-    from sparkbeam.runners.core.execution import kind_of
+    from sparkbeam.runners.core.elements.execution import kind_of
 
     plan, _ = planned(lambda p: rows(p) | beam.GroupBy("shop").aggregate_field("price", sum, "s"))
     op = plan.stages[0].head

@@ -7,7 +7,7 @@ import attrs
 import pytest
 
 from sparkbeam.options.pipeline_options import PipelineOptions
-from sparkbeam.runners.core.settings import RunMode, RunSettings
+from sparkbeam.runners.core.lowering.settings import RunMode, RunSettings
 
 
 def test_the_defaults_are_the_options_defaults():
@@ -54,6 +54,6 @@ def test_a_run_is_a_stream_when_asked_or_when_some_input_never_ends():
 def test_the_documented_example_runs():
     import doctest
 
-    from sparkbeam.runners.core import settings
+    from sparkbeam.runners.core.lowering import settings
 
     assert doctest.testmod(settings).failed == 0

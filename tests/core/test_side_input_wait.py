@@ -6,19 +6,20 @@ from __future__ import annotations
 import pytest
 
 import sparkbeam as beam
-from sparkbeam.runners.core.clock import ManualClock
-from sparkbeam.runners.core.errors import TransformError
-from sparkbeam.runners.core.memory import MemoryBackend, run_in_memory
-from sparkbeam.runners.core.ops import lower
-from sparkbeam.runners.core.plan import plan_stages
-from sparkbeam.runners.core.records import Parked, ReleaseAt
-from sparkbeam.runners.core.side_input_wait import (
+from sparkbeam.runners.core.grouping.records import Parked, ReleaseAt
+from sparkbeam.runners.core.loop.clock import ManualClock
+from sparkbeam.runners.core.loop.memory import MemoryBackend, run_in_memory
+from sparkbeam.runners.core.loop.side_input_wait import (
     expire_side_contents,
     refuse_side_inputs_never_ready,
     run_waiting,
     side_input_op,
 )
-from sparkbeam.runners.core.steps import StepLoop, StepParams
+from sparkbeam.runners.core.loop.steps import StepLoop
+from sparkbeam.runners.core.lowering.errors import TransformError
+from sparkbeam.runners.core.lowering.ops import lower
+from sparkbeam.runners.core.lowering.step_values import StepParams
+from sparkbeam.runners.core.plan.plan import plan_stages
 from sparkbeam.testing.test_stream import TestStream
 from sparkbeam.transforms import window
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
@@ -69,7 +70,7 @@ def element(value, seconds, *windows):
 
 def step(stage, side_pcoll, side_watermark, arriving=(), parked=(), input_watermark=MIN):
     """One step of the stage in one partition: (outputs, parked, release, summary)."""
-    from sparkbeam.runners.core.dofn_invoker import SideInputs
+    from sparkbeam.runners.core.elements.dofn_invoker import SideInputs
 
     contents = {side_pcoll: [element("s", 2, fixed(0, 10)), element("t", 12, fixed(10, 20))]}
     outputs, waiting, release, summary = [], [], None, None

@@ -23,8 +23,12 @@ from sparkbeam.io.watermarks import (
     WalltimeWatermarkEstimator,
     WatermarkEstimator,
 )
-from sparkbeam.runners.core import source_watermarks
-from sparkbeam.runners.core.source_watermarks import MIN, PartitionedWatermark, PartitionStatus
+from sparkbeam.runners.core.sources import source_watermarks
+from sparkbeam.runners.core.sources.source_watermarks import (
+    MIN,
+    PartitionedWatermark,
+    PartitionStatus,
+)
 
 S = 1_000_000
 

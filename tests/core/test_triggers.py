@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from sparkbeam.runners.core.triggers import (
+from sparkbeam.runners.core.grouping.triggers import (
     TimeDomain,
     TriggerCell,
     TriggerContext,

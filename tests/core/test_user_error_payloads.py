@@ -14,8 +14,8 @@ import tempfile
 
 import pytest
 
-from sparkbeam.runners.core import errors
-from sparkbeam.runners.core.errors import UserCodeError, rebuild_user_error, user_error_of
+from sparkbeam.runners.core.lowering import errors
+from sparkbeam.runners.core.lowering.errors import UserCodeError, rebuild_user_error, user_error_of
 
 
 class _CreatesAFile:

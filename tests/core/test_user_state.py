@@ -15,9 +15,9 @@ import pytest
 import sparkbeam as beam
 from sparkbeam.coders import PickleCoder, VarIntCoder
 from sparkbeam.options.pipeline_options import PipelineOptions
-from sparkbeam.runners.core.clock import ManualClock
-from sparkbeam.runners.core.memory import run_in_memory
-from sparkbeam.runners.core.user_state import KeyStore, WindowCells, runtime_state
+from sparkbeam.runners.core.loop.clock import ManualClock
+from sparkbeam.runners.core.loop.memory import run_in_memory
+from sparkbeam.runners.core.state.user_state import KeyStore, WindowCells, runtime_state
 from sparkbeam.testing.test_stream import TestStream
 from sparkbeam.transforms import window
 from sparkbeam.transforms.userstate import (

@@ -8,10 +8,10 @@ import random
 
 import pytest
 
-from sparkbeam.runners.core.dofn_invoker import DoFnRunner
-from sparkbeam.runners.core.errors import UserCodeError
-from sparkbeam.runners.core.ops import ParDoOp
-from sparkbeam.runners.core.window_assignment import cached_assignment, restamp_assigner
+from sparkbeam.runners.core.elements.dofn_invoker import DoFnRunner
+from sparkbeam.runners.core.elements.window_assignment import cached_assignment, restamp_assigner
+from sparkbeam.runners.core.lowering.errors import UserCodeError
+from sparkbeam.runners.core.lowering.ops import ParDoOp
 from sparkbeam.transforms import core
 from sparkbeam.transforms.window import (
     FixedWindows,

@@ -63,7 +63,7 @@ def test_an_empty_match_fails_where_beam_fails(files):
 
 
 def _run_in_memory(p):
-    from sparkbeam.runners.core.memory import run_in_memory
+    from sparkbeam.runners.core.loop.memory import run_in_memory
 
     return run_in_memory(p)
 

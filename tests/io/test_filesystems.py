@@ -18,7 +18,7 @@ from sparkbeam.io.filesystem import (
     MatchResult,
 )
 from sparkbeam.io.filesystems import FileSystems
-from sparkbeam.runners.core.memory import run_in_memory
+from sparkbeam.runners.core.loop.memory import run_in_memory
 
 PATTERNS = ["*.txt", "**.txt", "*", "sub/", "sub/*.txt", "a?.txt", "[ab]*.txt", "[!a]*", "missing/*", "a1.txt", "sub", "nothing.txt"]
 

@@ -14,7 +14,7 @@ from apache_beam.io import range_trackers as beam_trackers
 
 import sparkbeam as beam
 from sparkbeam.io import iobase, range_trackers
-from sparkbeam.runners.core.memory import run_in_memory
+from sparkbeam.runners.core.loop.memory import run_in_memory
 from sparkbeam.utils.timestamp import MIN_TIMESTAMP
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN
 from sparkbeam.window import GlobalWindow
@@ -189,7 +189,7 @@ def test_a_source_of_plain_values_is_read_as_its_values_and_one_that_is_not_fail
 
 
 def test_spark_reads_a_source_of_plain_values_as_its_values_too(spark):
-    from sparkbeam.runners.core.ops import BoundedSourceReadOp
+    from sparkbeam.runners.core.lowering.ops import BoundedSourceReadOp
     from sparkbeam.runners.spark.bounded_reads import read_bounded_source
 
     op = BoundedSourceReadOp(label="ReadPlain", location="here", inputs=(), outputs=(), source=PlainNumbers(30, fixed_bundles=3))

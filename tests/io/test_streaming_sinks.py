@@ -22,9 +22,9 @@ import sparkbeam as beam
 from sparkbeam import window
 from sparkbeam.io.stepfiles import WriteFilesPerStep
 from sparkbeam.options.pipeline_options import PipelineOptions
-from sparkbeam.runners.core.errors import TransformError, UnsupportedError
-from sparkbeam.runners.core.ops import WriteTextOp, lower
-from sparkbeam.runners.core.plan import plan_stages
+from sparkbeam.runners.core.lowering.errors import TransformError, UnsupportedError
+from sparkbeam.runners.core.lowering.ops import WriteTextOp, lower
+from sparkbeam.runners.core.plan.plan import plan_stages
 from sparkbeam.testing.test_stream import TestStream
 from sparkbeam.utils.windowed_value import WindowedValue
 from tests.io.conftest import listing

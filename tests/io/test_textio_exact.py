@@ -13,8 +13,8 @@ import attrs
 import pytest
 
 import sparkbeam as beam
-from sparkbeam.runners.core.errors import TransformError
-from sparkbeam.runners.core.ops import ReadTextOp
+from sparkbeam.runners.core.lowering.errors import TransformError
+from sparkbeam.runners.core.lowering.ops import ReadTextOp
 from sparkbeam.runners.spark import textio
 from tests.io.conftest import run
 

@@ -9,7 +9,7 @@ import sparkbeam
 import sparkbeam.metrics
 from sparkbeam.metrics import Metrics, MetricsFilter
 from sparkbeam.options.pipeline_options import PipelineOptions
-from sparkbeam.runners.core.memory import run_in_memory
+from sparkbeam.runners.core.loop.memory import run_in_memory
 from tests.metrics.pipelines import build_batch, make_fns, rows
 
 pytestmark = pytest.mark.spark

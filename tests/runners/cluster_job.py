@@ -21,7 +21,7 @@ from sparkbeam.examples import hourly_team_score
 from sparkbeam.io import iobase
 from sparkbeam.io.range_trackers import OffsetRangeTracker
 from sparkbeam.options.pipeline_options import PipelineOptions
-from sparkbeam.runners.core.memory import run_in_memory
+from sparkbeam.runners.core.loop.memory import run_in_memory
 from sparkbeam.testing.test_stream import TestStream
 from sparkbeam.transforms import trigger, window
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 
 from sparkbeam.metrics.execution import current_step, enter_step, leave_step
-from sparkbeam.runners.core.errors import UserCodeError
-from sparkbeam.runners.core.holds import HoldPolicy
-from sparkbeam.runners.core.metrics import step_scoped
-from sparkbeam.runners.core.records import group_key, window_of_group_key
+from sparkbeam.runners.core.elements.metrics import step_scoped
+from sparkbeam.runners.core.grouping.holds import HoldPolicy
+from sparkbeam.runners.core.grouping.records import group_key, window_of_group_key
+from sparkbeam.runners.core.lowering.errors import UserCodeError
 from sparkbeam.runners.spark import batch_grouping
 from sparkbeam.utils.windowed_value import WindowedValue
 from sparkbeam.window import (
@@ -161,7 +161,7 @@ def test_add_input_returning_none_is_refused_naming_the_transform():
 
 def _count_copies(monkeypatch) -> list:
     """Every WindowedValue the grouping modules build, recorded."""
-    from sparkbeam.runners.core import grouping_step
+    from sparkbeam.runners.core.grouping import grouping_step
 
     made: list = []
 
@@ -182,7 +182,7 @@ def test_the_map_side_never_copies_an_element(monkeypatch):
 
 def test_the_copy_counter_sees_a_copy(monkeypatch):
     # The check above can fail: taking the key off with key_element copies the element.
-    from sparkbeam.runners.core.grouping_step import key_element
+    from sparkbeam.runners.core.grouping.grouping_step import key_element
 
     made = _count_copies(monkeypatch)
     key_element(sum_op(SumFn()), _elements()[0])
@@ -301,7 +301,7 @@ def test_the_driver_reads_collected_elements_whole_with_the_gc_paused():
 def test_a_gc_pause_nests_and_leaves_a_disabled_gc_disabled():
     import gc
 
-    from sparkbeam.runners.core.gc_pause import gc_paused
+    from sparkbeam.runners.core.elements.gc_pause import gc_paused
 
     with gc_paused():
         with gc_paused():
@@ -318,7 +318,7 @@ def test_a_gc_pause_nests_and_leaves_a_disabled_gc_disabled():
 
 
 def test_panes_extract_in_their_step_without_the_scoped_wrapper(monkeypatch):
-    from sparkbeam.runners.core.metrics import StepScopedCombineFn
+    from sparkbeam.runners.core.elements.metrics import StepScopedCombineFn
 
     seen = []
     wrapped = []

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 
 from sparkbeam.metrics.execution import current_step, enter_step, leave_step
-from sparkbeam.runners.core.errors import UserCodeError
-from sparkbeam.runners.core.holds import HoldPolicy
-from sparkbeam.runners.core.metrics import step_scoped
+from sparkbeam.runners.core.elements.metrics import step_scoped
+from sparkbeam.runners.core.grouping.holds import HoldPolicy
+from sparkbeam.runners.core.lowering.errors import UserCodeError
 from sparkbeam.runners.spark import batch_grouping
 from sparkbeam.utils.windowed_value import WindowedValue
 from sparkbeam.window import FixedWindows, IntervalWindow, TimestampCombiner, TimestampedValue
@@ -23,8 +23,8 @@ def _stamp_window_combine(combine_fn, stamp=lambda kv: TimestampedValue(kv, kv[1
     """``Create | Map(re-stamp) | WindowInto(FixedWindows(10)) | CombinePerKey`` planned:
     the upstream stage, the PCollection entering its body, and the grouping op."""
     import sparkbeam as beam
-    from sparkbeam.runners.core.ops import lower
-    from sparkbeam.runners.core.plan import plan_stages
+    from sparkbeam.runners.core.lowering.ops import lower
+    from sparkbeam.runners.core.plan.plan import plan_stages
 
     pipeline = beam.Pipeline()
     beam.capture(
@@ -40,14 +40,14 @@ def _stamp_window_combine(combine_fn, stamp=lambda kv: TimestampedValue(kv, kv[1
 
 
 def _unwindowed(values):
-    from sparkbeam.runners.core.window_assignment import GLOBAL_WINDOWS
+    from sparkbeam.runners.core.elements.window_assignment import GLOBAL_WINDOWS
     from sparkbeam.utils.timestamp import MIN_TIMESTAMP
 
     return [WindowedValue(value, MIN_TIMESTAMP.micros, GLOBAL_WINDOWS) for value in values]
 
 
 def _count_built_elements(monkeypatch) -> list:
-    from sparkbeam.runners.core import dofn_invoker
+    from sparkbeam.runners.core.elements import dofn_invoker
 
     built: list = []
 
@@ -175,12 +175,12 @@ def test_a_full_table_flushes_from_the_stamped_path_too(monkeypatch):
 
 def test_the_spark_backend_hands_a_batch_grouping_the_body_it_alone_reads(monkeypatch):
     import sparkbeam as beam
-    from sparkbeam.runners.core.ops import lower
-    from sparkbeam.runners.core.physical import plan_physical
-    from sparkbeam.runners.core.plan import plan_stages
-    from sparkbeam.runners.core.settings import RunMode
-    from sparkbeam.runners.core.steps import StepParams
-    from sparkbeam.runners.core.strategies import Strategy
+    from sparkbeam.runners.core.lowering.ops import lower
+    from sparkbeam.runners.core.lowering.settings import RunMode
+    from sparkbeam.runners.core.lowering.step_values import StepParams
+    from sparkbeam.runners.core.lowering.strategies import Strategy
+    from sparkbeam.runners.core.plan.physical import plan_physical
+    from sparkbeam.runners.core.plan.plan import plan_stages
     from sparkbeam.runners.spark import element_stages
     from sparkbeam.runners.spark.backend import SPARK, SparkBackend
     from sparkbeam.runners.spark.datasets import Dataset, StageRun, step_facts

@@ -12,9 +12,9 @@ import pytest
 
 import sparkbeam as beam
 from sparkbeam.options.pipeline_options import PipelineOptions
-from sparkbeam.runners.core.descriptions import describe
-from sparkbeam.runners.core.ops import lower
-from sparkbeam.runners.core.plan import plan_stages
+from sparkbeam.runners.core.lowering.descriptions import describe
+from sparkbeam.runners.core.lowering.ops import lower
+from sparkbeam.runners.core.plan.plan import plan_stages
 from sparkbeam.runners.spark.checkpoints import CheckpointError, pipeline_shape
 from sparkbeam.transforms import window
 from sparkbeam.utils.timestamp import Timestamp

@@ -1,4 +1,4 @@
-"""Combiner lifting in streaming (runners/core/lifting.py): taken, and invisible in the output.
+"""Combiner lifting in streaming (runners/core/grouping/lifting.py): taken, and invisible in the output.
 
 Each pipeline runs on Spark (lifted: partials cross the shuffle) and in memory (the
 engine on raw elements); their panes must be equal step by step, and the Spark run's
@@ -12,7 +12,7 @@ import pytest
 import sparkbeam as beam
 from sparkbeam import trigger, window
 from sparkbeam.options.pipeline_options import PipelineOptions
-from sparkbeam.runners.core.memory import run_in_memory
+from sparkbeam.runners.core.loop.memory import run_in_memory
 from sparkbeam.testing.test_stream import TestStream
 from sparkbeam.window import TimestampedValue
 from tests.oracle import canonical

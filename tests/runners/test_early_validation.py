@@ -10,7 +10,7 @@ import pytest
 
 import sparkbeam as beam
 from sparkbeam.options.pipeline_options import PipelineOptions
-from sparkbeam.runners.core.memory import run_in_memory
+from sparkbeam.runners.core.loop.memory import run_in_memory
 from sparkbeam.runners.spark import session
 from sparkbeam.testing.test_stream import TestStream
 from sparkbeam.transforms import window

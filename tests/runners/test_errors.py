@@ -7,7 +7,7 @@ import threading
 import pytest
 
 import sparkbeam as beam
-from sparkbeam.runners.core.errors import TransformError
+from sparkbeam.runners.core.lowering.errors import TransformError
 from sparkbeam.testing.util import BeamAssertException, assert_that, equal_to
 
 pytestmark = pytest.mark.spark

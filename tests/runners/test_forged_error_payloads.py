@@ -14,7 +14,7 @@ import tempfile
 import pytest
 
 import sparkbeam as beam
-from sparkbeam.runners.core.errors import UserCodeError
+from sparkbeam.runners.core.lowering.errors import UserCodeError
 from sparkbeam.runners.spark.errors import SparkTaskError, user_errors
 from sparkbeam.runners.spark.metrics import MetricsChannel, with_channel
 

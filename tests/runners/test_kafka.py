@@ -20,7 +20,7 @@ from sparkbeam.io.kafka import HEADER_ATTEMPT, HEADER_RUN, HEADER_STEP, STRING_D
 from sparkbeam.io.watermarks import MonotonicWatermarkEstimator
 from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.runner import PipelineState
-from sparkbeam.runners.core.errors import TransformError
+from sparkbeam.runners.core.lowering.errors import TransformError
 from sparkbeam.runners.spark import kafka as spark_kafka
 from sparkbeam.runners.spark.checkpoints import IDENTITY, CheckpointStore
 from sparkbeam.transforms import window
@@ -255,7 +255,7 @@ def test_an_apache_beam_pipeline_with_beams_kafka_transforms_runs_on_sparkbeams_
     from apache_beam.options.pipeline_options import PipelineOptions as BeamOptions
 
     import sparkbeam
-    from sparkbeam.runners.core.errors import UnsupportedError
+    from sparkbeam.runners.core.lowering.errors import UnsupportedError
 
     source, sink = new_topic(kafka, 2), new_topic(kafka, 1)
     produce(kafka, source, [(i % 2, b"k", f"{i}".encode(), T0 + i, None) for i in range(6)])

@@ -14,7 +14,7 @@ import math
 import pytest
 
 import sparkbeam
-from sparkbeam.runners.core.errors import TransformError
+from sparkbeam.runners.core.lowering.errors import TransformError
 from tests.oracle import assert_same_as_beam, run_beam, run_sparkbeam
 
 pytestmark = pytest.mark.spark

@@ -16,9 +16,9 @@ import pytest
 
 import sparkbeam as beam
 from sparkbeam.options.pipeline_options import PipelineOptions
-from sparkbeam.runners.core.errors import TransformError
-from sparkbeam.runners.core.ops import lower
-from sparkbeam.runners.core.plan import plan_stages
+from sparkbeam.runners.core.lowering.errors import TransformError
+from sparkbeam.runners.core.lowering.ops import lower
+from sparkbeam.runners.core.plan.plan import plan_stages
 from sparkbeam.runners.spark.output_owners import check_outputs, claim_outputs, owner_mark
 
 pytestmark = pytest.mark.timeout(300)

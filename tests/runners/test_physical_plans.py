@@ -1,4 +1,4 @@
-"""Golden snapshots of the physical plan (``runners/core/physical.py``) for representative
+"""Golden snapshots of the physical plan (``runners/core/plan/physical.py``) for representative
 pipelines of both front ends, batch and stream, on the Spark backend's capabilities (tiny
 stages on the driver allowed, as on a plain local master). The plan is a pure pass: no
 Spark starts. Each snapshot is a text file under ``physical_plans/``, reviewed in diffs:
@@ -22,11 +22,11 @@ from typing import Any
 import pytest
 
 import sparkbeam as beam
-from sparkbeam.runners.core.ops import LoweredPipeline
-from sparkbeam.runners.core.physical import PhysicalPlan, plan_physical
-from sparkbeam.runners.core.plan import plan_stages
-from sparkbeam.runners.core.settings import RunSettings
-from sparkbeam.runners.core.strategies import Strategy
+from sparkbeam.runners.core.lowering.ops import LoweredPipeline
+from sparkbeam.runners.core.lowering.settings import RunSettings
+from sparkbeam.runners.core.lowering.strategies import Strategy
+from sparkbeam.runners.core.plan.physical import PhysicalPlan, plan_physical
+from sparkbeam.runners.core.plan.plan import plan_stages
 from sparkbeam.runners.spark.backend import spark_capabilities
 from sparkbeam.testing.test_stream import TestStream
 from sparkbeam.transforms import trigger, window

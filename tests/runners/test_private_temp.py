@@ -23,7 +23,7 @@ import zipfile
 import pytest
 
 from sparkbeam.options.pipeline_options import PipelineOptions
-from sparkbeam.runners.core.settings import RunSettings
+from sparkbeam.runners.core.lowering.settings import RunSettings
 from sparkbeam.runners.spark import dependencies, private_temp, spark_log
 from tests.other_user import FIRST_UID, SECOND_UID, needs_root, run_as, shared_temp_dir
 

@@ -12,7 +12,7 @@ import pytest
 
 import sparkbeam as beam
 from sparkbeam.options.pipeline_options import PipelineOptions
-from sparkbeam.runners.core.timeline import WatermarkRecord
+from sparkbeam.runners.core.loop.timeline import WatermarkRecord
 from sparkbeam.runners.spark import progress as progress_module
 from sparkbeam.runners.spark.progress import (
     ProgressLine,

@@ -18,7 +18,7 @@ import pytest
 import sparkbeam as beam
 from sparkbeam.io.watermarks import BoundedOutOfOrdernessWatermarkEstimator
 from sparkbeam.options.pipeline_options import PipelineOptions
-from sparkbeam.runners.core.errors import TransformError
+from sparkbeam.runners.core.lowering.errors import TransformError
 from sparkbeam.runners.spark.checkpoint_key import load_key
 from sparkbeam.runners.spark.checkpoints import LOOP_FILE, CheckpointError, CheckpointStore
 from sparkbeam.transforms import window
@@ -313,7 +313,7 @@ def test_a_long_stream_keeps_its_last_steps_and_a_resumed_run_logs_every_element
     reads the rest."""
     import pickle
 
-    from sparkbeam.runners.core.timeline import TrimmedHistoryError
+    from sparkbeam.runners.core.loop.timeline import TrimmedHistoryError
 
     directory = tmp_path / "in"
     directory.mkdir()

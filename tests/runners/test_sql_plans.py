@@ -11,7 +11,7 @@ import pytest
 
 import sparkbeam
 from sparkbeam.options.pipeline_options import PipelineOptions
-from sparkbeam.runners.core.schema_segments import SchemaAggregateOp
+from sparkbeam.runners.core.schema.schema_segments import SchemaAggregateOp
 from sparkbeam.schemas import AssignTimestamps
 from tests.oracle import _sparkbeam_ns, assert_same_as_beam, canonical
 
@@ -290,7 +290,7 @@ def test_a_csv_plan_is_built_as_one_query_reading_lines_and_testing_each_field_o
     import threading
     import types
 
-    from sparkbeam.runners.core.schema_segments import find_segments
+    from sparkbeam.runners.core.schema.schema_segments import find_segments
     from sparkbeam.runners.spark import sql_plan
 
     path = tmp_path / "scores.csv"
@@ -333,7 +333,7 @@ def test_the_panes_of_many_groups_are_built_without_cyclic_collections(spark, mo
 
     import pyarrow as pa
 
-    from sparkbeam.runners.core.schema_segments import find_segments
+    from sparkbeam.runners.core.schema.schema_segments import find_segments
     from sparkbeam.runners.spark import sql_plan
 
     pipeline = sparkbeam.Pipeline()
@@ -376,11 +376,11 @@ def test_the_panes_of_many_groups_are_built_without_cyclic_collections(spark, mo
 
 
 def test_a_csv_plan_checks_its_records_in_the_jobs_of_its_one_query(spark, tmp_path):
-    from sparkbeam.runners.core.clock import ManualClock
-    from sparkbeam.runners.core.ops import lower
-    from sparkbeam.runners.core.plan import plan_stages
-    from sparkbeam.runners.core.schema_segments import find_segments
-    from sparkbeam.runners.core.steps import StepLoop
+    from sparkbeam.runners.core.loop.clock import ManualClock
+    from sparkbeam.runners.core.loop.steps import StepLoop
+    from sparkbeam.runners.core.lowering.ops import lower
+    from sparkbeam.runners.core.plan.plan import plan_stages
+    from sparkbeam.runners.core.schema.schema_segments import find_segments
     from sparkbeam.runners.spark.backend import SparkBackend
 
     path = tmp_path / "scores.csv"

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 import sparkbeam as beam
-from sparkbeam.runners.core.clock import ManualClock
-from sparkbeam.runners.core.memory import MemoryBackend
-from sparkbeam.runners.core.ops import lower
-from sparkbeam.runners.core.plan import plan_stages
-from sparkbeam.runners.core.steps import StepLoop
+from sparkbeam.runners.core.loop.clock import ManualClock
+from sparkbeam.runners.core.loop.memory import MemoryBackend
+from sparkbeam.runners.core.loop.steps import StepLoop
+from sparkbeam.runners.core.lowering.ops import lower
+from sparkbeam.runners.core.plan.plan import plan_stages
 from sparkbeam.testing.test_stream import TestStream
 from sparkbeam.transforms import window
 from sparkbeam.transforms.userstate import CombiningValueStateSpec

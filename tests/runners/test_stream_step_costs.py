@@ -2,7 +2,7 @@
 
 - keyed state is carried between steps as ``StateBucket`` records (hash buckets whose
   keys are pickled together, read only when touched), not one record per key
-  (``runners/core/keyed_buckets.py``, ``runners/spark/state_chunks.py``);
+  (``runners/core/state/keyed_buckets.py``, ``runners/spark/state_chunks.py``);
 - a step whose watermark moves without reaching any of a grouping's timers, with no new
   elements, runs no Spark job: the state RDD is carried as it is;
 - a TestStream's elements go to Spark as plain tuples (pickled in C) and come back as
@@ -17,10 +17,9 @@ import pickle
 import pytest
 
 import sparkbeam as beam
-from sparkbeam.runners.core.physical import nothing_due
-from sparkbeam.runners.core.records import KeyedState, StateBucket, StateChunk, Summary
-from sparkbeam.runners.core.steps import StageSummary, StepParams
-from sparkbeam.runners.core.window_state import KeyState, WindowState
+from sparkbeam.runners.core.grouping.records import KeyedState, StateBucket, StateChunk, Summary
+from sparkbeam.runners.core.grouping.window_state import KeyState, WindowState
+from sparkbeam.runners.core.lowering.step_values import StageSummary, StepParams, nothing_due
 from sparkbeam.runners.spark import state_chunks
 from sparkbeam.runners.spark.sealing import Sealer
 from sparkbeam.testing.test_stream import TestStream
@@ -81,10 +80,10 @@ def test_a_watermark_move_short_of_every_timer_is_a_step_with_nothing_due():
 
 @pytest.mark.spark
 def test_a_streaming_grouping_keeps_bucketed_state_skips_steps_with_nothing_due_and_restores(spark, tmp_path, monkeypatch):
-    from sparkbeam.runners.core.clock import ManualClock
-    from sparkbeam.runners.core.ops import lower
-    from sparkbeam.runners.core.plan import plan_stages
-    from sparkbeam.runners.core.steps import StepLoop
+    from sparkbeam.runners.core.loop.clock import ManualClock
+    from sparkbeam.runners.core.loop.steps import StepLoop
+    from sparkbeam.runners.core.lowering.ops import lower
+    from sparkbeam.runners.core.plan.plan import plan_stages
     from sparkbeam.runners.spark.backend import SparkBackend
 
     stream = (

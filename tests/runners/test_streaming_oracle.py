@@ -12,7 +12,7 @@ import pytest
 
 import sparkbeam
 from sparkbeam.options.pipeline_options import PipelineOptions
-from sparkbeam.runners.core.memory import run_in_memory
+from sparkbeam.runners.core.loop.memory import run_in_memory
 from tests.oracle import _pane_key, _sparkbeam_ns, _window_key, assert_same_as_beam, canonical
 
 pytestmark = pytest.mark.spark

@@ -12,7 +12,7 @@ import pytest
 import sparkbeam as beam
 from sparkbeam.examples import streaming_systems as scenario
 from sparkbeam.options.pipeline_options import PipelineOptions
-from sparkbeam.runners.core.memory import run_in_memory
+from sparkbeam.runners.core.loop.memory import run_in_memory
 from sparkbeam.transforms.window import TimestampCombiner
 
 EOW = TimestampCombiner.OUTPUT_AT_EOW

@@ -291,7 +291,7 @@ def test_keyed_state_with_subclassed_windows_survives_a_checkpoint_file(spark, t
     # (runners/spark/sealed_files.py): windows, with their attributes, are keys.
     import os
 
-    from sparkbeam.runners.core.window_state import KeyState, WindowState
+    from sparkbeam.runners.core.grouping.window_state import KeyState, WindowState
     from sparkbeam.runners.spark import sealed_files
     from sparkbeam.runners.spark.sealing import Sealer
 

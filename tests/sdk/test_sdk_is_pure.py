@@ -54,7 +54,7 @@ def test_sparkbeam_runs_its_own_pipelines_without_apache_beam():
 
         sys.meta_path.insert(0, BlockBeam())
         import sparkbeam as beam
-        from sparkbeam.runners.core.memory import run_in_memory
+        from sparkbeam.runners.core.loop.memory import run_in_memory
         from sparkbeam.runners.spark.runner import SparkRunner
 
         assert beam.SparkRunner is SparkRunner

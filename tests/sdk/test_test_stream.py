@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import sparkbeam as beam
-from sparkbeam.runners.core.memory import run_in_memory
+from sparkbeam.runners.core.loop.memory import run_in_memory
 from sparkbeam.testing.test_stream import (
     ElementEvent,
     ProcessingTimeEvent,

@@ -202,7 +202,7 @@ def test_importing_the_estimators_does_not_import_pyspark():
 
         sys.meta_path.insert(0, BlockPyspark())
         import sparkbeam.io.watermarks
-        import sparkbeam.runners.core.source_watermarks
+        import sparkbeam.runners.core.sources.source_watermarks
         assert "pyspark" not in sys.modules
         """
     )

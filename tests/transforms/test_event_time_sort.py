@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 import sparkbeam as beam
 from sparkbeam.metrics import MetricsFilter
 from sparkbeam.options.pipeline_options import PipelineOptions
-from sparkbeam.runners.core.memory import run_in_memory
+from sparkbeam.runners.core.loop.memory import run_in_memory
 from sparkbeam.testing.test_stream import TestStream
 from sparkbeam.transforms import window
 from sparkbeam.transforms.util import SortByEventTime

@@ -14,7 +14,7 @@ import pytest
 
 import sparkbeam as beam
 from sparkbeam.options.pipeline_options import PipelineOptions
-from sparkbeam.runners.core.memory import run_in_memory
+from sparkbeam.runners.core.loop.memory import run_in_memory
 from tests.oracle import (
     _pane_key,
     _sparkbeam_ns,
@@ -317,10 +317,10 @@ def test_waiting_elements_are_checkpointed_with_the_keyed_state_and_restored(spa
     another backend, and released there exactly as in an uninterrupted run."""
     from pyspark import cloudpickle
 
-    from sparkbeam.runners.core.clock import ManualClock
-    from sparkbeam.runners.core.ops import lower
-    from sparkbeam.runners.core.plan import plan_stages
-    from sparkbeam.runners.core.steps import StepLoop
+    from sparkbeam.runners.core.loop.clock import ManualClock
+    from sparkbeam.runners.core.loop.steps import StepLoop
+    from sparkbeam.runners.core.lowering.ops import lower
+    from sparkbeam.runners.core.plan.plan import plan_stages
     from sparkbeam.runners.spark.backend import SparkBackend
     from sparkbeam.runners.spark.sealing import Sealer
 
