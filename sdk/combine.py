@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -65,6 +65,11 @@ def accumulator_from(fn: Any, method: str, result: Any, given: Any) -> Any:
 
 class CombineFn(WithTypeHints):
     """An associative, commutative aggregation in four steps: create, add, merge, extract."""
+
+    #: the SQL aggregate ("count", "mean") a backend may compute instead of this CombineFn,
+    #: set by the class whose result is exactly that aggregate's (a subclass that changes
+    #: what it computes does not inherit it: ``schema_segments.aggregate_kind``); None for others
+    sql_aggregate: ClassVar[str | None] = None
 
     def setup(self, *args: Any, **kwargs: Any) -> None:
         pass

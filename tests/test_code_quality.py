@@ -112,6 +112,15 @@ def test_the_engine_core_imports_no_backend_and_no_front_end():
     assert not wrong, "runners/core must run with no Spark and no Beam:\n" + _show(wrong)
 
 
+def test_the_engine_core_reaches_into_no_private_module_of_the_library():
+    wrong = [
+        imp
+        for imp in _all_imports("runners/core")
+        if _is_under(imp.target, "sparkbeam.transforms") and any(part.startswith("_") for part in imp.target.split(".")[2:])
+    ]
+    assert not wrong, "the engine knows the library by public names and attributes (CombineFn.sql_aggregate):\n" + _show(wrong)
+
+
 def test_the_engine_core_hides_no_import_in_a_function():
     hidden = [
         imp

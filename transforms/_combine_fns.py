@@ -38,6 +38,8 @@ __all__ = [
 class CountCombineFn(CombineFn):
     """The number of inputs. ``CountCombineFn().apply('abc') == 3``."""
 
+    sql_aggregate = "count"
+
     def create_accumulator(self) -> int:
         return 0
 
@@ -57,6 +59,8 @@ class CountCombineFn(CombineFn):
 
 class MeanCombineFn(CombineFn):
     """The arithmetic mean of numbers, ``nan`` for none. ``MeanCombineFn().apply([1, 2]) == 1.5``."""
+
+    sql_aggregate = "mean"
 
     def create_accumulator(self) -> tuple:
         return (0, 0)

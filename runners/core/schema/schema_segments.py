@@ -49,7 +49,6 @@ from sparkbeam.runners.core.schema.schema_sources import (
 )
 from sparkbeam.runners.core.sources.sources import BoundedSourceState
 from sparkbeam.schemas import TIMESTAMP_UNITS, AssignTimestamps, GroupAndAggregate, Select
-from sparkbeam.transforms._combine_fns import CountCombineFn, MeanCombineFn
 from sparkbeam.trigger import DefaultTrigger
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
 from sparkbeam.window import FixedWindows, GlobalWindows, SlidingWindows
@@ -136,10 +135,10 @@ _NotASegment = NotASegment
 def aggregate_kind(combine_fn: CombineFn) -> str | None:
     """The SQL aggregate a built-in combiner is, or None for any other CombineFn."""
     kind = type(combine_fn)
-    if kind is CountCombineFn:
-        return "count"
-    if kind is MeanCombineFn:
-        return "mean"
+    # Declared by the class itself, not inherited: a subclass may compute something else.
+    declared = vars(kind).get("sql_aggregate")
+    if declared is not None:
+        return str(declared)
     if kind is CallableWrapperCombineFn:
         wrapped = combine_fn._fn
         for name in ("sum", "min", "max"):
