@@ -11,7 +11,7 @@ their parts. A runner receives the finished pipeline and never changes it.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -223,6 +223,18 @@ def _output_items(result: Any) -> Iterator[tuple[str | None, Any]]:
                 yield str(index), value
 
 
+#: ``capture`` for the PCollections of another SDK's pipeline, by the top-level package of the
+#: PCollection's type, installed by the front end that runs them (``runners/beam/capture.py``
+#: installs apache_beam's), so that the SDK names no runner
+_FOREIGN_CAPTURES: dict[str, Callable[[Any, str | os.PathLike[str] | None], Any]] = {}
+
+
+def register_capture(package: str, capture_fn: Callable[[Any, str | os.PathLike[str] | None], Any]) -> None:
+    """Make ``capture`` hand the PCollections whose type comes from ``package`` (another
+    SDK's, e.g. ``"apache_beam"``) to ``capture_fn``; for a front end, once, when it loads."""
+    _FOREIGN_CAPTURES[package] = capture_fn
+
+
 def capture(pcoll: pvalue.PCollection, log: str | os.PathLike[str] | None = None) -> pvalue.PCollection:
     """Record every element ``pcoll`` emits, with its timestamp, window, pane and the step
     that emitted it; read them after the run with ``result.emissions(pcoll)``.
@@ -237,11 +249,18 @@ def capture(pcoll: pvalue.PCollection, log: str | os.PathLike[str] | None = None
     that checkpoint had written before it replays the steps after it, so each emission is
     in it once.
     """
-    if type(pcoll).__module__.startswith("apache_beam."):
-        # A PCollection of an apache_beam pipeline run with --runner=sparkbeam.SparkRunner.
-        from sparkbeam.runners.beam.capture import capture as capture_beam
-
-        return capture_beam(pcoll, log)
+    package = type(pcoll).__module__.partition(".")[0]
+    if package != "sparkbeam":
+        foreign = _FOREIGN_CAPTURES.get(package)
+        if foreign is not None:  # e.g. an apache_beam pipeline run with --runner=sparkbeam.SparkRunner
+            return foreign(pcoll, log)
+        if package == "apache_beam":
+            msg = (
+                f"capture({pcoll!r}): an apache_beam PCollection is captured by sparkbeam's Beam front "
+                "end, which is not loaded: make the pipeline with --runner=sparkbeam.SparkRunner "
+                "(or runner=sparkbeam.SparkRunner()) before applying capture"
+            )
+            raise TypeError(msg)
     if not isinstance(pcoll, pvalue.PCollection):
         msg = f"capture takes a PCollection, not {pcoll!r}"
         raise TypeError(msg)

@@ -112,6 +112,11 @@ def test_the_engine_core_imports_no_backend_and_no_front_end():
     assert not wrong, "runners/core must run with no Spark and no Beam:\n" + _show(wrong)
 
 
+def test_the_sdk_and_transforms_import_no_runner():
+    wrong = [imp for folder in ("sdk", "transforms") for imp in _all_imports(folder) if _is_under(imp.target, "sparkbeam.runners")]
+    assert not wrong, "the SDK is plain data a runner reads; it must not import one:\n" + _show(wrong)
+
+
 def test_the_engine_core_reaches_into_no_private_module_of_the_library():
     wrong = [
         imp

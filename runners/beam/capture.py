@@ -14,6 +14,8 @@ from typing import Any
 
 from apache_beam import pvalue as beam_pvalue
 
+from sparkbeam.pipeline import register_capture
+
 __all__ = ["capture", "captured_in"]
 
 #: pipeline -> {id(pcoll): (pcoll, log path or None)}
@@ -38,6 +40,10 @@ def capture(pcoll: Any, log: str | os.PathLike[str] | None = None) -> Any:
         raise ValueError(msg)
     captured[id(pcoll)] = (pcoll, path if path is not None else (given[1] if given else None))
     return pcoll
+
+
+# sparkbeam.capture(pcoll) of a Beam PCollection comes here: the SDK imports no runner.
+register_capture("apache_beam", capture)
 
 
 def captured_in(pipeline: Any) -> tuple[list[Any], dict[int, str]]:
