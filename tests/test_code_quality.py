@@ -117,6 +117,11 @@ def test_the_sdk_and_transforms_import_no_runner():
     assert not wrong, "the SDK is plain data a runner reads; it must not import one:\n" + _show(wrong)
 
 
+def test_the_spark_backend_does_not_import_the_beam_front_end():
+    wrong = [imp for imp in _all_imports("runners/spark") if _is_under(imp.target, "sparkbeam.runners.beam")]
+    assert not wrong, "runners/beam registers itself with the Spark backend, not the other way:\n" + _show(wrong)
+
+
 def test_the_engine_core_reaches_into_no_private_module_of_the_library():
     wrong = [
         imp

@@ -90,6 +90,11 @@ class SparkRunner(spark_runner.SparkRunner, BeamPipelineRunner):
             return substitute(transform, input, f"'{label}' (applied at {self.locations.get(label, _user_location())})")
         return BeamPipelineRunner.apply(self, transform, input, options)
 
+    def run_pipeline(self, pipeline: Any, options: Any) -> Any:
+        if isinstance(pipeline, beam.Pipeline):
+            return run_beam_pipeline(self, pipeline, options)
+        return super().run_pipeline(pipeline, options)  # a sparkbeam pipeline: the Spark backend's runner
+
 
 def run_beam_pipeline(runner: spark_runner.SparkRunner, pipeline: Any, options: Any) -> BeamPipelineResult:
     """Translate a Beam pipeline and run it with ``runner`` (before Spark starts, anything

@@ -291,11 +291,13 @@ class SparkRunner(PipelineRunner):
 
     def run_pipeline(self, pipeline: Any, options: Any) -> Any:
         if not isinstance(pipeline, Pipeline):
-            # An apache_beam pipeline: its translator (the only code that imports apache_beam)
-            # lowers Beam's graph into the same ops.
-            from sparkbeam.runners.beam.runner import run_beam_pipeline
-
-            return run_beam_pipeline(self, pipeline, options)
+            # apache_beam pipelines are the Beam front end's (runners/beam/runner.py, whose
+            # SparkRunner runs them and hands sparkbeam's own here): this backend knows no front end.
+            msg = (
+                f"the Spark backend's runner runs sparkbeam pipelines, not {pipeline!r}: run an apache_beam "
+                "pipeline with --runner=sparkbeam.SparkRunner (with apache-beam installed: pip install 'sparkbeam[beam]')"
+            )
+            raise TypeError(msg)
         # Before Spark starts: reads that match nothing, outputs that cannot be written.
         check_inputs_and_outputs(pipeline)
         settings = RunSettings.from_options(options)
