@@ -1,4 +1,7 @@
-"""Beam's path ``apache_beam.transforms.core``: the primitives, ParDo family and combining."""
+"""Beam's path ``apache_beam.transforms.core``: the primitives, ParDo family and combining,
+and the names Beam's module re-exports from elsewhere (``PTransform``, the window fns,
+``TimestampedValue``, the type-hint decorators...), which code written against Beam reaches
+through it (``beam.transforms.core.PTransform``)."""
 
 from sparkbeam.beam_surface import module_getattr
 from sparkbeam.combine import CombineFn, CombineGlobally, CombinePerKey, CombineValues
@@ -17,8 +20,20 @@ from sparkbeam.core import (
     ParDo,
     WindowInto,
 )
+from sparkbeam.ptransform import PTransform
 from sparkbeam.schemas import GroupBy, Select
 from sparkbeam.transforms._element_wise import Partition, PartitionFn
+from sparkbeam.transforms.userstate import StateSpec, TimerSpec
+from sparkbeam.transforms.window import GlobalWindows, SlidingWindows, TimestampCombiner, WindowFn
+from sparkbeam.typehints import (
+    TypeCheckError,
+    TypeConstraint,
+    WithTypeHints,
+    with_input_types,
+    with_output_types,
+)
+from sparkbeam.utils.timestamp import Duration
+from sparkbeam.window import TimestampedValue
 from sparkbeam.windowing import Windowing
 
 __all__ = [
@@ -28,22 +43,36 @@ __all__ = [
     "CombineValues",
     "Create",
     "DoFn",
+    "Duration",
     "Filter",
     "FlatMap",
     "FlatMapTuple",
     "Flatten",
     "FlattenWith",
+    "GlobalWindows",
     "GroupBy",
     "GroupByKey",
     "Impulse",
     "Map",
     "MapTuple",
+    "PTransform",
     "ParDo",
     "Partition",
     "PartitionFn",
     "Select",
+    "SlidingWindows",
+    "StateSpec",
+    "TimerSpec",
+    "TimestampCombiner",
+    "TimestampedValue",
+    "TypeCheckError",
+    "TypeConstraint",
+    "WindowFn",
     "WindowInto",
     "Windowing",
+    "WithTypeHints",
+    "with_input_types",
+    "with_output_types",
 ]
 
 

@@ -46,8 +46,21 @@ class Coder:
     def decode_nested(self, encoded: bytes) -> Any:
         return self.decode_from_stream(InputStream(encoded), True)
 
-    def get_impl(self) -> Coder:
-        """Beam's coder implementation object: here the coder itself (it has the stream methods)."""
+    def get_impl(self) -> Any:
+        """Beam's coder implementation object: what ``_create_impl`` returns where a subclass
+        defines it (as Beam's ``FastCoder`` subclasses do), else the coder itself, which has
+        the stream methods."""
+        if type(self)._create_impl is Coder._create_impl:
+            return self
+        impl = self.__dict__.get("_sparkbeam_impl")
+        if impl is None:
+            impl = self._create_impl()
+            self.__dict__["_sparkbeam_impl"] = impl
+        return impl
+
+    def _create_impl(self) -> Any:
+        """Beam's hook: a subclass may return a ``sparkbeam.coders.coder_impl.CoderImpl``
+        that writes its bytes; ``FastCoder`` then encodes through it."""
         return self
 
     # -- properties --------------------------------------------------------------------------
@@ -90,7 +103,7 @@ class Coder:
         return type(self).__name__
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and vars(self) == vars(other)
+        return type(self) is type(other) and _fields(self) == _fields(other)
 
     def __hash__(self) -> int:
         return hash(type(self))
@@ -108,10 +121,18 @@ class FastCoder(Coder):
         return self.decode_from_stream(InputStream(encoded), False)
 
     def encode_to_stream(self, value: Any, out: OutputStream, nested: bool) -> None:
-        raise NotImplementedError
+        impl = self.get_impl()
+        if impl is self:
+            msg = f"{type(self).__name__} defines neither encode_to_stream nor _create_impl"
+            raise NotImplementedError(msg)
+        impl.encode_to_stream(value, out, nested)
 
     def decode_from_stream(self, in_stream: InputStream, nested: bool) -> Any:
-        raise NotImplementedError
+        impl = self.get_impl()
+        if impl is self:
+            msg = f"{type(self).__name__} defines neither decode_from_stream nor _create_impl"
+            raise NotImplementedError(msg)
+        return impl.decode_from_stream(in_stream, nested)
 
 
 class _DeterministicByType(FastCoder):
@@ -127,3 +148,8 @@ class _DeterministicByType(FastCoder):
 
     def __hash__(self) -> int:
         return hash(type(self))
+
+
+def _fields(coder: Coder) -> dict[str, Any]:
+    """A coder's attributes, without the impl ``get_impl`` caches (not part of its identity)."""
+    return {name: value for name, value in vars(coder).items() if name != "_sparkbeam_impl"}

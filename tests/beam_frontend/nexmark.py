@@ -24,6 +24,9 @@ from tests.compat.harness import Gap
 from tests.oracle import canonical
 
 NEXMARK = "apache_beam.testing.benchmarks.nexmark"
+#: the name of Nexmark's package copied with its imports pointed at sparkbeam starts so
+#: (``tests.compat.rewrite.load_rewritten_package``)
+SWAPPED_PREFIX = "sparkbeam_compat_nexmark_"
 
 #: the query arguments of the launcher's run(), as installed
 QUERY_ARGS = {
@@ -112,13 +115,17 @@ def read_events(pipeline: Any, path: str) -> Any:
 def comparable(value: Any) -> Any:
     """A query's output element as a value that compares by content: a Nexmark model
     object becomes (its class name, its fields), recursively."""
+    if type(value).__name__ == "Timestamp" and hasattr(value, "micros"):
+        # Beam's and sparkbeam's Timestamp classes (a query run by import swap has the
+        # latter) compare by their microseconds
+        return ("Timestamp", value.micros)
     if isinstance(value, tuple):
         return tuple(comparable(item) for item in value)
     if isinstance(value, list):
         return [comparable(item) for item in value]
     if isinstance(value, dict):
         return {key: comparable(item) for key, item in value.items()}
-    if type(value).__module__.startswith(NEXMARK):
+    if type(value).__module__.startswith((NEXMARK, SWAPPED_PREFIX)):
         return (type(value).__name__, tuple(sorted((name, comparable(field)) for name, field in vars(value).items())))
     return value
 
@@ -155,3 +162,25 @@ def step_output(pipeline: Any, label: str) -> Any:
         msg = f"expected one step labelled {label!r} in the pipeline, found {len(found)}"
         raise AssertionError(msg)
     return found[0]
+
+
+def load_swapped_query(query: Query, pipeline: Any, path: str, package: str) -> Any:
+    """The query of Nexmark's copy ``package`` (its imports pointed at sparkbeam: run by
+    import swap, on sparkbeam's own SDK) applied to the events of the file at ``path``, read
+    as the launcher reads them, its output made comparable as ``load_query``'s."""
+    import sparkbeam as beam
+    from sparkbeam.window import TimestampedValue
+
+    nexmark_util = importlib.import_module(f"{package}.nexmark_util")
+    nexmark_util.setup_coder()
+    events = (
+        pipeline
+        | "reading_from_file" >> beam.io.ReadFromText(path)
+        | "deserialization" >> beam.ParDo(nexmark_util.ParseJsonEventFn())
+        | "timestamping" >> beam.Map(lambda e: TimestampedValue(e, e.date_time))
+    )
+    module = importlib.import_module(f"{package}.queries.query{query.number}")
+    output = module.load(events, QUERY_ARGS, pipeline.options)
+    if query.compared_part is not None:
+        output = output | "NexmarkComparedPart" >> beam.FlatMap(query.compared_part)
+    return output | "NexmarkComparable" >> beam.Map(lambda element: canonical(comparable(element)))

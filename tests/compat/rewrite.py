@@ -32,7 +32,10 @@ _DIRECTORY = pathlib.Path(tempfile.mkdtemp(prefix="sparkbeam-compat-"))
 atexit.register(shutil.rmtree, _DIRECTORY, ignore_errors=True)
 
 
-def _ours(module: str) -> str:
+def _ours(module: str, packages: dict[str, str]) -> str:
+    for beam_package, copy in packages.items():
+        if module == beam_package or module.startswith(beam_package + "."):
+            return copy + module[len(beam_package) :]
     if module == BEAM or module.startswith(BEAM + "."):
         if module.startswith(BEAM + ".examples"):
             # sparkbeam.examples is sparkbeam's own package: an example that imports
@@ -47,13 +50,13 @@ def _is_beam(module: str | None) -> bool:
     return module is not None and (module == BEAM or module.startswith(BEAM + "."))
 
 
-def _rewritten_import(node: ast.Import | ast.ImportFrom) -> str | None:
+def _rewritten_import(node: ast.Import | ast.ImportFrom, packages: dict[str, str]) -> str | None:
     """The source of ``node`` pointed at sparkbeam, or None if it imports nothing of Beam's."""
     if isinstance(node, ast.ImportFrom):
         if node.level or not _is_beam(node.module):
             return None
         assert node.module is not None
-        return ast.unparse(ast.ImportFrom(module=_ours(node.module), names=node.names, level=0))
+        return ast.unparse(ast.ImportFrom(module=_ours(node.module, packages), names=node.names, level=0))
     if not any(_is_beam(alias.name) for alias in node.names):
         return None
     statements = []
@@ -61,18 +64,19 @@ def _rewritten_import(node: ast.Import | ast.ImportFrom) -> str | None:
         if not _is_beam(alias.name):
             statements.append(ast.unparse(ast.Import(names=[alias])))
         elif alias.asname is not None:
-            statements.append(f"import {_ours(alias.name)} as {alias.asname}")
+            statements.append(f"import {_ours(alias.name, packages)} as {alias.asname}")
         elif alias.name == BEAM:
             statements.append(f"import {SPARKBEAM} as {BEAM}")
         else:
             # `import apache_beam.x.y` binds `apache_beam` to the package, with x.y loaded.
-            statements.append(f"import {_ours(alias.name)}")
+            statements.append(f"import {_ours(alias.name, packages)}")
             statements.append(f"import {SPARKBEAM} as {BEAM}")
     return "; ".join(statements)
 
 
-def rewrite_imports(source: str) -> str:
-    """``source`` with every import of ``apache_beam`` pointed at ``sparkbeam``."""
+def rewrite_imports(source: str, packages: dict[str, str] | None = None) -> str:
+    """``source`` with every import of ``apache_beam`` pointed at ``sparkbeam``, and those of
+    the Beam packages ``packages`` names at their rewritten copies."""
     tree = ast.parse(source)
     lines = source.splitlines(keepends=True)
     offsets = [0, *itertools.accumulate(len(line.encode()) for line in lines)]
@@ -81,7 +85,7 @@ def rewrite_imports(source: str) -> str:
     for node in ast.walk(tree):
         if not isinstance(node, (ast.Import, ast.ImportFrom)):
             continue
-        replacement = _rewritten_import(node)
+        replacement = _rewritten_import(node, packages or {})
         if replacement is None:
             continue
         assert node.end_lineno is not None and node.end_col_offset is not None
@@ -128,3 +132,25 @@ def _pickle_by_value(module: types.ModuleType) -> None:
     # the installed one. Both must send this module's code rather than its name.
     cloudpickle.register_pickle_by_value(module)
     spark_cloudpickle.register_pickle_by_value(module)
+
+
+def load_rewritten_package(beam_package: str) -> str:
+    """Copy a Beam package whose modules import each other (e.g. Beam's Nexmark,
+    ``apache_beam.testing.benchmarks.nexmark``), every module's imports pointed at sparkbeam
+    and the package's own at the copy; returns the copy's package name, to import its modules
+    from. The copy's code is pickled by value, as ``load_rewritten``'s is."""
+    spec = importlib.util.find_spec(beam_package)
+    if spec is None or not spec.submodule_search_locations:
+        msg = f"{beam_package} is not an installed package"
+        raise ModuleNotFoundError(msg)
+    name = f"sparkbeam_compat_{beam_package.rsplit('.', 1)[-1]}_{next(_COUNTER)}"
+    source_root = pathlib.Path(next(iter(spec.submodule_search_locations)))
+    packages = {beam_package: name}
+    for source in sorted(source_root.rglob("*.py")):
+        target = _DIRECTORY / name / source.relative_to(source_root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(rewrite_imports(source.read_text(encoding="utf-8"), packages), encoding="utf-8")
+    if str(_DIRECTORY) not in sys.path:
+        sys.path.append(str(_DIRECTORY))
+    _pickle_by_value(importlib.import_module(name))
+    return name

@@ -19,6 +19,7 @@ from typing import Any
 MIRRORED = {
     "sparkbeam": "apache_beam",
     "sparkbeam.coders": "apache_beam.coders",
+    "sparkbeam.coders.coder_impl": "apache_beam.coders.coder_impl",
     "sparkbeam.coders.coders": "apache_beam.coders.coders",
     "sparkbeam.coders.typecoders": "apache_beam.coders.typecoders",
     "sparkbeam.io": "apache_beam.io",
