@@ -171,3 +171,20 @@ def test_the_checker_sees_a_wrong_way_import(tmp_path, monkeypatch):
     (imp,) = _all_imports("runners/core")
     assert (imp.module, imp.target, imp.local) == ("sparkbeam.runners.core.lowering.bad", "sparkbeam.runners.core.loop.steps", True)
     assert ROOMS.index(_room(imp.target) or "") > ROOMS.index(_room(imp.module) or "")
+
+
+def test_every_package_directory_is_listed_in_setup_cfg():
+    """``pip install .`` installs only the packages setup.cfg lists (an editable install finds
+    the others anyway, so only a wheel would miss a new sub-package)."""
+    import configparser
+
+    config = configparser.ConfigParser()
+    config.read(os.path.join(ROOT, "setup.cfg"))
+    listed = set(config["options"]["packages"].split())
+    roots = {"sdk": "sparkbeam", "transforms": "sparkbeam.transforms", "runners": "sparkbeam.runners"}
+    found = set()
+    for directory, package in roots.items():
+        for init in pathlib.Path(ROOT, directory).rglob("__init__.py"):
+            parts = init.parent.relative_to(pathlib.Path(ROOT, directory)).parts
+            found.add(".".join((package, *parts)))
+    assert found - listed == set(), f"package directories setup.cfg's [options] packages does not list: {sorted(found - listed)}"
