@@ -120,6 +120,30 @@ def kafka(tmp_path_factory, kafka_jars):
 
 
 @pytest.fixture(scope="session")
+def connect_server(tmp_path_factory):
+    """One Spark Connect server for this test process (tools/connect_server.py: pip's
+    PySpark, a child process on 127.0.0.1 at a free port, so that each xdist worker has its
+    own and the classic session below keeps working beside it), started when the first test
+    asks for it (about 14 s on the 2-core machine) and stopped at the end."""
+    from tools.connect_server import ConnectServer
+
+    server = ConnectServer(tmp_path_factory.mktemp("connect-server")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(params=["classic", "connect"])
+def spark_session_kind(request):
+    """The pipeline options that run a test on each kind of Spark session: the classic
+    session (the ``spark`` fixture), and Spark Connect (``--spark_remote`` at the
+    ``connect_server`` fixture's server). A test taking it runs once on each."""
+    if request.param == "classic":
+        request.getfixturevalue("spark")
+        return {}
+    return {"spark_remote": request.getfixturevalue("connect_server").url}
+
+
+@pytest.fixture(scope="session")
 def spark(request):
     from pyspark.sql import SparkSession
 

@@ -64,7 +64,7 @@ OPTIONAL = {
 }
 
 #: Folders whose modules belong to an extra as a whole (the package itself says so on import).
-PACKAGE_EXTRAS = {"runners/beam": "beam"}
+PACKAGE_EXTRAS = {"runners/beam": "beam", "runners/spark/connect": "connect"}
 
 PRODUCT = ("sdk", "transforms", "runners")
 NOT_PRODUCT_EXTRAS = {"test", "dev"}

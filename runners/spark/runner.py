@@ -76,9 +76,12 @@ def _lower(pipeline: Pipeline, settings: RunSettings) -> LoweredPipeline:
     """The pipeline's ops, each schema'd segment one SQL plan unless it cannot be one (the
     reason noted on its stage) or ``--no_sql_plans`` keeps the general path."""
     from sparkbeam.runners.core.schema.schema_segments import find_segments
+    from sparkbeam.runners.spark.connect.session import connect_target
 
     reason = None
-    if settings.streaming:
+    if connect_target(settings) is not None:
+        reason = "a Spark Connect run (SQL plans are not yet under Spark Connect)"
+    elif settings.streaming:
         reason = "a streaming run (SQL plans run in batch only)"
     elif not settings.sql_plans:
         reason = "--no_sql_plans"
@@ -311,6 +314,14 @@ class SparkRunner(PipelineRunner):
     ) -> SparkPipelineResult:
         """Plan and run lowered ops (from sparkbeam's SDK or from Beam's graph) with the
         run's settings (``RunSettings.from_options``)."""
+        from sparkbeam.runners.spark.connect.session import connect_target
+
+        target = connect_target(settings)
+        if target is not None:
+            # No RDDs, no SparkContext: the DataFrame-only backend (runners/spark/connect).
+            from sparkbeam.runners.spark.connect.runner import run_on_connect
+
+            return run_on_connect(lowered, settings, target, result_type or SparkPipelineResult, self.clock)
         plan = plan_stages(lowered)
         _LOG.debug("stage plan:\n%s", plan.describe())
         mode = settings.mode(unbounded_input=any(not pc.is_bounded for pc in lowered.pcollections))

@@ -280,6 +280,11 @@ class SparkRunnerOptions(PipelineOptions):
                 "Spark master URL (spark://host:7077, local-cluster[2,1,1024], ...)", group="spark",
                 metavar="MASTER",
                 default_text="the master spark-submit was given, else an embedded local[*] Spark that the runner starts"),
+        _Option("spark_remote", str, None,
+                "a Spark Connect server (sc://host:port): the pipeline runs through Spark Connect "
+                "(pip install 'sparkbeam[connect]'); Spark's SPARK_REMOTE does the same",
+                group="spark", metavar="URL",
+                default_text="SPARK_REMOTE, else none (a classic session)"),
         _Option("spark_conf", str, (), "an extra Spark setting (repeatable)", repeated=True,
                 group="spark", metavar="KEY=VALUE"),
         _Option("state_partitions", _positive_int, None, "partitions of keyed state and shuffles",

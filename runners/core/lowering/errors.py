@@ -103,10 +103,14 @@ class UserCodeError(Exception):
         super().__init__(f"{type(error).__name__}: {error} (in transform '{label}', applied at {location})")
 
     def __str__(self) -> str:
-        text = super().__str__()
         key = _payload_key()
-        if key is None:
-            return text
+        return self.signed_text(key) if key is not None else super().__str__()
+
+    def signed_text(self, key: bytes) -> str:
+        """Its text with its payload signed with ``key``: what ``__str__`` gives while a
+        task that knows the run's key runs here, for a backend whose tasks carry the key
+        themselves (Spark Connect's, ``runners/spark/connect/tasks.py``)."""
+        text = super().__str__()
         if self._signed is None or self._signed[0] != key:
             # Pickled when made into text, not when raised: an error caught and handled
             # (as the in-memory backend does) costs no pickling.

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -68,6 +69,24 @@ def _seconds(option: str, value: Any, *, positive: bool) -> float:
     return float(value)
 
 
+#: Spark Connect's connection string: sc://host[:port][/;name=value;...] (Spark's own
+#: client parses the parameters; a user or token there may be a secret, so never shown)
+_REMOTE = re.compile(r"sc://(\[[0-9A-Fa-f:.]+\]|[^/:;\[\]\s]+)(:[0-9]{1,5})?(/(;[^;=/\s]+=[^;\s]*)*)?")
+
+
+def _remote(option: str, value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _problem(option, "a Spark Connect URL sc://host:port", value)
+    if not _REMOTE.fullmatch(value):
+        # Its parameters may hold a token: only what precedes them is shown.
+        shown = value.split(";", 1)[0] + (";..." if ";" in value else "")
+        msg = f"pipeline option --{option}: expected a Spark Connect URL sc://host:port (optionally /;name=value...), got {shown!r}"
+        raise ValueError(msg)
+    return value
+
+
 def _texts(option: str, value: Any) -> tuple[str, ...]:
     items = tuple(value or ())
     if not all(isinstance(item, str) for item in items):
@@ -79,6 +98,7 @@ def _texts(option: str, value: Any) -> tuple[str, ...]:
 _READERS: dict[str, Callable[[str, Any], Any]] = {
     "streaming": _flag,
     "spark_master": _text,
+    "spark_remote": _remote,
     "spark_conf": _texts,
     "state_partitions": lambda option, value: _count(option, value, optional=True),
     "overlapping_window_rule": _flag,
@@ -112,6 +132,8 @@ class RunSettings:
 
     streaming: bool = False
     spark_master: str | None = None
+    #: a Spark Connect server (sc://host:port): the run goes through Spark Connect
+    spark_remote: str | None = None
     spark_conf: tuple[str, ...] = ()
     state_partitions: int | None = None
     overlapping_window_rule: bool = True
@@ -149,6 +171,9 @@ class RunSettings:
 
     def check_together(self) -> None:
         """Refuse settings that make no sense together, naming the options."""
+        if self.spark_remote and self.spark_master:
+            msg = "--spark_remote and --spark_master both name where Spark runs: give one (a Connect server has its own master)"
+            raise ValueError(msg)
         if self.keep_open and not self.available_now:
             msg = "--keep_open stops a run when its sources hold nothing more: give --available_now as well"
             raise ValueError(msg)

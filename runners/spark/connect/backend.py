@@ -1,0 +1,289 @@
+"""The physical plan's strategies with DataFrame operations only: sparkbeam on Spark Connect.
+
+A second implementation of the strategies ``runners/core/physical.py`` chooses from, for a
+session that has no RDDs, no SparkContext, no accumulators and no broadcast variables. What
+it registers under ``CONNECT`` is what the plan may choose; the rest is declined by the
+plan with "the Spark Connect backend does not run it" (a map-side pass into a batch
+combine, a lifted grouping, a run on the driver), or refused before the run
+(``refusals.py``).
+
+A step's data between stages is a ``Frame``: a DataFrame of ``tasks.ROWS``, elements
+pickled in chunks. Each stage is one chain of DataFrame operations ending in
+``localCheckpoint`` (one Spark job): its rows are computed once, whatever reads them next
+(several outputs, a collect, downstream stages), and the tasks' reports, rows of their
+own, are read from what was kept, so that a failed attempt's counts and metrics are
+dropped with its rows:
+
+- ``FUSED_MAP``: ``mapInArrow`` of the stage's fused body over the union of its inputs;
+- ``BATCH_COMBINE``: ``mapInArrow`` of the engine's map-side table (a partial per key and
+  window), ``repartition`` by the key's hash, ``mapInArrow`` merging the partials into panes
+  and running the stage's body over them;
+- ``UNLIFTED_GROUPING`` (batch): ``mapInArrow`` keying the elements, ``repartition`` by
+  the key's hash, ``mapInArrow`` of the engine's grouping step (windows, triggers, holds)
+  and the stage's body;
+- ``AS_READ``: a source the driver holds, handed on as it is.
+
+Side inputs, collected by the step loop, travel inside the tasks' functions (no
+broadcast). Shuffles partition by a column the tasks computed (``repartition(n, "h")``)
+rather than through ``groupBy().applyInArrow``: a partition function sees all its keys at
+once and ends with one report, where a per-group function has no end of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import pickle
+import secrets
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import attrs
+
+from sparkbeam.errors import hide_engine_frames
+from sparkbeam.metrics.execution import MetricUpdates
+from sparkbeam.runners.core.lowering.errors import rebuild_user_error
+from sparkbeam.runners.core.elements.execution import backend_ops, kind_of
+from sparkbeam.runners.core.lowering.ops import CreateOp, ImpulseOp
+from sparkbeam.runners.core.plan.physical import PlannedStage, StepFacts, choose
+from sparkbeam.runners.core.plan.plan import Stage
+from sparkbeam.runners.core.sources.sources import SourceEmission
+from sparkbeam.runners.core.loop.steps import StageResult, StageSummary, StepParams
+from sparkbeam.runners.core.lowering.strategies import Capabilities, Strategy
+from sparkbeam.runners.spark.connect import tasks
+from sparkbeam.runners.spark.stage_records import shippable
+from sparkbeam.utils.windowed_value import WindowedValue
+
+__all__ = ["CONNECT", "ConnectBackend", "Frame", "user_errors"]
+
+#: what the Spark Connect backend runs: per source op type, per strategy
+CONNECT = backend_ops("Spark Connect")
+
+
+@attrs.frozen
+class Frame:
+    """A DataFrame of one PCollection's element rows (None when known to be empty), and
+    how many elements it has where the driver knows."""
+
+    df: Any
+    known_empty: bool = False
+    size: int | None = None
+
+
+@attrs.frozen
+class ConnectRun:
+    """One stage's step as its strategy's implementation runs it."""
+
+    planned: PlannedStage
+    inputs: dict[int, Frame]
+    params: StepParams
+    side_inputs: dict[int, list[WindowedValue]]
+    facts: StepFacts
+
+    @property
+    def stage(self) -> Stage:
+        return self.planned.stage
+
+
+class ConnectBackend:
+    def __init__(self, session: Any, *, num_partitions: int | None = None, overlapping_window_rule: bool = True) -> None:
+        self.session = session
+        self.num_partitions = num_partitions or int(session.conf.get("spark.sql.shuffle.partitions", "4"))
+        self.overlapping_window_rule = overlapping_window_rule
+        #: the run's key: tasks sign the user errors they raise with it, and the client
+        #: unpickles none that it does not verify (runners/core/errors.py)
+        self.error_key = secrets.token_bytes(32)
+        #: the metric updates the step's tasks committed (read from their reports)
+        self.updates = MetricUpdates()
+        #: the step's materialised DataFrames, released at its end
+        self.kept: list[Any] = []
+
+    def capabilities(self) -> Capabilities:
+        return CONNECT.capabilities()
+
+    # -- datasets ------------------------------------------------------------------------
+    def source_dataset(self, planned: PlannedStage, emission: SourceEmission) -> Frame:
+        head = planned.stage.head
+        if head is None:
+            msg = f"'{planned.stage.name}' is not a source stage"
+            raise TypeError(msg)
+        read = CONNECT.sources.lookup(head)
+        if emission.is_empty:
+            return Frame(None, known_empty=True, size=0)
+        return read(self, head, emission)
+
+    def from_driver(self, pcoll: int, elements: list[WindowedValue]) -> Frame:
+        """Elements the driver holds, in chunks spread over at most ``num_partitions``."""
+        if not elements:
+            return Frame(None, known_empty=True, size=0)
+        per_chunk = max(1, min(tasks.CHUNK, -(-len(elements) // self.num_partitions)))
+        rows = [
+            (pcoll, 0, pickle.dumps(elements[at : at + per_chunk], protocol=pickle.HIGHEST_PROTOCOL))
+            for at in range(0, len(elements), per_chunk)
+        ]
+        df = self.session.createDataFrame(rows, schema=tasks.ROWS)
+        if len(rows) > 1:
+            df = df.repartition(min(len(rows), self.num_partitions))
+        return Frame(df, size=len(elements))
+
+    def union(self, frames: list[Frame]) -> Frame:
+        live = [frame for frame in frames if not frame.known_empty]
+        if not live:
+            return Frame(None, known_empty=True, size=0)
+        if len(live) == 1:
+            return live[0]
+        sizes = [frame.size for frame in live]
+        df = functools.reduce(lambda left, right: left.union(right), (frame.df for frame in live))
+        return Frame(df, size=sum(s for s in sizes if s is not None) if None not in sizes else None)
+
+    def collect(self, frame: Frame) -> list[WindowedValue]:
+        """The frame's elements on the driver. The chunks were pickled by the backend's
+        own tasks (``tasks.py``), never by a record."""
+        if frame.known_empty:
+            return []
+        with self.user_errors():
+            rows = frame.df.select("chunk").collect()
+        return [wv for row in rows for wv in pickle.loads(row[0])]
+
+    # -- stages --------------------------------------------------------------------------
+    def run_stage(
+        self, planned: PlannedStage, inputs: dict[int, Frame], params: StepParams, side_inputs: dict[int, list[WindowedValue]]
+    ) -> StageResult:
+        """Run the stage's step by the strategy the plan's ``choose`` names for it."""
+        frames = list(inputs.values())
+        sizes = [frame.size for frame in frames]
+        counted = sum(s for s in sizes if s is not None) if None not in sizes else None
+        facts = StepFacts(params, nothing_new=all(frame.known_empty for frame in frames), counted=counted)
+        run = ConnectRun(planned, inputs, params, side_inputs, facts)
+        implementation: Callable[[ConnectBackend, ConnectRun], StageResult] = CONNECT.strategies.lookup(choose(planned, facts))
+        return implementation(self, run)
+
+    def materialise(self, stage: Stage, df: Any) -> tuple[dict[int, Frame], StageSummary]:
+        """Compute ``df`` (rows of ``tasks.ROWS``) once: the stage's outputs, and the sum
+        of its tasks' reports (their metric updates go to the step's)."""
+        with self.user_errors():
+            kept = df.localCheckpoint(eager=True)
+            reports = kept.filter(kept["pcoll"] == tasks.REPORT).select("chunk").collect()
+        self.kept.append(kept)
+        summary = StageSummary()
+        for row in reports:
+            counts, updates = tasks.read_report(row[0])
+            summary = summary.merge(counts)
+            self.updates = self.updates.combine(updates)
+        empty = summary.elements_out == 0
+        outputs = {pcoll: Frame(None if empty else kept.filter(kept["pcoll"] == pcoll), known_empty=empty) for pcoll in stage.outputs}
+        return outputs, summary
+
+    def user_errors(self) -> contextlib.AbstractContextManager[None]:
+        return user_errors(self.error_key)
+
+    def step_metrics(self) -> tuple[MetricUpdates, MetricUpdates]:
+        """The step's committed metric updates, and those of failed attempts: none are
+        known (a failed attempt's report is dropped with its rows; no listener yet)."""
+        updates, self.updates = self.updates, MetricUpdates()
+        return updates, MetricUpdates()
+
+    # -- sinks and bookkeeping -------------------------------------------------------------
+    def write(self, stage: Stage, datasets: dict[int, Frame], params: StepParams) -> None:
+        msg = f"'{stage.name}': the Spark Connect backend writes no sinks yet (refused before the run)"
+        raise NotImplementedError(msg)
+
+    def end_step(self, step: int) -> None:
+        return None
+
+    def close(self) -> None:
+        # Dropping the references lets the client release what the server keeps for them.
+        self.kept.clear()
+
+
+@contextlib.contextmanager
+def user_errors(key: bytes) -> Iterator[None]:
+    """Re-raise a task's failure as the user's exception, when its text carries a payload
+    signed with the run's ``key`` (``tasks.ConnectTaskFailure``); any other failure as it is."""
+    try:
+        yield
+    except Exception as failure:
+        original = rebuild_user_error(_full_text(failure), key)
+        if original is None:
+            raise
+        raise hide_engine_frames(original) from None
+
+
+def _full_text(failure: BaseException) -> str:
+    """A Connect error's text with what the server sent of the Python worker's failure."""
+    parts = [str(failure)]
+    for name in ("getMessage", "getServerStackTrace"):
+        get = getattr(failure, name, None)
+        if callable(get):
+            with contextlib.suppress(Exception):
+                parts.append(str(get() or ""))
+    return "\n".join(parts)
+
+
+# -------------------------------------------------------------------------- the strategies
+
+
+def _entering(backend: ConnectBackend, run: ConnectRun, pcolls: tuple[int, ...]) -> Frame:
+    return backend.union([run.inputs[pcoll] for pcoll in dict.fromkeys(pcolls)])
+
+
+def _nothing(run: ConnectRun) -> StageResult:
+    return StageResult({pcoll: Frame(None, known_empty=True, size=0) for pcoll in run.stage.outputs}, StageSummary())
+
+
+def fused_map(backend: ConnectBackend, run: ConnectRun) -> StageResult:
+    stage = run.stage
+    source = _entering(backend, run, tuple(run.inputs))
+    if source.known_empty:
+        return _nothing(run)
+    task = functools.partial(tasks.fused_task, shippable(stage), run.side_inputs or None, backend.error_key)
+    outputs, summary = backend.materialise(stage, source.df.mapInArrow(task, tasks.ROWS))
+    return StageResult(outputs, summary)
+
+
+def as_read(backend: ConnectBackend, run: ConnectRun) -> StageResult:
+    """A source whose elements the driver holds, handed on as read."""
+    ((pcoll, held),) = run.inputs.items()
+    count = held.size or 0
+    return StageResult({pcoll: held}, StageSummary(elements_in=count, elements_out=count))
+
+
+def batch_combine(backend: ConnectBackend, run: ConnectRun) -> StageResult:
+    stage, grouping = run.stage, run.stage.grouping
+    source = _entering(backend, run, tuple(grouping.inputs))
+    if source.known_empty:
+        return _nothing(run)
+    rule, key = backend.overlapping_window_rule, backend.error_key
+    partials = source.df.mapInArrow(functools.partial(tasks.combine_map_task, grouping, rule, key), tasks.ROWS)
+    shuffled = partials.repartition(backend.num_partitions, "h")
+    merge = functools.partial(tasks.combine_merge_task, shippable(stage), rule, run.side_inputs or None, key)
+    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(merge, tasks.ROWS))
+    return StageResult(outputs, summary)
+
+
+def unlifted_grouping(backend: ConnectBackend, run: ConnectRun) -> StageResult:
+    stage, grouping = run.stage, run.stage.grouping
+    source = _entering(backend, run, tuple(grouping.inputs))
+    if source.known_empty:
+        return _nothing(run)
+    key = backend.error_key
+    keyed = source.df.mapInArrow(functools.partial(tasks.grouping_map_task, grouping, key), tasks.ROWS)
+    shuffled = keyed.repartition(backend.num_partitions, "h")
+    group = functools.partial(
+        tasks.grouping_task, shippable(stage), run.params, backend.overlapping_window_rule, run.side_inputs or None, key
+    )
+    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(group, tasks.ROWS))
+    return StageResult(outputs, summary)
+
+
+def _driver_elements(backend: ConnectBackend, op: Any, emission: SourceEmission) -> Frame:
+    elements = kind_of(op).driver_elements
+    (pcoll,) = op.outputs
+    return backend.from_driver(pcoll, [] if elements is None else elements(op))
+
+
+CONNECT.strategies.register(Strategy.FUSED_MAP)(fused_map)
+CONNECT.strategies.register(Strategy.AS_READ)(as_read)
+CONNECT.strategies.register(Strategy.BATCH_COMBINE)(batch_combine)
+CONNECT.strategies.register(Strategy.UNLIFTED_GROUPING)(unlifted_grouping)
+CONNECT.sources.register(CreateOp, ImpulseOp)(_driver_elements)

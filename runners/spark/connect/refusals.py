@@ -1,0 +1,63 @@
+"""What the Spark Connect backend does not run yet, refused before the run.
+
+Each refusal names the transform (its label and where it was applied) or the option, says
+"not yet under Spark Connect", and what to do instead: run on a classic Spark session.
+What is refused is read off the backend's registrations (``CONNECT.sources``, its
+strategies) and the plan, never kept as a list of its own.
+"""
+
+from __future__ import annotations
+
+from sparkbeam.runners.core.lowering.errors import UnsupportedError
+from sparkbeam.runners.core.elements.execution import Role, keyed_strategy, kind_of
+from sparkbeam.runners.core.lowering.ops import Op
+from sparkbeam.runners.core.plan.plan import StagePlan
+from sparkbeam.runners.core.lowering.settings import RunMode, RunSettings
+from sparkbeam.runners.spark.connect.backend import CONNECT
+
+__all__ = ["refuse_what_connect_cannot_run"]
+
+_INSTEAD = "run it on a classic Spark session (without --spark_remote or SPARK_REMOTE)"
+
+#: options a Connect run cannot honour yet: (setting, why)
+_OPTIONS = (
+    ("spark_conf", "--spark_conf", "settings are the Connect server's own"),
+    ("requirements_file", "--requirements_file", "nothing is installed on the server's workers"),
+    ("setup_file", "--setup_file", "nothing is installed on the server's workers"),
+    ("file_urls_through_hadoop", "--file_urls_through_hadoop", "the client has no Hadoop file system"),
+)
+
+
+def _where(op: Op) -> str:
+    return f"'{op.label}' (applied at {op.location})"
+
+
+def refuse_what_connect_cannot_run(plan: StagePlan, mode: RunMode, settings: RunSettings) -> None:
+    """Raise ``UnsupportedError`` for the first thing of the run the Connect backend does
+    not run yet (see the module docs)."""
+    for name, option, why in _OPTIONS:
+        if getattr(settings, name):
+            msg = f"{option} is not yet under Spark Connect ({why}); drop it, or {_INSTEAD}"
+            raise UnsupportedError(msg)
+    if mode is RunMode.STREAMING:
+        for stage in plan.stages:
+            head = stage.head
+            if head is not None and kind_of(head).role is Role.SOURCE and (kind_of(head).endless or kind_of(head).scripts_processing_time):
+                msg = f"{_where(head)}: a stream ({type(head).__name__}) is not yet under Spark Connect, which runs batch pipelines for now; {_INSTEAD}"
+                raise UnsupportedError(msg)
+        msg = f"--streaming is not yet under Spark Connect, which runs batch pipelines for now; drop it, or {_INSTEAD}"
+        raise UnsupportedError(msg)
+    for stage in plan.stages:
+        head = stage.head
+        if head is not None:
+            kind = kind_of(head)
+            if kind.role is Role.SOURCE and not CONNECT.sources.serves(head):
+                msg = f"{_where(head)}: {type(head).__name__} is not yet under Spark Connect (it reads {', '.join(CONNECT.sources.names())}); {_INSTEAD}"
+                raise UnsupportedError(msg)
+            if kind.role is Role.GROUPING and keyed_strategy(kind) not in CONNECT.strategies:
+                what = "a stateful DoFn" if kind.user_state else type(head).__name__
+                msg = f"{_where(head)}: {what} is not yet under Spark Connect; {_INSTEAD}"
+                raise UnsupportedError(msg)
+        for sink in stage.sinks:
+            msg = f"{_where(sink)}: {type(sink).__name__} (a sink) is not yet under Spark Connect; capture the output instead, or {_INSTEAD}"
+            raise UnsupportedError(msg)

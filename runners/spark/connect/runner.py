@@ -1,0 +1,75 @@
+"""A run through Spark Connect: the same plan, physical plan and step loop as a classic
+run, over ``ConnectBackend``. ``SparkRunner.run_lowered`` hands a run here when
+``session.connect_target`` names a server or session; both front ends arrive there.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sparkbeam.runners.core.loop.clock import Clock, ManualClock
+from sparkbeam.runners.core.loop.history import run_history
+from sparkbeam.runners.core.lowering.ops import LoweredPipeline
+from sparkbeam.runners.core.plan.physical import plan_physical
+from sparkbeam.runners.core.plan.plan import plan_stages
+from sparkbeam.runners.core.lowering.settings import RunSettings
+from sparkbeam.runners.core.loop.steps import StepLoop
+from sparkbeam.runners.spark.connect.backend import ConnectBackend
+from sparkbeam.runners.spark.connect.refusals import refuse_what_connect_cannot_run
+from sparkbeam.runners.spark.connect.session import ConnectTarget, connect_session
+
+if TYPE_CHECKING:
+    from sparkbeam.runners.spark.runner import SparkPipelineResult
+
+__all__ = ["run_on_connect"]
+
+
+def run_on_connect(
+    lowered: LoweredPipeline,
+    settings: RunSettings,
+    target: ConnectTarget,
+    result_type: type[SparkPipelineResult],
+    clock: Clock | None = None,
+) -> Any:
+    """Plan ``lowered``, refuse what Connect does not run yet, reach the server, and run
+    the step loop on it (see ``SparkRunner.run_lowered`` for the result)."""
+    from sparkbeam.runners.spark.interrupts import stop_on_signals
+    from sparkbeam.runners.spark.runner import _Execution, check_picklable
+
+    plan = plan_stages(lowered)
+    mode = settings.mode(unbounded_input=any(not pc.is_bounded for pc in lowered.pcollections))
+    refuse_what_connect_cannot_run(plan, mode, settings)
+    check_picklable(plan)
+    session = connect_session(target)
+    try:
+        backend = ConnectBackend(
+            session, num_partitions=settings.state_partitions, overlapping_window_rule=settings.overlapping_window_rule
+        )
+        physical = plan_physical(plan, mode, backend.capabilities())
+        history = run_history(lowered, settings, streaming=False)
+        loop = StepLoop(
+            plan,
+            backend,
+            clock or ManualClock(),
+            batch=True,
+            max_steps=settings.max_steps,
+            history=history,
+            physical=physical,
+        )
+    except BaseException:
+        if target.session is None:
+            session.stop()
+        raise
+    # A session the run made is released with it (the server keeps one per client session).
+    cleanups = [session.stop] if target.session is None else []
+    execution = _Execution(loop, None, backend, cleanups)
+    result = result_type(plan, execution)
+    if not settings.block_on_run:
+        execution.start(settings.job_name or "pipeline")
+        return result
+    with stop_on_signals(execution):
+        execution.run()
+    if execution.error is not None:
+        raise execution.error
+    return result
+

@@ -1,0 +1,126 @@
+"""Which runs go through Spark Connect, and the Connect session they use.
+
+A run goes through Spark Connect when ``--spark_remote=sc://host:port`` names a server,
+else when Spark's own ``SPARK_REMOTE`` does, else when this thread has an active Connect
+``SparkSession`` (one the user made with ``SparkSession.builder.remote(...)``).
+
+The session is made with Connect's own builder (``pyspark.sql.connect.session``), which
+leaves this process's classic PySpark alone: PySpark's generic builder would mark the
+whole process as a Connect client. For the same reason the backend uses Connect's own
+``functions`` module, never ``pyspark.sql.functions``, which picks its implementation from
+that process-wide mark.
+
+A server that cannot be reached is refused before the first step, naming the setting
+that chose it (``--spark_remote`` or ``SPARK_REMOTE``): a TCP probe first, since Connect's
+client retries an unreachable server for minutes, then one request for its version.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from typing import Any
+from urllib.parse import urlsplit
+
+import attrs
+
+from sparkbeam.runners.core.lowering.settings import RunSettings
+
+__all__ = ["MIN_SERVER_VERSION", "ConnectTarget", "connect_session", "connect_target"]
+
+#: Spark's default Connect port, when a URL gives none
+DEFAULT_PORT = 15002
+#: the oldest server whose Python APIs the backend uses (mapInArrow, localCheckpoint)
+MIN_SERVER_VERSION = (4, 0)
+#: seconds the probe waits for the server's port
+PROBE_SECONDS = 10.0
+
+
+@attrs.frozen
+class ConnectTarget:
+    """Where a Connect run goes: a URL and the setting that named it, or a session."""
+
+    url: str | None
+    #: what chose it, as the user named it: "--spark_remote", "SPARK_REMOTE", or "the
+    #: active Spark Connect session"
+    named_by: str
+    session: Any = None
+
+
+def _active_connect_session() -> Any:
+    # Only a process that made a Connect session has imported its module: importing it
+    # otherwise would need the client's requirements (sparkbeam[connect]) for nothing.
+    module = sys.modules.get("pyspark.sql.connect.session")
+    if module is None:
+        return None
+    return module.SparkSession.getActiveSession()
+
+
+def connect_target(settings: RunSettings) -> ConnectTarget | None:
+    """Where the run goes through Spark Connect, or None for a classic session."""
+    if settings.spark_remote:
+        return ConnectTarget(settings.spark_remote, "--spark_remote")
+    remote = os.environ.get("SPARK_REMOTE")
+    if remote:
+        # Checked as --spark_remote is; PySpark's own "local" form starts a server in this
+        # process, which the runner does not do behind the user's back.
+        RunSettings.from_options({"spark_remote": remote})
+        if settings.spark_master:
+            msg = "SPARK_REMOTE and --spark_master both name where Spark runs: unset one (a Connect server has its own master)"
+            raise ValueError(msg)
+        return ConnectTarget(remote, "SPARK_REMOTE")
+    session = _active_connect_session()
+    if session is not None:
+        return ConnectTarget(None, "the active Spark Connect session", session)
+    return None
+
+
+def _host_port(url: str) -> tuple[str, int]:
+    parts = urlsplit(url.split(";", 1)[0].replace("sc://", "http://", 1))
+    return parts.hostname or "localhost", parts.port or DEFAULT_PORT
+
+
+def _shown(url: str) -> str:
+    """The URL without its parameters, which may hold a token."""
+    return url.split("/;", 1)[0]
+
+
+def connect_session(target: ConnectTarget) -> Any:
+    """The Connect session of ``target``, refused with a message naming its setting when
+    the server cannot be reached, or runs a Spark older than ``MIN_SERVER_VERSION``."""
+    if target.session is not None:
+        return _checked(target.session, target)
+    try:
+        from pyspark.sql.connect.session import SparkSession
+    except ImportError as error:
+        msg = f"{target.named_by} asks for Spark Connect, whose client needs more than PySpark: pip install 'sparkbeam[connect]' ({error})"
+        raise ImportError(msg) from None
+    url = target.url or ""
+    host, port = _host_port(url)
+    try:
+        with socket.create_connection((host, port), timeout=PROBE_SECONDS):
+            pass
+    except OSError as error:
+        msg = (
+            f"{target.named_by}={_shown(url)}: no Spark Connect server answers at {host}:{port} ({error}); "
+            "start one (PySpark's sbin/start-connect-server.sh) or fix the URL"
+        )
+        raise ConnectionError(msg) from None
+    session = SparkSession.builder.remote(url).create()
+    return _checked(session, target)
+
+
+def _checked(session: Any, target: ConnectTarget) -> Any:
+    where = f"{target.named_by}={_shown(target.url)}" if target.url else target.named_by
+    try:
+        version = session.version
+    except Exception as error:
+        msg = f"{where}: the Spark Connect server did not answer: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        raise ConnectionError(msg) from None
+    numbers = tuple(int(part) for part in version.split("-", 1)[0].split(".")[:2] if part.isdigit())
+    if numbers < MIN_SERVER_VERSION:
+        wanted = ".".join(map(str, MIN_SERVER_VERSION))
+        msg = f"{where}: the server runs Spark {version}; sparkbeam's Spark Connect backend needs Spark {wanted} or newer"
+        raise RuntimeError(msg)
+    return session
