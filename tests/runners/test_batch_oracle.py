@@ -1,4 +1,8 @@
-"""Batch oracle pairs: every primitive, and every window fn x timestamp combiner, against Beam."""
+"""Batch oracle pairs: every primitive, and every window fn x timestamp combiner, against Beam.
+
+The tests taking ``spark_session_kind`` run twice: on the classic session, and through
+Spark Connect (tests/conftest.py).
+"""
 
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ def timestamped(ns, p):
     )
 
 
-def test_create_map_flatmap_filter(spark):
+def test_create_map_flatmap_filter(spark_session_kind):
     def build(ns, p):
         return (
             p
@@ -29,7 +33,7 @@ def test_create_map_flatmap_filter(spark):
             | ns.beam.Filter(lambda w: w != "C")
         )
 
-    assert_same_as_beam(build)
+    assert_same_as_beam(build, **spark_session_kind)
 
 
 def test_maptuple_flatmaptuple_extra_arguments(spark):
@@ -44,7 +48,7 @@ def test_maptuple_flatmaptuple_extra_arguments(spark):
     assert_same_as_beam(build)
 
 
-def test_pardo_with_lifecycle_params_and_tagged_outputs(spark):
+def test_pardo_with_lifecycle_params_and_tagged_outputs(spark_session_kind):
     def build(ns, p):
         beam = ns.beam
 
@@ -61,7 +65,7 @@ def test_pardo_with_lifecycle_params_and_tagged_outputs(spark):
         even, odd = p | beam.Create([1, 2, 3, 4]) | beam.ParDo(Split()).with_outputs("odd", main="even")
         return (even, odd | "Wrap" >> beam.Map(lambda t: t[1])) | beam.Flatten()
 
-    assert_same_as_beam(build)
+    assert_same_as_beam(build, **spark_session_kind)
 
 
 def test_group_by_key_in_global_window(spark):
@@ -71,32 +75,32 @@ def test_group_by_key_in_global_window(spark):
     assert_same_as_beam(build)
 
 
-def test_combine_per_key_and_combine_values(spark):
+def test_combine_per_key_and_combine_values(spark_session_kind):
     def build(ns, p):
         grouped = p | ns.beam.Create([("a", 1), ("b", 2), ("a", 3)])
         summed = grouped | "Sum" >> ns.beam.CombinePerKey(sum)
         maxed = grouped | "Group" >> ns.beam.GroupByKey() | "Max" >> ns.beam.CombineValues(max)
         return (summed, maxed) | ns.beam.Flatten()
 
-    assert_same_as_beam(build)
+    assert_same_as_beam(build, **spark_session_kind)
 
 
-def test_combine_globally_with_and_without_defaults(spark):
+def test_combine_globally_with_and_without_defaults(spark_session_kind):
     def build(ns, p):
         full = p | "Full" >> ns.beam.Create([1, 2, 3]) | "SumFull" >> ns.beam.CombineGlobally(sum)
         empty = p | "Empty" >> ns.beam.Create([]) | "SumEmpty" >> ns.beam.CombineGlobally(sum)
         bare = p | "Bare" >> ns.beam.Create([]) | "SumBare" >> ns.beam.CombineGlobally(sum).without_defaults()
         return (full, empty, bare) | ns.beam.Flatten()
 
-    assert_same_as_beam(build)
+    assert_same_as_beam(build, **spark_session_kind)
 
 
-def test_flatten_of_three(spark):
+def test_flatten_of_three(spark_session_kind):
     def build(ns, p):
         parts = [p | f"C{i}" >> ns.beam.Create([i, i + 10]) for i in range(3)]
         return parts | ns.beam.Flatten()
 
-    assert_same_as_beam(build)
+    assert_same_as_beam(build, **spark_session_kind)
 
 
 WINDOW_FNS = {
@@ -136,11 +140,24 @@ def test_window_into_then_map_sees_windows(spark):
     assert_same_as_beam(build)
 
 
-def test_impulse(spark):
+def test_side_inputs_as_list_and_singleton(spark_session_kind):
+    def build(ns, p):
+        words = p | "Words" >> ns.beam.Create(["a", "bb", "ccc"])
+        total = p | "Numbers" >> ns.beam.Create([1, 2, 3]) | ns.beam.CombineGlobally(sum)
+        return words | ns.beam.Map(
+            lambda w, seen, n: (w, sorted(seen), n),
+            seen=ns.beam.pvalue.AsList(words),
+            n=ns.beam.pvalue.AsSingleton(total),
+        )
+
+    assert_same_as_beam(build, **spark_session_kind)
+
+
+def test_impulse(spark_session_kind):
     def build(ns, p):
         return p | ns.beam.Impulse() | ns.beam.Map(lambda b: (b, len(b)))
 
-    assert_same_as_beam(build)
+    assert_same_as_beam(build, **spark_session_kind)
 
 
 def test_read_from_text_with_glob_and_header(spark, tmp_path):
@@ -219,7 +236,7 @@ def reify_window(ns):
     return "Reify" >> beam.FlatMap(reify)
 
 
-def test_reify_window_after_a_sessions_grouping_is_windowed_again(spark):
+def test_reify_window_after_a_sessions_grouping_is_windowed_again(spark_session_kind):
     def build(ns, p):
         return (
             timestamped(ns, p)
@@ -229,7 +246,7 @@ def test_reify_window_after_a_sessions_grouping_is_windowed_again(spark):
             | reify_window(ns)
         )
 
-    assert_same_as_beam(build)
+    assert_same_as_beam(build, **spark_session_kind)
 
 
 def test_a_restamp_in_fixed_windows_moves_the_element_to_its_new_window(spark):

@@ -41,28 +41,21 @@ def run_on_connect(
     refuse_what_connect_cannot_run(plan, mode, settings)
     check_picklable(plan)
     session = connect_session(target)
-    try:
-        backend = ConnectBackend(
-            session, num_partitions=settings.state_partitions, overlapping_window_rule=settings.overlapping_window_rule
-        )
-        physical = plan_physical(plan, mode, backend.capabilities())
-        history = run_history(lowered, settings, streaming=False)
-        loop = StepLoop(
-            plan,
-            backend,
-            clock or ManualClock(),
-            batch=True,
-            max_steps=settings.max_steps,
-            history=history,
-            physical=physical,
-        )
-    except BaseException:
-        if target.session is None:
-            session.stop()
-        raise
-    # A session the run made is released with it (the server keeps one per client session).
-    cleanups = [session.stop] if target.session is None else []
-    execution = _Execution(loop, None, backend, cleanups)
+    backend = ConnectBackend(
+        session, num_partitions=settings.state_partitions, overlapping_window_rule=settings.overlapping_window_rule
+    )
+    physical = plan_physical(plan, mode, backend.capabilities())
+    history = run_history(lowered, settings, streaming=False)
+    loop = StepLoop(
+        plan,
+        backend,
+        clock or ManualClock(),
+        batch=True,
+        max_steps=settings.max_steps,
+        history=history,
+        physical=physical,
+    )
+    execution = _Execution(loop, None, backend, [])
     result = result_type(plan, execution)
     if not settings.block_on_run:
         execution.start(settings.job_name or "pipeline")

@@ -10,6 +10,11 @@ whole process as a Connect client. For the same reason the backend uses Connect'
 ``functions`` module, never ``pyspark.sql.functions``, which picks its implementation from
 that process-wide mark.
 
+Runs at one URL share one client session, made at the first and kept for the process's
+life: the server starts Python workers per client session (each session's UDFs are
+isolated), and starting them again for every run cost about 10 s of a loaded 2-core
+machine's first stage.
+
 A server that cannot be reached is refused before the first step, naming the setting
 that chose it (``--spark_remote`` or ``SPARK_REMOTE``): a TCP probe first, since Connect's
 client retries an unreachable server for minutes, then one request for its version.
@@ -35,6 +40,9 @@ DEFAULT_PORT = 15002
 MIN_SERVER_VERSION = (4, 0)
 #: seconds the probe waits for the server's port
 PROBE_SECONDS = 10.0
+
+#: URL -> the client session of the runs at that URL (see the module docs)
+_SESSIONS: dict[str, Any] = {}
 
 
 @attrs.frozen
@@ -97,6 +105,9 @@ def connect_session(target: ConnectTarget) -> Any:
         msg = f"{target.named_by} asks for Spark Connect, whose client needs more than PySpark: pip install 'sparkbeam[connect]' ({error})"
         raise ImportError(msg) from None
     url = target.url or ""
+    kept = _SESSIONS.get(url)
+    if kept is not None and not kept.is_stopped:
+        return _checked(kept, target)
     host, port = _host_port(url)
     try:
         with socket.create_connection((host, port), timeout=PROBE_SECONDS):
@@ -107,8 +118,9 @@ def connect_session(target: ConnectTarget) -> Any:
             "start one (PySpark's sbin/start-connect-server.sh) or fix the URL"
         )
         raise ConnectionError(msg) from None
-    session = SparkSession.builder.remote(url).create()
-    return _checked(session, target)
+    session = _checked(SparkSession.builder.remote(url).create(), target)
+    _SESSIONS[url] = session
+    return session
 
 
 def _checked(session: Any, target: ConnectTarget) -> Any:

@@ -1,0 +1,187 @@
+"""Spark Connect (#25, first step): selecting it, refusing before the run what it does not
+run yet, and what only Connect shows (metrics as report rows, user errors through Connect,
+the physical plan's declined strategies). The oracle pairs run on it through the
+``spark_session_kind`` fixture (tests/runners/test_batch_oracle.py).
+
+The refusals run with a URL where no server listens: a refusal that came after the
+server was reached would fail with a ConnectionError instead.
+"""
+
+from __future__ import annotations
+
+import collections
+import socket
+import time
+
+import pytest
+
+import sparkbeam as beam
+from sparkbeam.metrics import Metrics, MetricsFilter
+from sparkbeam.options.pipeline_options import PipelineOptions
+from sparkbeam.runners.core.lowering.errors import UnsupportedError
+from sparkbeam.runners.core.lowering.settings import RunSettings
+from sparkbeam.runners.spark.connect.session import connect_target
+from sparkbeam.testing.test_stream import TestStream
+from sparkbeam.transforms import window
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def nowhere():
+    """A Connect URL on 127.0.0.1 where nothing listens (a port the kernel just freed)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"sc://127.0.0.1:{port}"
+
+
+def _pipeline(**options):
+    return beam.Pipeline(options=PipelineOptions(**options))
+
+
+@pytest.mark.parametrize("url", ["localhost:15002", "http://host:15002", "sc://host:1:2", "sc://host/;token"])
+def test_a_spark_remote_that_is_no_connect_url_is_refused_naming_the_option(url):
+    with pytest.raises(ValueError, match="--spark_remote: expected a Spark Connect URL"):
+        RunSettings.from_options({"spark_remote": url})
+
+
+def test_a_token_in_a_bad_spark_remote_is_not_shown():
+    with pytest.raises(ValueError) as refused:
+        RunSettings.from_options({"spark_remote": "sc://host:1:2/;token=secret-value"})
+    assert "secret-value" not in str(refused.value)
+
+
+def test_spark_remote_and_spark_master_together_are_refused():
+    with pytest.raises(ValueError, match="--spark_remote and --spark_master"):
+        RunSettings.from_options({"spark_remote": "sc://localhost:15002", "spark_master": "local[2]"})
+
+
+def test_spark_remote_comes_first_then_spark_s_own_environment_variable(monkeypatch):
+    monkeypatch.setenv("SPARK_REMOTE", "sc://from-the-environment:15002")
+    chosen = connect_target(RunSettings.from_options({"spark_remote": "sc://from-the-option:15002"}))
+    assert (chosen.url, chosen.named_by) == ("sc://from-the-option:15002", "--spark_remote")
+    chosen = connect_target(RunSettings())
+    assert (chosen.url, chosen.named_by) == ("sc://from-the-environment:15002", "SPARK_REMOTE")
+    monkeypatch.delenv("SPARK_REMOTE")
+    assert connect_target(RunSettings()) is None
+
+
+def test_an_unreachable_server_is_refused_before_the_first_step_naming_the_option(nowhere):
+    p = _pipeline(spark_remote=nowhere)
+    beam.capture(p | beam.Create([1, 2]) | beam.Map(lambda x: x + 1))
+    began = time.monotonic()
+    with pytest.raises(ConnectionError, match=f"--spark_remote={nowhere}: no Spark Connect server answers"):
+        p.run()
+    assert time.monotonic() - began < 10  # not Connect's own minutes of retries
+
+
+def test_an_unreachable_server_named_by_spark_remote_the_variable_is_refused_naming_it(nowhere, monkeypatch):
+    monkeypatch.setenv("SPARK_REMOTE", nowhere)
+    p = _pipeline()
+    beam.capture(p | beam.Create([1]))
+    with pytest.raises(ConnectionError, match="SPARK_REMOTE=sc://"):
+        p.run()
+
+
+# ------------------------------------------------------------------------ refused before the run
+
+
+def test_a_stream_is_refused_naming_its_source(nowhere):
+    p = _pipeline(spark_remote=nowhere)
+    events = TestStream().add_elements([("a", 1)]).advance_watermark_to_infinity()
+    beam.capture(p | "Events" >> events | beam.GroupByKey())
+    with pytest.raises(UnsupportedError, match=r"'Events' \(applied at .*test_connect.py:\d+\): a stream \(TestStreamOp\) is not yet under Spark Connect"):
+        p.run()
+
+
+def test_streaming_on_bounded_input_is_refused_naming_the_option(nowhere):
+    p = _pipeline(spark_remote=nowhere, streaming=True)
+    beam.capture(p | beam.Create([1]))
+    with pytest.raises(UnsupportedError, match="--streaming is not yet under Spark Connect"):
+        p.run()
+
+
+def test_a_text_read_is_refused_naming_it(nowhere, tmp_path):
+    (tmp_path / "in.txt").write_text("a\n")
+    p = _pipeline(spark_remote=nowhere)
+    beam.capture(p | "Lines" >> beam.io.ReadFromText(str(tmp_path / "in.txt")))
+    with pytest.raises(UnsupportedError, match=r"'Lines.*ReadTextOp is not yet under Spark Connect \(it reads CreateOp, ImpulseOp\)"):
+        p.run()
+
+
+def test_a_sink_is_refused_naming_it(nowhere, tmp_path):
+    p = _pipeline(spark_remote=nowhere)
+    _ = p | beam.Create(["a"]) | "Out" >> beam.io.WriteToText(str(tmp_path / "out"))
+    with pytest.raises(UnsupportedError, match=r"'Out.*\(a sink\) is not yet under Spark Connect"):
+        p.run()
+
+
+def test_a_stateful_dofn_is_refused_naming_it(nowhere):
+    from sparkbeam.coders import PickleCoder
+    from sparkbeam.transforms.userstate import BagStateSpec
+
+    class Remember(beam.DoFn):
+        seen = BagStateSpec("seen", PickleCoder())
+
+        def process(self, element, seen=beam.DoFn.StateParam(seen)):
+            seen.add(element[1])
+            yield element
+
+    p = _pipeline(spark_remote=nowhere)
+    beam.capture(p | beam.Create([("k", 1)]) | "Remember" >> beam.ParDo(Remember()))
+    with pytest.raises(UnsupportedError, match=r"'Remember.*a stateful DoFn is not yet under Spark Connect"):
+        p.run()
+
+
+def test_spark_conf_is_refused_naming_it(nowhere):
+    p = _pipeline(spark_remote=nowhere, spark_conf=["spark.sql.session.timeZone=UTC"])
+    beam.capture(p | beam.Create([1]))
+    with pytest.raises(UnsupportedError, match="--spark_conf is not yet under Spark Connect"):
+        p.run()
+
+
+# ----------------------------------------------------------------------- on a Connect server
+
+
+def test_metrics_come_back_as_report_rows_committed_once(connect_server):
+    def count(word):
+        Metrics.counter("words", "seen").inc()
+        return (word, 1)
+
+    p = _pipeline(spark_remote=connect_server.url)
+    words = p | beam.Create([f"w{n % 7}" for n in range(100)]) | "Count" >> beam.Map(count)
+    counts = beam.capture(words | beam.CombinePerKey(sum))
+    result = p.run()
+    assert collections.Counter(dict(e.value for e in result.emissions(counts))) == collections.Counter(
+        {f"w{n}": len(range(n, 100, 7)) for n in range(7)}
+    )
+    (counter,) = result.metrics().query(MetricsFilter().with_name("seen"))["counters"]
+    assert (counter.committed, counter.attempted) == (100, 100)
+    assert counter.key.step == "Count"
+    plan = str(result.physical_plan())
+    assert "physical plan (batch, Spark Connect backend)" in plan
+    assert "declined map-side pass into the grouping: the Spark Connect backend does not run it" in plan
+
+
+def test_a_user_error_comes_back_as_the_user_s_exception_naming_the_transform(connect_server):
+    def parse(line):
+        return int(line)
+
+    p = _pipeline(spark_remote=connect_server.url)
+    beam.capture(p | beam.Create(["1", "x"]) | "Parse" >> beam.Map(parse))
+    with pytest.raises(ValueError, match="invalid literal for int") as raised:
+        p.run()
+    notes = "\n".join(getattr(raised.value, "__notes__", []))
+    assert "in transform 'Parse' (applied at" in notes
+    assert "in parse" in notes  # the user's frame on the server's worker
+
+
+def test_a_window_and_trigger_grouping_runs_on_the_engine_after_the_shuffle(connect_server):
+    p = _pipeline(spark_remote=connect_server.url)
+    stamped = p | beam.Create([("a", 1), ("a", 2), ("a", 3), ("b", 65)]) | beam.Map(lambda kv: window.TimestampedValue(kv, kv[1]))
+    grouped = stamped | beam.WindowInto(window.Sessions(10)) | beam.GroupByKey()
+    captured = beam.capture(grouped | beam.MapTuple(lambda key, values: (key, sorted(values))))
+    result = p.run()
+    assert sorted(e.value for e in result.emissions(captured)) == [("a", [1, 2, 3]), ("b", [65])]
+    assert "unlifted grouping" in str(result.physical_plan())
