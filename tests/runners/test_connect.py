@@ -185,3 +185,16 @@ def test_a_window_and_trigger_grouping_runs_on_the_engine_after_the_shuffle(conn
     result = p.run()
     assert sorted(e.value for e in result.emissions(captured)) == [("a", [1, 2, 3]), ("b", [65])]
     assert "unlifted grouping" in str(result.physical_plan())
+
+
+def test_an_apache_beam_pipeline_runs_through_spark_connect(connect_server):
+    import apache_beam as apache_beam
+
+    from tests.beam_frontend.pairs import assert_runners_agree
+
+    def build(ns, p):
+        words = p | apache_beam.Create(["a b", "c a", "b a"]) | apache_beam.FlatMap(str.split)
+        return words | apache_beam.Map(lambda word: (word, 1)) | apache_beam.CombinePerKey(sum)
+
+    result = assert_runners_agree(build, spark_remote=connect_server.url)
+    assert "Spark Connect backend" in str(result.physical_plan())
