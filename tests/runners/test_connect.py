@@ -198,3 +198,26 @@ def test_an_apache_beam_pipeline_runs_through_spark_connect(connect_server):
 
     result = assert_runners_agree(build, spark_remote=connect_server.url)
     assert "Spark Connect backend" in str(result.physical_plan())
+
+
+def test_an_active_connect_session_of_the_user_chooses_spark_connect(connect_server):
+    from pyspark.sql.connect.session import SparkSession
+
+    users = SparkSession.builder.remote(connect_server.url).getOrCreate()
+    try:
+        p = _pipeline()
+        captured = beam.capture(p | beam.Create([1, 2]) | beam.Map(lambda x: x * 10))
+        result = p.run()
+        assert sorted(e.value for e in result.emissions(captured)) == [10, 20]
+        assert "Spark Connect backend" in str(result.physical_plan())
+    finally:
+        users.stop()
+
+
+def test_a_run_naming_no_server_after_a_connect_run_stays_classic(spark, connect_server):
+    p = _pipeline(spark_remote=connect_server.url)
+    beam.capture(p | beam.Create([1]))
+    assert "Spark Connect backend" in str(p.run().physical_plan())
+    p = _pipeline()
+    beam.capture(p | beam.Create([1]))
+    assert "Spark backend" in str(p.run().physical_plan())

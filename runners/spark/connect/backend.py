@@ -51,6 +51,7 @@ from sparkbeam.runners.core.sources.sources import SourceEmission
 from sparkbeam.runners.core.loop.steps import StageResult, StageSummary, StepParams
 from sparkbeam.runners.core.lowering.strategies import Capabilities, Strategy
 from sparkbeam.runners.spark.connect import tasks
+from sparkbeam.runners.spark.connect.session import made_active
 from sparkbeam.runners.spark.stage_records import shippable
 from sparkbeam.utils.windowed_value import WindowedValue
 
@@ -161,7 +162,7 @@ class ConnectBackend:
     def materialise(self, stage: Stage, df: Any) -> tuple[dict[int, Frame], StageSummary]:
         """Compute ``df`` (rows of ``tasks.ROWS``) once: the stage's outputs, and the sum
         of its tasks' reports (their metric updates go to the step's)."""
-        with self.user_errors():
+        with self.user_errors(), made_active(self.session):
             kept = df.localCheckpoint(eager=True)
             reports = kept.filter(kept["pcoll"] == tasks.REPORT).select("chunk").collect()
         self.kept.append(kept)

@@ -22,9 +22,11 @@ client retries an unreachable server for minutes, then one request for its versi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -32,7 +34,7 @@ import attrs
 
 from sparkbeam.runners.core.lowering.settings import RunSettings
 
-__all__ = ["MIN_SERVER_VERSION", "ConnectTarget", "connect_session", "connect_target"]
+__all__ = ["MIN_SERVER_VERSION", "ConnectTarget", "connect_session", "connect_target", "made_active"]
 
 #: Spark's default Connect port, when a URL gives none
 DEFAULT_PORT = 15002
@@ -118,8 +120,36 @@ def connect_session(target: ConnectTarget) -> Any:
             "start one (PySpark's sbin/start-connect-server.sh) or fix the URL"
         )
         raise ConnectionError(msg) from None
-    session = _checked(SparkSession.builder.remote(url).create(), target)
+    session = _checked(_made_quietly(SparkSession, url), target)
     _SESSIONS[url] = session
+    return session
+
+
+@contextlib.contextmanager
+def made_active(session: Any) -> Iterator[None]:
+    """``session`` as this thread's active Connect session meanwhile, the previous one put
+    back after: PySpark binds the DataFrame a ``localCheckpoint`` returns to the active
+    session (``SparkSession.active()``), whichever made it."""
+    session_class = type(session)
+    previous = getattr(session_class._active_session, "session", None)
+    session_class._active_session.session = session
+    try:
+        yield
+    finally:
+        session_class._active_session.session = previous
+
+
+def _made_quietly(session_class: Any, url: str) -> Any:
+    """A new client session of ``url`` that does not become the thread's active Connect
+    session nor the process's default one: Connect's builder makes it both where none was,
+    and the active one would then choose Spark Connect for the user's later runs that name
+    no server (``connect_target``)."""
+    with session_class._lock:
+        previous_active = getattr(session_class._active_session, "session", None)
+        previous_default = session_class._default_session
+        session = session_class.builder.remote(url).create()
+        session_class._active_session.session = previous_active
+        session_class._default_session = previous_default
     return session
 
 
