@@ -22,6 +22,7 @@ client retries an unreachable server for minutes, then one request for its versi
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import socket
@@ -121,8 +122,20 @@ def connect_session(target: ConnectTarget) -> Any:
         )
         raise ConnectionError(msg) from None
     session = _checked(_made_quietly(SparkSession, url), target)
+    if not _SESSIONS:
+        atexit.register(_stop_kept_sessions)
     _SESSIONS[url] = session
     return session
+
+
+def _stop_kept_sessions() -> None:
+    """Release the kept sessions while the interpreter still runs: left to the session's
+    ``__del__`` at shutdown, closing its gRPC channel waits on threads already gone, and the
+    process hangs at exit instead of ending (seen with the example run against a server)."""
+    for url in list(_SESSIONS):
+        session = _SESSIONS.pop(url)
+        with contextlib.suppress(Exception):
+            session.stop()
 
 
 @contextlib.contextmanager
