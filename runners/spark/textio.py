@@ -53,7 +53,18 @@ from sparkbeam.utils.timestamp import MIN_TIMESTAMP
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue, new_windowed_value
 from sparkbeam.window import GlobalWindow
 
-__all__ = ["MatchedFile", "TextFileSink", "matched_files", "output_prefix", "read_text", "write_text"]
+__all__ = [
+    "MatchedFile",
+    "TextFileSink",
+    "matched_files",
+    "output_prefix",
+    "range_bundles",
+    "read_range_bundles",
+    "read_text",
+    "read_whole_files",
+    "readable_files",
+    "write_text",
+]
 
 #: the most bytes a task reads: Hadoop's local block size, the most a ``textFile`` split held
 _MAX_BUNDLE = 32 << 20
@@ -210,11 +221,10 @@ def _decoded_lines(op: ReadTextOp, files: Iterable[tuple[str, bytes]]) -> Iterat
             yield WindowedValue(value, start, window, PANE_INFO_UNKNOWN)
 
 
-def read_text(sc: Any, op: ReadTextOp) -> tuple[Any, Any]:
-    """The RDD of the read's elements, and of their values alone when each element is its
-    line in the global window at the minimum timestamp with an unknown pane (else None)."""
+def readable_files(op: ReadTextOp, matched: list[MatchedFile]) -> list[MatchedFile]:
+    """The matched files that have lines (an empty file has none: Beam skips it); refused
+    as Beam refuses them: a pattern naming a folder, and no match when the read validates."""
     source = op.source
-    matched = matched_files(sc, source.file_pattern)
     if not matched and _names_a_local_directory(source.file_pattern):
         # Beam matches the folder itself and fails opening it; nothing read would be silent.
         msg = (
@@ -225,7 +235,44 @@ def read_text(sc: Any, op: ReadTextOp) -> tuple[Any, Any]:
     if not matched and source.validate:
         msg = f"'{op.label}' (applied at {op.location}): no files match {source.file_pattern!r}"
         raise TransformError(msg)
-    files = [f for f in matched if f.size > 0]  # an empty file has no lines (Beam skips it)
+    return [f for f in matched if f.size > 0]
+
+
+def range_bundles(op: ReadTextOp, files: list[MatchedFile], parallelism: int) -> list[tuple[TextRange, ...]]:
+    """Local files cut into byte ranges, bundled for ``parallelism`` readers (each bundle
+    from 1 MiB to 32 MiB): what ``read_range_bundles`` reads, a bundle per task."""
+    ranges = tuple(TextRange(f.path, 0, f.size, _compression_of(op.source, f.path)) for f in files)
+    total = sum(f.size for f in files)
+    size = min(_MAX_BUNDLE, max(_MIN_BUNDLE, -(-total // max(1, parallelism))))
+    return [bundle for _, bundle in bundle_ranges(ranges, size)]
+
+
+def read_range_bundles(op: ReadTextOp, bundles: Iterable[tuple[TextRange, ...]]) -> Iterator[WindowedValue]:
+    """The elements of local files' byte ranges: each line in the global window."""
+    return _to_windowed(_range_lines(op, bundles))
+
+
+def read_whole_files(op: ReadTextOp, paths: Iterable[str]) -> Iterator[WindowedValue]:
+    """The elements of local files read whole by this process's Python, for a source that
+    ``splits_lines_in_python`` (a coder, a delimiter or an escape character)."""
+
+    def contents() -> Iterator[tuple[str, bytes]]:
+        for path in paths:
+            try:
+                with open(path, "rb") as handle:
+                    data = handle.read()
+            except Exception as error:
+                raise _failed(op, path, error) from error
+            yield path, data
+
+    return _decoded_lines(op, contents())
+
+
+def read_text(sc: Any, op: ReadTextOp) -> tuple[Any, Any]:
+    """The RDD of the read's elements, and of their values alone when each element is its
+    line in the global window at the minimum timestamp with an unknown pane (else None)."""
+    source = op.source
+    files = readable_files(op, matched_files(sc, source.file_pattern))
     if not files:
         return sc.emptyRDD(), None
     on_cluster_fs = not all(f.local for f in files)
@@ -242,10 +289,7 @@ def read_text(sc: Any, op: ReadTextOp) -> tuple[Any, Any]:
             return contents.mapPartitions(functools.partial(_decoded_lines, op)), None
         lines = contents.mapPartitions(functools.partial(_whole_file_lines, op))
     else:
-        ranges = tuple(TextRange(f.path, 0, f.size, _compression_of(source, f.path)) for f in files)
-        total = sum(f.size for f in files)
-        size = min(_MAX_BUNDLE, max(_MIN_BUNDLE, -(-total // max(1, sc.defaultParallelism))))
-        bundles = [ranges for _, ranges in bundle_ranges(ranges, size)]
+        bundles = range_bundles(op, files, sc.defaultParallelism)
         lines = sc.parallelize(bundles, len(bundles)).mapPartitions(functools.partial(_range_lines, op))
         lines.setName(f"{op.label} ({len(bundles)} bundles of lines)")
     return lines.mapPartitions(_to_windowed), lines

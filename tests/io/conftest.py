@@ -10,9 +10,12 @@ import pytest
 import sparkbeam
 
 
-def run(build: Any) -> Any:
-    """Build with ``build(p)`` (returning a PCollection or a dict/tuple of them), run, return values."""
-    p = sparkbeam.Pipeline()
+def run(build: Any, **options: Any) -> Any:
+    """Build with ``build(p)`` (returning a PCollection or a dict/tuple of them), run with
+    the pipeline ``options`` (``spark_session_kind``'s), return values."""
+    from sparkbeam.options.pipeline_options import PipelineOptions
+
+    p = sparkbeam.Pipeline(options=PipelineOptions(**options))
     outputs = build(p)
     single = not isinstance(outputs, (tuple, list))
     captured = [sparkbeam.capture(o) for o in ([outputs] if single else outputs)]

@@ -128,6 +128,6 @@ def test_unsupported_options_say_so():
         beam.io.ReadFromCsv("x.csv", header=None)
 
 
-def test_same_rows_as_beams_read_from_csv(tmp_path, spark):
+def test_same_rows_as_beams_read_from_csv(tmp_path, spark_session_kind):
     path = write(tmp_path / "in.csv", BEAM_CSV)
-    assert_same_as_beam(lambda ns, p: p | ns.beam.io.ReadFromCsv(path))
+    assert_same_as_beam(lambda ns, p: p | ns.beam.io.ReadFromCsv(path), **spark_session_kind)

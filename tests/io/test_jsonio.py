@@ -150,6 +150,6 @@ def test_unsupported_options_say_so():
         beam.io.ReadFromJson("nosuchfs://bucket/x.jsonl")
 
 
-def test_same_rows_as_beams_read_from_json(tmp_path, spark):
+def test_same_rows_as_beams_read_from_json(tmp_path, spark_session_kind):
     path = write_lines(tmp_path / "in.jsonl", MIXED_LINES)
-    assert_same_as_beam(lambda ns, p: p | ns.beam.io.ReadFromJson(path))
+    assert_same_as_beam(lambda ns, p: p | ns.beam.io.ReadFromJson(path), **spark_session_kind)

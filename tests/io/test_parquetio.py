@@ -35,7 +35,7 @@ def beam_write(records, prefix, schema=SCHEMA, **options):
     return sorted(os.path.join(directory, f) for f in os.listdir(directory) if not f.startswith("."))
 
 
-def test_reads_what_beam_wrote_as_beam_does(tmp_path, spark):
+def test_reads_what_beam_wrote_as_beam_does(tmp_path, spark_session_kind):
     beam_write(RECORDS, str(tmp_path / "beam" / "people"), num_shards=2, file_name_suffix=".parquet")
     pattern = str(tmp_path / "beam" / "*.parquet")
 
@@ -48,7 +48,7 @@ def test_reads_what_beam_wrote_as_beam_does(tmp_path, spark):
         ]
         return reads | ns.beam.Flatten()
 
-    assert len(assert_same_as_beam(build)) == 9
+    assert len(assert_same_as_beam(build, **spark_session_kind)) == 9
 
 
 def test_beam_reads_what_we_wrote(tmp_path, runner):

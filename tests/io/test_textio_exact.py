@@ -77,7 +77,7 @@ def read_all_with_beam(folder):
 
 
 @pytest.mark.spark
-def test_every_read_gives_what_beams_read_from_text_gives(spark, tmp_path):
+def test_every_read_gives_what_beams_read_from_text_gives(spark_session_kind, tmp_path):
     write_files(tmp_path)
 
     def build(p):
@@ -88,20 +88,20 @@ def test_every_read_gives_what_beams_read_from_text_gives(spark, tmp_path):
         ]
         return reads | beam.Flatten()
 
-    read = run(build)
+    read = run(build, **spark_session_kind)
     ours = {name: sorted((line for of, line in read if of == name), key=repr) for name in READS}
     assert ours == read_all_with_beam(tmp_path)
     assert ours["plain"][0] == "" and "\ufeffcaf\u00e9" in ours["plain"] and "lone\rcarriage" in ours["plain"]
 
 
 @pytest.mark.spark
-def test_a_line_that_is_not_utf8_fails_as_beams_read_fails_naming_the_read_and_the_file(spark, tmp_path):
+def test_a_line_that_is_not_utf8_fails_as_beams_read_fails_naming_the_read_and_the_file(spark_session_kind, tmp_path):
     path = tmp_path / "bad.txt"
     path.write_bytes(b"fine\nnot \xff utf-8\r\nfine again\n")
     with pytest.raises(UnicodeDecodeError) as beams:
         beams_lines(str(path))
     with pytest.raises(UnicodeDecodeError) as ours:
-        run(lambda p: p | "Lines" >> beam.io.ReadFromText(str(path)))
+        run(lambda p: p | "Lines" >> beam.io.ReadFromText(str(path)), **spark_session_kind)
     assert str(ours.value) == str(beams.value)
     notes = " ".join(getattr(ours.value, "__notes__", []))
     assert "'Lines'" in notes and "bad.txt" in notes

@@ -160,7 +160,7 @@ def test_impulse(spark_session_kind):
     assert_same_as_beam(build, **spark_session_kind)
 
 
-def test_read_from_text_with_glob_and_header(spark, tmp_path):
+def test_read_from_text_with_glob_and_header(spark_session_kind, tmp_path):
     for index in range(3):
         (tmp_path / f"part-{index}.txt").write_text("header\n" + "".join(f"line {index}.{n}\n" for n in range(4)))
     (tmp_path / "other.csv").write_text("not matched\n")
@@ -169,18 +169,19 @@ def test_read_from_text_with_glob_and_header(spark, tmp_path):
     def build(ns, p):
         return p | ns.beam.io.ReadFromText(pattern, skip_header_lines=1)
 
-    assert len(assert_same_as_beam(build)) == 12
+    assert len(assert_same_as_beam(build, **spark_session_kind)) == 12
 
 
-def test_write_to_text_matches_beam_shard_names_and_contents(spark, tmp_path):
+def test_write_to_text_matches_beam_shard_names_and_contents(spark_session_kind, tmp_path):
     import apache_beam
 
     import sparkbeam
+    from sparkbeam.options.pipeline_options import PipelineOptions
 
     rows = [f"row {n}" for n in range(20)]
     for name, beam in (("beam", apache_beam), ("ours", sparkbeam)):
-        runner = "FnApiRunner" if beam is apache_beam else None
-        with beam.Pipeline(runner=runner) as p:
+        pipeline = apache_beam.Pipeline(runner="FnApiRunner") if beam is apache_beam else sparkbeam.Pipeline(options=PipelineOptions(**spark_session_kind))
+        with pipeline as p:
             p | beam.Create(rows) | beam.io.WriteToText(
                 str(tmp_path / name / "out"), file_name_suffix=".txt", num_shards=3, header="h", footer="f"
             )

@@ -102,11 +102,10 @@ def test_streaming_on_bounded_input_is_refused_naming_the_option(nowhere):
         p.run()
 
 
-def test_a_text_read_is_refused_naming_it(nowhere, tmp_path):
-    (tmp_path / "in.txt").write_text("a\n")
+def test_a_text_read_of_a_file_system_only_the_jvm_serves_is_refused_naming_it(nowhere):
     p = _pipeline(spark_remote=nowhere)
-    beam.capture(p | "Lines" >> beam.io.ReadFromText(str(tmp_path / "in.txt")))
-    with pytest.raises(UnsupportedError, match=r"'Lines.*ReadTextOp is not yet under Spark Connect \(it reads CreateOp, ImpulseOp\)"):
+    beam.capture(p | "Lines" >> beam.io.ReadFromText("hdfs://namenode/in.txt", validate=False))
+    with pytest.raises(UnsupportedError, match=r"'Lines.*ReadFromText of 'hdfs://namenode/in.txt' is not yet under Spark Connect"):
         p.run()
 
 
@@ -187,13 +186,16 @@ def test_a_window_and_trigger_grouping_runs_on_the_engine_after_the_shuffle(conn
     assert "unlifted grouping" in str(result.physical_plan())
 
 
-def test_an_apache_beam_pipeline_runs_through_spark_connect(connect_server):
+def test_an_apache_beam_pipeline_reading_text_runs_through_spark_connect(connect_server, tmp_path):
     import apache_beam as apache_beam
 
     from tests.beam_frontend.pairs import assert_runners_agree
 
+    (tmp_path / "in.txt").write_text("a b\nc a\nb a\n")
+
     def build(ns, p):
-        words = p | apache_beam.Create(["a b", "c a", "b a"]) | apache_beam.FlatMap(str.split)
+        # Beam's ReadFromText: a BoundedSource, split and read on the server (reads.py).
+        words = p | apache_beam.io.ReadFromText(str(tmp_path / "in.txt")) | apache_beam.FlatMap(str.split)
         return words | apache_beam.Map(lambda word: (word, 1)) | apache_beam.CombinePerKey(sum)
 
     result = assert_runners_agree(build, spark_remote=connect_server.url)

@@ -21,7 +21,9 @@ dropped with its rows:
 - ``UNLIFTED_GROUPING`` (batch): ``mapInArrow`` keying the elements, ``repartition`` by
   the key's hash, ``mapInArrow`` of the engine's grouping step (windows, triggers, holds)
   and the stage's body;
-- ``AS_READ``: a source the driver holds, handed on as it is.
+- ``AS_READ``: a source the driver holds, handed on as it is;
+- sources: Create and Impulse from the driver; ReadFromText and ``Read(BoundedSource)``
+  split and read on the server through a Python data source (``reads.py``).
 
 Side inputs, collected by the step loop, travel inside the tasks' functions (no
 broadcast). Shuffles partition by a column the tasks computed (``repartition(n, "h")``)
@@ -44,7 +46,13 @@ from sparkbeam.errors import hide_engine_frames
 from sparkbeam.metrics.execution import MetricUpdates
 from sparkbeam.runners.core.lowering.errors import rebuild_user_error
 from sparkbeam.runners.core.elements.execution import backend_ops, kind_of
-from sparkbeam.runners.core.lowering.ops import CreateOp, ImpulseOp
+from sparkbeam.runners.core.lowering.ops import (
+    BoundedSourceReadOp,
+    CreateOp,
+    ImpulseOp,
+    ReadTextOp,
+    WriteTextOp,
+)
 from sparkbeam.runners.core.plan.physical import PlannedStage, StepFacts, choose
 from sparkbeam.runners.core.plan.plan import Stage
 from sparkbeam.runners.core.sources.sources import SourceEmission
@@ -186,8 +194,15 @@ class ConnectBackend:
 
     # -- sinks and bookkeeping -------------------------------------------------------------
     def write(self, stage: Stage, datasets: dict[int, Frame], params: StepParams) -> None:
-        msg = f"'{stage.name}': the Spark Connect backend writes no sinks yet (refused before the run)"
-        raise NotImplementedError(msg)
+        """The stage's sinks, each written and committed on the server (``writes.py``)."""
+        from sparkbeam.runners.spark.connect.writes import write_text
+
+        for sink in stage.sinks:
+            if not isinstance(sink, WriteTextOp):
+                msg = f"'{sink.label}': the Spark Connect backend writes no {type(sink).__name__} (refused before the run)"
+                raise NotImplementedError(msg)
+            (pcoll,) = sink.inputs
+            write_text(self, sink, datasets.get(pcoll, Frame(None, known_empty=True, size=0)))
 
     def end_step(self, step: int) -> None:
         return None
@@ -277,6 +292,13 @@ def unlifted_grouping(backend: ConnectBackend, run: ConnectRun) -> StageResult:
     return StageResult(outputs, summary)
 
 
+def _bounded_read(backend: ConnectBackend, op: Any, emission: SourceEmission) -> Frame:
+    """A file read or a ``BoundedSource``, split and read on the server (``reads.py``)."""
+    from sparkbeam.runners.spark.connect.reads import read_frame
+
+    return Frame(read_frame(backend.session, op, backend.num_partitions, backend.error_key))
+
+
 def _driver_elements(backend: ConnectBackend, op: Any, emission: SourceEmission) -> Frame:
     elements = kind_of(op).driver_elements
     (pcoll,) = op.outputs
@@ -288,3 +310,4 @@ CONNECT.strategies.register(Strategy.AS_READ)(as_read)
 CONNECT.strategies.register(Strategy.BATCH_COMBINE)(batch_combine)
 CONNECT.strategies.register(Strategy.UNLIFTED_GROUPING)(unlifted_grouping)
 CONNECT.sources.register(CreateOp, ImpulseOp)(_driver_elements)
+CONNECT.sources.register(ReadTextOp, BoundedSourceReadOp)(_bounded_read)

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from sparkbeam.runners.core.lowering.errors import UnsupportedError
 from sparkbeam.runners.core.elements.execution import Role, keyed_strategy, kind_of
-from sparkbeam.runners.core.lowering.ops import Op
+from sparkbeam.runners.core.lowering.ops import Op, ReadTextOp, WriteTextOp
 from sparkbeam.runners.core.plan.plan import StagePlan
 from sparkbeam.runners.core.lowering.settings import RunMode, RunSettings
 from sparkbeam.runners.spark.connect.backend import CONNECT
+from sparkbeam.runners.spark.connect.reads import local_pattern
 
 __all__ = ["refuse_what_connect_cannot_run"]
 
@@ -54,10 +55,24 @@ def refuse_what_connect_cannot_run(plan: StagePlan, mode: RunMode, settings: Run
             if kind.role is Role.SOURCE and not CONNECT.sources.serves(head):
                 msg = f"{_where(head)}: {type(head).__name__} is not yet under Spark Connect (it reads {', '.join(CONNECT.sources.names())}); {_INSTEAD}"
                 raise UnsupportedError(msg)
+            if isinstance(head, ReadTextOp) and not local_pattern(head):
+                msg = (
+                    f"{_where(head)}: ReadFromText of {head.source.file_pattern!r} is not yet under Spark Connect, which reads "
+                    f"the server's local files (a path or file://) with its Python workers; {_INSTEAD}"
+                )
+                raise UnsupportedError(msg)
             if kind.role is Role.GROUPING and keyed_strategy(kind) not in CONNECT.strategies:
                 what = "a stateful DoFn" if kind.user_state else type(head).__name__
                 msg = f"{_where(head)}: {what} is not yet under Spark Connect; {_INSTEAD}"
                 raise UnsupportedError(msg)
         for sink in stage.sinks:
-            msg = f"{_where(sink)}: {type(sink).__name__} (a sink) is not yet under Spark Connect; capture the output instead, or {_INSTEAD}"
-            raise UnsupportedError(msg)
+            if not isinstance(sink, WriteTextOp):
+                msg = f"{_where(sink)}: {type(sink).__name__} (a sink) is not yet under Spark Connect; capture the output instead, or {_INSTEAD}"
+                raise UnsupportedError(msg)
+            prefix = sink.sink.file_path_prefix
+            if "://" in prefix and not prefix.startswith("file://"):
+                msg = (
+                    f"{_where(sink)}: WriteToText to {prefix!r} is not yet under Spark Connect, which writes the server's "
+                    f"local files (a path or file://) with its Python workers; {_INSTEAD}"
+                )
+                raise UnsupportedError(msg)

@@ -51,12 +51,17 @@ __all__ = [
     "REPORT",
     "ROWS",
     "ConnectTaskFailure",
+    "Output",
+    "batch_of",
     "combine_map_task",
     "combine_merge_task",
+    "elements_of",
     "fused_task",
     "grouping_map_task",
     "grouping_task",
     "read_report",
+    "rows_of",
+    "run_task",
 ]
 
 ROWS = "pcoll int, h long, chunk binary"
@@ -77,7 +82,7 @@ class ConnectTaskFailure(RuntimeError):
     signed payload the client rebuilds the user's exception from."""
 
 
-def _batch(rows: list[tuple[int, int, bytes]]) -> Any:
+def batch_of(rows: list[tuple[int, int, bytes]]) -> Any:
     import pyarrow as pa
 
     pcolls, hashes, chunks = zip(*rows) if rows else ((), (), ())
@@ -87,7 +92,7 @@ def _batch(rows: list[tuple[int, int, bytes]]) -> Any:
     )
 
 
-def _rows(batches: Iterable[Any]) -> Iterator[tuple[int, int, bytes]]:
+def rows_of(batches: Iterable[Any]) -> Iterator[tuple[int, int, bytes]]:
     for batch in batches:
         yield from zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), batch.column(2).to_pylist())
 
@@ -103,7 +108,7 @@ def elements_of(rows: Iterable[tuple[int, int, bytes]], passed: list[tuple[int, 
             passed.append((pcoll, h, chunk))
 
 
-class _Output:
+class Output:
     """Rows of a task's output, a chunk of elements per row, an Arrow batch at a time."""
 
     def __init__(self) -> None:
@@ -125,7 +130,7 @@ class _Output:
         self.rows.append(row)
 
     def take(self) -> Any:
-        batch, self.rows = _batch(self.rows), []
+        batch, self.rows = batch_of(self.rows), []
         return batch
 
     def close(self) -> Any:
@@ -153,7 +158,7 @@ def read_report(chunk: bytes) -> tuple[StageSummary, MetricUpdates]:
     return summary, report_from_json(json.dumps(report["metrics"]).encode("utf-8"))
 
 
-def _task(key: bytes, work: Callable[[MetricsContainer], Iterator[Any]]) -> Iterator[Any]:
+def run_task(key: bytes, work: Callable[[MetricsContainer], Iterator[Any]]) -> Iterator[Any]:
     """``work``'s batches, its user code's metrics in a container of the task's own, and a
     user's failure made into a ``ConnectTaskFailure`` signed with the run's ``key``."""
     container = MetricsContainer()
@@ -181,7 +186,7 @@ def _run_body(
     """The stage's fused body over ``entering``: its output batches, then the rows handed
     on and the task's report (``summary``, with the body's counts)."""
     body = FusedBody(stage, _side(side_inputs))
-    output = _Output()
+    output = Output()
     for pcoll, wv in body.run(entering):
         batch = output.add(pcoll, wv)
         if batch is not None:
@@ -201,10 +206,10 @@ def fused_task(stage: Stage, side_inputs: Any, key: bytes, batches: Iterable[Any
 
     def work(container: MetricsContainer) -> Iterator[Any]:
         passed: list[tuple[int, int, bytes]] = []
-        entering = elements_of(_rows(batches), passed)
+        entering = elements_of(rows_of(batches), passed)
         yield from _run_body(stage, side_inputs, entering, passed, container, StageSummary(), count_in=True)
 
-    return _task(key, work)
+    return run_task(key, work)
 
 
 def _combine_parts(op: GroupOp, overlapping_window_rule: bool) -> tuple[Any, HoldPolicy]:
@@ -232,14 +237,14 @@ def combine_map_task(op: GroupOp, overlapping_window_rule: bool, key: bytes, bat
 
         try:
             chunk: list[WindowedValue] = []
-            for _, wv in elements_of(_rows(batches), passed):
+            for _, wv in elements_of(rows_of(batches), passed):
                 chunk.append(wv)
                 if len(chunk) >= CHUNK:
                     table.add_elements(chunk)
                     chunk = []
                     partial_rows(table.take_flushed())
                     if len(rows) >= ROWS_PER_BATCH * 16:
-                        yield _batch(rows)
+                        yield batch_of(rows)
                         rows = []
             table.add_elements(chunk)
             partial_rows(table.take_flushed())
@@ -248,9 +253,9 @@ def combine_map_task(op: GroupOp, overlapping_window_rule: bool, key: bytes, bat
         partial_rows(table.drain())
         rows.extend(passed)
         rows.append(report_row(StageSummary(elements_in=table.seen), container.updates()))
-        yield _batch(rows)
+        yield batch_of(rows)
 
-    return _task(key, work)
+    return run_task(key, work)
 
 
 def combine_merge_task(
@@ -266,7 +271,7 @@ def combine_merge_task(
         holder, holds = _combine_parts(op, overlapping_window_rule)
         merged: dict[Any, tuple] = {}
         passed: list[tuple[int, int, bytes]] = []
-        for pcoll, h, chunk in _rows(batches):
+        for pcoll, h, chunk in rows_of(batches):
             if pcoll != PARTIAL:
                 passed.append((pcoll, h, chunk))
                 continue
@@ -277,7 +282,7 @@ def combine_merge_task(
         entering = ((head_output, pane) for pane in _panes(op, holder, holds, merged.items()))
         yield from _run_body(stage, side_inputs, entering, passed, container, StageSummary(), count_in=False)
 
-    return _task(key, work)
+    return run_task(key, work)
 
 
 def grouping_map_task(op: GroupOp, key: bytes, batches: Iterable[Any]) -> Iterator[Any]:
@@ -288,19 +293,19 @@ def grouping_map_task(op: GroupOp, key: bytes, batches: Iterable[Any]) -> Iterat
     def work(container: MetricsContainer) -> Iterator[Any]:
         passed: list[tuple[int, int, bytes]] = []
         rows: list[tuple[int, int, bytes]] = []
-        for _, wv in elements_of(_rows(batches), passed):
+        for _, wv in elements_of(rows_of(batches), passed):
             try:
                 grouped, inner = key_element(op, wv)
             except TransformError as error:
                 raise UserCodeError(op.label, op.location, error) from None
             rows.append((KEYED, portable_hash(grouped), pickle.dumps((grouped, inner), protocol=pickle.HIGHEST_PROTOCOL)))
             if len(rows) >= ROWS_PER_BATCH * 16:
-                yield _batch(rows)
+                yield batch_of(rows)
                 rows = []
         rows.extend(passed)
-        yield _batch(rows)
+        yield batch_of(rows)
 
-    return _task(key, work)
+    return run_task(key, work)
 
 
 def grouping_task(
@@ -315,7 +320,7 @@ def grouping_task(
         engine = engine_for(op, overlapping_window_rule=overlapping_window_rule, batch=params.batch)
         passed: list[tuple[int, int, bytes]] = []
         records = []
-        for pcoll, h, chunk in _rows(batches):
+        for pcoll, h, chunk in rows_of(batches):
             if pcoll == KEYED:
                 records.append(pickle.loads(chunk))
             else:
@@ -338,4 +343,4 @@ def grouping_task(
         entering = ((head_output, pane) for pane in panes)
         yield from _run_body(stage, side_inputs, entering, passed, container, summary, count_in=False)
 
-    return _task(key, work)
+    return run_task(key, work)

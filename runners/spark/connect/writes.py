@@ -1,0 +1,160 @@
+"""WriteToText under Spark Connect, exactly once: staged by each task attempt, committed by
+one task on the server.
+
+The client may be far from the files (a remote server), so it neither writes nor renames
+any of them. One Spark job does it all, from the materialised input of the sink:
+
+1. a ``mapInArrow`` task per partition (``num_shards`` partitions when it is set) writes
+   its elements to a file of its own attempt, ``<staging>/shard-PPPPP-<attempt id>``, in a
+   hidden staging folder beside the output (``commits.temporary_beside``), and yields one
+   row naming that file and its count (JSON);
+2. those rows, and one marker row so that the commit runs even when no task wrote, go to
+   one partition (``repartition(1)``), where a single commit task renames each shard to
+   Beam's name (``prefix-SSSSS-of-NNNNN``), writes an empty shard for each shard number
+   no task wrote (empty input, or fewer partitions than ``num_shards``; none with
+   ``skip_if_empty``), and removes the staging folder with whatever failed attempts left
+   there. Only the rows of successful attempts reach the shuffle, so a failed or
+   speculative attempt's file is never committed.
+
+A commit task that fails after renaming some shards is retried: a shard whose staged file
+is gone and whose final file is there was renamed by the earlier attempt. If the job fails,
+the client removes the staging folder (a one-row job of its own) and raises the failure:
+files committed before a failed commit stay, as on a classic session, whose driver renames
+the shards one by one too. Relative prefixes are made absolute on the client (its working
+directory), as a classic run makes them; a prefix on a file system only the JVM serves
+(``hdfs://``, ``s3a://``) is refused before the run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import uuid
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from sparkbeam.io import commits
+from sparkbeam.io.filewrites import shard_file_name
+from sparkbeam.runners.core.lowering.errors import UserCodeError
+from sparkbeam.runners.core.lowering.ops import WriteTextOp
+from sparkbeam.runners.spark.connect import tasks
+
+__all__ = ["staging_cleanup_task", "write_text"]
+
+#: a shard a write task staged: JSON of its partition, file and count
+STAGED = -5
+#: the commit's marker row, so that it runs when no write task did
+MARKER = -6
+#: a committed file: JSON of its final name
+COMMITTED = -7
+
+
+def _json_row(kind: int, value: Any) -> tuple[int, int, bytes]:
+    return (kind, 0, json.dumps(value).encode("utf-8"))
+
+
+def _attempt() -> tuple[int, str]:
+    """The task's partition and a name unique to its attempt."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is None:
+        return 0, uuid.uuid4().hex
+    return context.partitionId(), f"{context.attemptNumber()}-{context.taskAttemptId()}-{uuid.uuid4().hex[:8]}"
+
+
+def write_shard_task(op: WriteTextOp, staging: str, key: bytes, batches: Iterable[Any]) -> Iterator[Any]:
+    """Step 1: the partition's elements to a staged file of this attempt."""
+    from sparkbeam.runners.spark.textio import TextFileSink
+
+    def work(container: Any) -> Iterator[Any]:
+        partition, attempt = _attempt()
+        commits.makedirs(staging)
+        path = os.path.join(staging, f"shard-{partition:05d}-{attempt}")
+        writer = TextFileSink(op.sink).open(path)
+        count = 0
+        value = None
+        try:
+            for _, wv in tasks.elements_of(tasks.rows_of(batches), []):
+                value = wv.value
+                writer.write(value)
+                count += 1
+        except Exception as error:
+            raise UserCodeError(op.label, op.location, error, value) from error
+        finally:
+            writer.close()
+        yield tasks.batch_of([_json_row(STAGED, {"partition": partition, "path": path, "count": count})])
+
+    return tasks.run_task(key, work)
+
+
+def commit_task(op: WriteTextOp, prefix: str, staging: str, key: bytes, batches: Iterable[Any]) -> Iterator[Any]:
+    """Step 2: the staged shards renamed to Beam's names, missing ones written empty, the
+    staging folder removed; a ``COMMITTED`` row per final file."""
+    from sparkbeam.runners.spark.textio import TextFileSink
+
+    sink = op.sink
+
+    def work(container: Any) -> Iterator[Any]:
+        staged: dict[int, dict[str, Any]] = {}
+        for kind, _, chunk in tasks.rows_of(batches):
+            if kind == STAGED:
+                shard = json.loads(chunk.decode("utf-8"))
+                staged.setdefault(shard["partition"], shard)
+        finals: list[str] = []
+        if not (sink.skip_if_empty and not any(shard["count"] for shard in staged.values())):
+            count = sink.num_shards or max(1, len(staged))
+            paths = [staged[partition]["path"] for partition in sorted(staged)]
+            for number in range(count):
+                final = shard_file_name(prefix, sink.shard_name_template, sink.file_name_suffix, number, count)
+                path = paths[number] if number < len(paths) else None
+                if path is None:
+                    commits.makedirs(staging)
+                    path = os.path.join(staging, f"empty-{number:05d}")
+                    TextFileSink(sink).open(path).close()  # the header and footer alone
+                if os.path.exists(path):
+                    commits.commit(path, final)
+                elif not os.path.exists(final):
+                    msg = f"'{op.label}': the staged shard {path} is gone and {final} was never committed"
+                    raise FileNotFoundError(msg)
+                finals.append(final)
+        commits.remove(staging, missing_ok=True)
+        yield tasks.batch_of([_json_row(COMMITTED, final) for final in finals])
+
+    return tasks.run_task(key, work)
+
+
+def staging_cleanup_task(staging: str, batches: Iterable[Any]) -> Iterator[Any]:
+    """After a failed write: the staging folder and what the attempts left in it removed."""
+    for _ in batches:
+        pass
+    commits.remove(staging, missing_ok=True)
+    yield tasks.batch_of([])
+
+
+def write_text(backend: Any, op: WriteTextOp, frame: Any) -> list[str]:
+    """Write ``frame`` (the sink's input) as Beam-named shards, exactly once (see the module
+    docs); returns the final file names."""
+    from sparkbeam.runners.spark.textio import output_prefix
+
+    session, key = backend.session, backend.error_key
+    prefix = output_prefix(op)
+    staging = commits.temporary_beside(prefix)
+    marker = session.createDataFrame([(MARKER, 0, b"")], schema=tasks.ROWS)
+    if frame.known_empty:
+        written = marker
+    else:
+        source = frame.df.repartition(op.sink.num_shards) if op.sink.num_shards else frame.df
+        written = source.mapInArrow(functools.partial(write_shard_task, op, staging, key), tasks.ROWS).union(marker)
+    committed = written.repartition(1).mapInArrow(functools.partial(commit_task, op, prefix, staging, key), tasks.ROWS)
+    try:
+        with backend.user_errors():
+            rows = committed.collect()
+    except BaseException:
+        cleanup = marker.mapInArrow(functools.partial(staging_cleanup_task, staging), tasks.ROWS)
+        with contextlib.suppress(Exception):  # the write's own failure is the one to report
+            cleanup.collect()
+        raise
+    return [json.loads(row["chunk"].decode("utf-8")) for row in rows if row["pcoll"] == COMMITTED]
