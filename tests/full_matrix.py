@@ -91,4 +91,27 @@ FULL_MATRIX: dict[str, str] = {
     "tests/compat/test_examples.py::test_example_runs_as_on_beam[cookbook/ordered_window_elements_batch]": (
         "it stays unmodified on the Beam front end"
     ),
+    # Spark Connect (#25): each test process that runs a Connect test starts a server and
+    # pays its Python workers' start, so the suite keeps a few pairs of each kind on it.
+    **{
+        f"tests/runners/test_batch_oracle.py::{name}[connect]": f"{stays} stays on Spark Connect; the classic case stays"
+        for name, stays in (
+            ("test_create_map_flatmap_filter", "test_connect.py's metrics run (Map, FlatMap) and the Beam front end's read"),
+            ("test_pardo_with_lifecycle_params_and_tagged_outputs", "test_connect.py's user error (a DoFn on the server)"),
+            ("test_combine_globally_with_and_without_defaults", "test_combine_per_key_and_combine_values"),
+            ("test_impulse", "tests/io/test_csvio.py's pair (ReadFromCsv starts from an Impulse)"),
+            ("test_reify_window_after_a_sessions_grouping_is_windowed_again", "test_connect.py's sessions grouping"),
+            ("test_read_from_text_with_glob_and_header", "tests/io/test_textio_exact.py's pair (globs and headers among its reads)"),
+        )
+    },
+    **{
+        f"tests/io/{test}[connect]": "the exact ReadFromText pair and ReadFromCsv stay on Spark Connect (the same composites of ParDos and groupings)"
+        for test in (
+            "test_jsonio.py::test_same_rows_as_beams_read_from_json",
+            "test_parquetio.py::test_reads_what_beam_wrote_as_beam_does",
+        )
+    },
+    "tests/io/test_textio_exact.py::test_a_line_that_is_not_utf8_fails_as_beams_read_fails_naming_the_read_and_the_file[connect]": (
+        "a read's failure through Connect: test_connect.py's user error and test_connect_files.py's failed write stay"
+    ),
 }
