@@ -109,10 +109,12 @@ def test_a_text_read_of_a_file_system_only_the_jvm_serves_is_refused_naming_it(n
         p.run()
 
 
-def test_a_sink_is_refused_naming_it(nowhere, tmp_path):
+def test_a_sink_of_no_files_is_refused_naming_it(nowhere):
+    from sparkbeam.io.kafka import WriteToKafka
+
     p = _pipeline(spark_remote=nowhere)
-    _ = p | beam.Create(["a"]) | "Out" >> beam.io.WriteToText(str(tmp_path / "out"))
-    with pytest.raises(UnsupportedError, match=r"'Out.*\(a sink\) is not yet under Spark Connect"):
+    _ = p | beam.Create([(b"k", b"v")]) | "Out" >> WriteToKafka({"bootstrap.servers": "127.0.0.1:9"}, "topic")
+    with pytest.raises(UnsupportedError, match=r"'Out.*WriteKafkaOp \(a sink\) is not yet under Spark Connect"):
         p.run()
 
 
@@ -184,6 +186,19 @@ def test_a_window_and_trigger_grouping_runs_on_the_engine_after_the_shuffle(conn
     result = p.run()
     assert sorted(e.value for e in result.emissions(captured)) == [("a", [1, 2, 3]), ("b", [65])]
     assert "unlifted grouping" in str(result.physical_plan())
+
+
+def test_an_apache_beam_pipeline_runs_through_spark_connect(connect_server):
+    import apache_beam as apache_beam
+
+    from tests.beam_frontend.pairs import assert_runners_agree
+
+    def build(ns, p):
+        words = p | apache_beam.Create(["a b", "c a", "b a"]) | apache_beam.FlatMap(str.split)
+        return words | apache_beam.Map(lambda word: (word, 1)) | apache_beam.CombinePerKey(sum)
+
+    result = assert_runners_agree(build, spark_remote=connect_server.url)
+    assert "Spark Connect backend" in str(result.physical_plan())
 
 
 def test_an_apache_beam_pipeline_reading_text_runs_through_spark_connect(connect_server, tmp_path):

@@ -48,6 +48,22 @@ def test_empty_input_writes_one_empty_shard_or_none_with_skip_if_empty(connect_s
     assert not (tmp_path / "b").exists() or listing(tmp_path / "b") == []
 
 
+def test_csv_and_json_sinks_run_on_connect_as_their_composites(connect_server, tmp_path):
+    """WriteToCsv and WriteToJson are ParDos and groupings whose commit is a task: they need
+    nothing of their own from the backend."""
+    p = beam.Pipeline(options=PipelineOptions(spark_remote=connect_server.url))
+    rows = p | beam.Create([beam.Row(name=f"n{n}", size=n) for n in range(10)])
+    _ = rows | beam.io.WriteToCsv(str(tmp_path / "table"), num_shards=2)
+    _ = rows | "Json" >> beam.io.WriteToJson(str(tmp_path / "lines"))
+    p.run()
+    assert listing(tmp_path) == ["lines-00000-of-00001", "table-00000-of-00002", "table-00001-of-00002"]
+    csv_lines = [line for n in range(2) for line in (tmp_path / f"table-0000{n}-of-00002").read_text().splitlines()]
+    assert csv_lines.count("name,size") == 2
+    assert sorted(line for line in csv_lines if line != "name,size") == sorted(f"n{n},{n}" for n in range(10))
+    records = [json.loads(line) for line in (tmp_path / "lines-00000-of-00001").read_text().splitlines()]
+    assert sorted(record["size"] for record in records) == list(range(10))
+
+
 def test_a_failed_write_commits_nothing_and_leaves_nothing_staged(connect_server, tmp_path):
     class Refuses(beam.coders.coders.Coder):
         def encode(self, value):
