@@ -19,8 +19,8 @@ import pytest
 import sparkbeam as beam
 from sparkbeam.examples import hourly_team_score
 from sparkbeam.options.pipeline_options import PipelineOptions
-from sparkbeam.runners.core.lowering.ops import WriteTextOp
 from sparkbeam.runners.core.elements.window_assignment import GLOBAL_WINDOWS
+from sparkbeam.runners.core.lowering.ops import WriteTextOp
 from sparkbeam.runners.spark.connect import tasks, writes
 from sparkbeam.utils.timestamp import MIN_TIMESTAMP
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue

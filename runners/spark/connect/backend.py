@@ -44,8 +44,9 @@ import attrs
 
 from sparkbeam.errors import hide_engine_frames
 from sparkbeam.metrics.execution import MetricUpdates
-from sparkbeam.runners.core.lowering.errors import rebuild_user_error
 from sparkbeam.runners.core.elements.execution import backend_ops, kind_of
+from sparkbeam.runners.core.loop.steps import StageResult, StageSummary, StepParams
+from sparkbeam.runners.core.lowering.errors import rebuild_user_error
 from sparkbeam.runners.core.lowering.ops import (
     BoundedSourceReadOp,
     CreateOp,
@@ -53,11 +54,10 @@ from sparkbeam.runners.core.lowering.ops import (
     ReadTextOp,
     WriteTextOp,
 )
+from sparkbeam.runners.core.lowering.strategies import Capabilities, Strategy
 from sparkbeam.runners.core.plan.physical import PlannedStage, StepFacts, choose
 from sparkbeam.runners.core.plan.plan import Stage
 from sparkbeam.runners.core.sources.sources import SourceEmission
-from sparkbeam.runners.core.loop.steps import StageResult, StageSummary, StepParams
-from sparkbeam.runners.core.lowering.strategies import Capabilities, Strategy
 from sparkbeam.runners.spark.connect import tasks
 from sparkbeam.runners.spark.connect.session import made_active
 from sparkbeam.runners.spark.stage_records import shippable

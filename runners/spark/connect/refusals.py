@@ -8,11 +8,11 @@ strategies) and the plan, never kept as a list of its own.
 
 from __future__ import annotations
 
-from sparkbeam.runners.core.lowering.errors import UnsupportedError
 from sparkbeam.runners.core.elements.execution import Role, keyed_strategy, kind_of
+from sparkbeam.runners.core.lowering.errors import UnsupportedError
 from sparkbeam.runners.core.lowering.ops import Op, ReadTextOp, WriteTextOp
-from sparkbeam.runners.core.plan.plan import StagePlan
 from sparkbeam.runners.core.lowering.settings import RunMode, RunSettings
+from sparkbeam.runners.core.plan.plan import StagePlan
 from sparkbeam.runners.spark.connect.backend import CONNECT
 from sparkbeam.runners.spark.connect.reads import local_pattern
 

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from sparkbeam.runners.core.loop.clock import Clock, ManualClock
 from sparkbeam.runners.core.loop.history import run_history
+from sparkbeam.runners.core.loop.steps import StepLoop
 from sparkbeam.runners.core.lowering.ops import LoweredPipeline
+from sparkbeam.runners.core.lowering.settings import RunSettings
 from sparkbeam.runners.core.plan.physical import plan_physical
 from sparkbeam.runners.core.plan.plan import plan_stages
-from sparkbeam.runners.core.lowering.settings import RunSettings
-from sparkbeam.runners.core.loop.steps import StepLoop
 from sparkbeam.runners.spark.connect.backend import ConnectBackend
 from sparkbeam.runners.spark.connect.refusals import refuse_what_connect_cannot_run
 from sparkbeam.runners.spark.connect.session import ConnectTarget, connect_session

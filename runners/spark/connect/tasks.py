@@ -33,15 +33,15 @@ import attrs
 
 from sparkbeam.metrics.execution import MetricsContainer, MetricsEnvironment, MetricUpdates
 from sparkbeam.runners.core.elements.dofn_invoker import SideInputs
-from sparkbeam.runners.core.lowering.errors import TransformError, UserCodeError
 from sparkbeam.runners.core.elements.fused import FusedBody
 from sparkbeam.runners.core.grouping.grouping import engine_for
 from sparkbeam.runners.core.grouping.grouping_step import group_partition, key_element
 from sparkbeam.runners.core.grouping.holds import HoldPolicy
-from sparkbeam.runners.core.lowering.ops import GroupOp
-from sparkbeam.runners.core.plan.plan import Stage
 from sparkbeam.runners.core.grouping.records import Pane, Summary
 from sparkbeam.runners.core.loop.steps import StageSummary, StepParams
+from sparkbeam.runners.core.lowering.errors import TransformError, UserCodeError
+from sparkbeam.runners.core.lowering.ops import GroupOp
+from sparkbeam.runners.core.plan.plan import Stage
 from sparkbeam.utils.windowed_value import WindowedValue
 
 __all__ = [
