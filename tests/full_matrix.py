@@ -116,6 +116,13 @@ FULL_MATRIX: dict[str, str] = {
         "costs 60-120 s on the busy machine (Beam's source unpickled, so apache_beam imported, by the data source's "
         "planning processes of each query)"
     ),
+    **{
+        f"tests/conformance/test_stateful_oracle.py::test_batch_matches_beam[{case}-connect]": (
+            "bag_event_timer_fixed (bag state, an event-time timer) and combining_state stay on Spark Connect; "
+            "every case stays on the engine and on the classic session"
+        )
+        for case in ("bag_event_timer_global", "bag_event_timer_sliding", "cleared_timer", "looping_timer", "ordered_list_state", "set_state", "value_state")
+    },
     "tests/io/test_textio_exact.py::test_a_line_that_is_not_utf8_fails_as_beams_read_fails_naming_the_read_and_the_file[connect]": (
         "a read's failure through Connect: test_connect.py's user error and test_connect_files.py's failed write stay"
     ),

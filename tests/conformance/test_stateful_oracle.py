@@ -20,11 +20,13 @@ from tests.oracle import _pane_key, _sparkbeam_ns, _window_key, canonical, run_b
 
 #: the engine alone (in memory), and the Spark runner (the shared local session)
 BACKENDS = ["engine", pytest.param("spark", marks=pytest.mark.spark)]
+#: in batch, Spark Connect too (the ``connect_server`` fixture's server)
+BATCH_BACKENDS = [*BACKENDS, pytest.param("connect", marks=pytest.mark.spark)]
 
 
-def run_engine(build, *, streaming, backend="engine"):
-    if backend == "spark":
-        return run_sparkbeam(build, streaming=streaming, overlapping_window_rule=False)
+def run_engine(build, *, streaming, backend="engine", **options):
+    if backend in ("spark", "connect"):
+        return run_sparkbeam(build, streaming=streaming, overlapping_window_rule=False, **options)
     p = sparkbeam.Pipeline(options=PipelineOptions(streaming=streaming))
     output = sparkbeam.capture(build(_sparkbeam_ns(), p))
     result = run_in_memory(p, streaming=streaming, overlapping_window_rule=False)
@@ -35,9 +37,9 @@ def run_engine(build, *, streaming, backend="engine"):
     )
 
 
-def assert_engine_same_as_beam(build, *, streaming, backend="engine"):
+def assert_engine_same_as_beam(build, *, streaming, backend="engine", **options):
     expected = run_beam(build, streaming=streaming)
-    actual = run_engine(build, streaming=streaming, backend=backend)
+    actual = run_engine(build, streaming=streaming, backend=backend, **options)
     assert expected, "Beam output nothing: the builder proves nothing"
     assert actual == expected, f"\n  Beam lacks: {sorted((actual - expected).elements(), key=repr)}\n  we lack:   {sorted((expected - actual).elements(), key=repr)}"
     return actual
@@ -243,10 +245,11 @@ BATCH_CASES = {
 }
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", BATCH_BACKENDS)
 @pytest.mark.parametrize("case", sorted(BATCH_CASES))
-def test_batch_matches_beam(case, backend):
-    assert_engine_same_as_beam(BATCH_CASES[case], streaming=False, backend=backend)
+def test_batch_matches_beam(case, backend, request):
+    options = {"spark_remote": request.getfixturevalue("connect_server").url} if backend == "connect" else {}
+    assert_engine_same_as_beam(BATCH_CASES[case], streaming=False, backend=backend, **options)
 
 
 def test_cleared_timer_never_fires():

@@ -118,23 +118,6 @@ def test_a_sink_of_no_files_is_refused_naming_it(nowhere):
         p.run()
 
 
-def test_a_stateful_dofn_is_refused_naming_it(nowhere):
-    from sparkbeam.coders import PickleCoder
-    from sparkbeam.transforms.userstate import BagStateSpec
-
-    class Remember(beam.DoFn):
-        seen = BagStateSpec("seen", PickleCoder())
-
-        def process(self, element, seen=beam.DoFn.StateParam(seen)):
-            seen.add(element[1])
-            yield element
-
-    p = _pipeline(spark_remote=nowhere)
-    beam.capture(p | beam.Create([("k", 1)]) | "Remember" >> beam.ParDo(Remember()))
-    with pytest.raises(UnsupportedError, match=r"'Remember.*a stateful DoFn is not yet under Spark Connect"):
-        p.run()
-
-
 def test_spark_conf_is_refused_naming_it(nowhere):
     p = _pipeline(spark_remote=nowhere, spark_conf=["spark.sql.session.timeZone=UTC"])
     beam.capture(p | beam.Create([1]))

@@ -21,6 +21,8 @@ dropped with its rows:
 - ``UNLIFTED_GROUPING`` (batch): ``mapInArrow`` keying the elements, ``repartition`` by
   the key's hash, ``mapInArrow`` of the engine's grouping step (windows, triggers, holds)
   and the stage's body;
+- ``STATEFUL`` (batch): as a grouping, with the engine's stateful step (state cells,
+  timers, window expiry) after the shuffle; no state outlives the batch's one step;
 - ``AS_READ``: a source the driver holds, handed on as it is;
 - sources: Create and Impulse from the driver; ReadFromText and ``Read(BoundedSource)``
   split and read on the server through a Python data source (``reads.py``).
@@ -292,6 +294,21 @@ def unlifted_grouping(backend: ConnectBackend, run: ConnectRun) -> StageResult:
     return StageResult(outputs, summary)
 
 
+def stateful(backend: ConnectBackend, run: ConnectRun) -> StageResult:
+    """A stateful DoFn in batch: keyed, ``repartition`` by the key's hash, the engine's
+    stateful step over each partition's keys (``tasks.stateful_task``)."""
+    stage, op = run.stage, run.stage.grouping
+    source = _entering(backend, run, tuple(op.inputs))
+    if source.known_empty:
+        return _nothing(run)
+    key = backend.error_key
+    keyed = source.df.mapInArrow(functools.partial(tasks.state_map_task, op, key), tasks.ROWS)
+    shuffled = keyed.repartition(backend.num_partitions, "h")
+    step = functools.partial(tasks.stateful_task, shippable(stage), run.params, run.side_inputs or None, key)
+    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(step, tasks.ROWS))
+    return StageResult(outputs, summary)
+
+
 def _bounded_read(backend: ConnectBackend, op: Any, emission: SourceEmission) -> Frame:
     """A file read or a ``BoundedSource``, split and read on the server (``reads.py``)."""
     from sparkbeam.runners.spark.connect.reads import read_frame
@@ -309,5 +326,6 @@ CONNECT.strategies.register(Strategy.FUSED_MAP)(fused_map)
 CONNECT.strategies.register(Strategy.AS_READ)(as_read)
 CONNECT.strategies.register(Strategy.BATCH_COMBINE)(batch_combine)
 CONNECT.strategies.register(Strategy.UNLIFTED_GROUPING)(unlifted_grouping)
+CONNECT.strategies.register(Strategy.STATEFUL)(stateful)
 CONNECT.sources.register(CreateOp, ImpulseOp)(_driver_elements)
 CONNECT.sources.register(ReadTextOp, BoundedSourceReadOp)(_bounded_read)

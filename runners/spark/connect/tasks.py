@@ -37,11 +37,12 @@ from sparkbeam.runners.core.elements.fused import FusedBody
 from sparkbeam.runners.core.grouping.grouping import engine_for
 from sparkbeam.runners.core.grouping.grouping_step import group_partition, key_element
 from sparkbeam.runners.core.grouping.holds import HoldPolicy
-from sparkbeam.runners.core.grouping.records import Pane, Summary
+from sparkbeam.runners.core.grouping.records import KeyedState, Pane, Summary
 from sparkbeam.runners.core.loop.steps import StageSummary, StepParams
 from sparkbeam.runners.core.lowering.errors import TransformError, UserCodeError
-from sparkbeam.runners.core.lowering.ops import GroupOp
+from sparkbeam.runners.core.lowering.ops import GroupOp, StatefulParDoOp
 from sparkbeam.runners.core.plan.plan import Stage
+from sparkbeam.runners.core.state.stateful_step import key_for_state, stateful_partition
 from sparkbeam.utils.windowed_value import WindowedValue
 
 __all__ = [
@@ -62,6 +63,8 @@ __all__ = [
     "read_report",
     "rows_of",
     "run_task",
+    "state_map_task",
+    "stateful_task",
 ]
 
 ROWS = "pcoll int, h long, chunk binary"
@@ -342,5 +345,62 @@ def grouping_task(
         summary.elements_out = 0  # the body's outputs are the stage's
         entering = ((head_output, pane) for pane in panes)
         yield from _run_body(stage, side_inputs, entering, passed, container, summary, count_in=False)
+
+    return run_task(key, work)
+
+
+def state_map_task(op: StatefulParDoOp, key: bytes, batches: Iterable[Any]) -> Iterator[Any]:
+    """A stateful DoFn's map side: (key, element) per element (the element keeps its key),
+    a ``KEYED`` row each, ``h`` its key's hash (the shuffle's partition column)."""
+    from pyspark.rdd import portable_hash
+
+    def work(container: MetricsContainer) -> Iterator[Any]:
+        passed: list[tuple[int, int, bytes]] = []
+        rows: list[tuple[int, int, bytes]] = []
+        for _, wv in elements_of(rows_of(batches), passed):
+            try:
+                state_key, element = key_for_state(op, wv)
+            except TransformError as error:
+                raise UserCodeError(op.label, op.location, error) from None
+            rows.append((KEYED, portable_hash(state_key), pickle.dumps((state_key, element), protocol=pickle.HIGHEST_PROTOCOL)))
+            if len(rows) >= ROWS_PER_BATCH * 16:
+                yield batch_of(rows)
+                rows = []
+        rows.extend(passed)
+        yield batch_of(rows)
+
+    return run_task(key, work)
+
+
+def stateful_task(stage: Stage, params: StepParams, side_inputs: Any, key: bytes, batches: Iterable[Any]) -> Iterator[Any]:
+    """A stateful DoFn's batch step over the keys of one partition (the engine's
+    ``stateful_partition``: its state cells, timers and window expiry), then the stage's
+    body over its outputs. In batch the input watermark ends at +inf, so every timer has
+    fired and every window's state has expired when the step ends: no state is kept."""
+    op = stage.grouping
+
+    def work(container: MetricsContainer) -> Iterator[Any]:
+        passed: list[tuple[int, int, bytes]] = []
+        records = []
+        for pcoll, h, chunk in rows_of(batches):
+            if pcoll == KEYED:
+                records.append(pickle.loads(chunk))
+            else:
+                passed.append((pcoll, h, chunk))
+        produced: list[tuple[int, WindowedValue]] = []
+        summary = StageSummary()
+        try:
+            for where, record in stateful_partition(op, records, params):
+                kind = type(record)
+                if kind is Summary:
+                    summary = record.summary
+                elif kind is not KeyedState:
+                    produced.append((where, record))
+        except UserCodeError:
+            raise
+        except Exception as error:  # a CombineFn of a combining state cell, or a WindowFn
+            raise UserCodeError(op.label, op.location, error) from error
+        summary.elements_out = 0  # the body's outputs are the stage's
+        yield from _run_body(stage, side_inputs, iter(produced), passed, container, summary, count_in=False)
 
     return run_task(key, work)
