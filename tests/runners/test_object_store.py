@@ -106,7 +106,7 @@ def test_the_checkpoint_primitives_work_on_s3(s3):
     assert not commits.exists(commits.join(root, "step-1"))
 
 
-def _write_everything(p, prefix: str) -> None:
+def write_everything(p, prefix: str) -> None:
     rows = p | beam.Create([beam.Row(name=f"n{i}", score=i, ok=i % 2 == 0) for i in range(40)])
     rows | "Text" >> beam.Map(lambda r: f"{r.name} {r.score}") | "WriteText" >> beam.io.WriteToText(f"{prefix}/text", num_shards=2)
     rows | "WriteCsv" >> beam.io.WriteToCsv(f"{prefix}/csv", num_shards=1)
@@ -122,9 +122,9 @@ def _write_everything(p, prefix: str) -> None:
 def test_batch_file_sinks_write_on_s3_the_bytes_they_write_locally(s3, tmp_path, spark):
     local = tmp_path / "local"
     with beam.Pipeline() as p:
-        _write_everything(p, str(local))
+        write_everything(p, str(local))
     with beam.Pipeline() as p:
-        _write_everything(p, f"s3a://{BUCKET}/batch")
+        write_everything(p, f"s3a://{BUCKET}/batch")
     here = {
         str(path.relative_to(local)): path.read_bytes()
         for path in local.rglob("*") if path.is_file() and not path.name.startswith(".")
