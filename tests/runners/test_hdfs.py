@@ -156,6 +156,71 @@ def test_batch_file_sinks_write_on_hdfs_the_bytes_they_write_locally(cluster, tm
     assert sorted(e.value for e in result.emissions(lines)) == sorted(f"n{i} {i}" for i in range(40))
 
 
+def name_without_colons(window, pane, shard_index, total_shards, compression, destination) -> str:
+    """HDFS refuses ':' in names, which Beam's default names hold (ISO times)."""
+    return f"{destination}-{int(window.start)}-{shard_index:05d}-of-{total_shards:05d}.txt"
+
+
+def _write_files(p, path: str, file_naming=name_without_colons) -> None:
+    from sparkbeam.io import fileio
+    from sparkbeam.transforms import window
+
+    (
+        p
+        | beam.Create([(f"k{i % 3}", i) for i in range(60)])
+        | beam.Map(lambda kv: beam.window.TimestampedValue(f"{kv[0]} {kv[1]}", kv[1] * 5))
+        | beam.WindowInto(window.FixedWindows(100))
+        | "WriteFiles" >> fileio.WriteToFiles(path, destination=lambda line: line.split()[0], file_naming=file_naming)
+    )
+
+
+def _by_window_and_destination(files: dict[str, bytes]) -> dict[str, collections.Counter]:
+    """Lines per file name less its shard part (``-00001-of-00002``), each name's shards
+    checked to be numbered 0..n-1 of n."""
+    groups: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    shards: dict[str, set[tuple[int, int]]] = collections.defaultdict(set)
+    for name, data in files.items():
+        head, index, _, count = name.removesuffix(".txt").rsplit("-", 3)
+        groups[head].update(data.decode().splitlines())
+        shards[head].add((int(index), int(count)))
+    for head, numbered in shards.items():
+        (total,) = {count for _, count in numbered}
+        assert sorted(index for index, _ in numbered) == list(range(total)), (head, numbered)
+    return groups
+
+
+def test_write_to_files_writes_on_hdfs_the_files_it_writes_locally(cluster, tmp_path, spark):
+    """Bounded WriteToFiles on hdfs:// goes through the driver: per destination and window
+    the same names and lines as the local write (how many shards a window has follows the
+    partitions: Beam numbers the files a window's bundles wrote)."""
+    local = tmp_path / "files"
+    with beam.Pipeline() as p:
+        _write_files(p, str(local))
+    with beam.Pipeline() as p:
+        _write_files(p, cluster.url("files"))
+    here = {path.name: path.read_bytes() for path in local.iterdir() if path.is_file()}
+    there = stored(spark, cluster.url("files"))
+    assert not [name for name in there if "/" in name or name.startswith(".")]  # no temporary folder left
+    assert _by_window_and_destination(there) == _by_window_and_destination(here)
+    assert len(_by_window_and_destination(there)) == 3 * 3  # three destinations, three windows
+    # Beam's default names, with colons: refused naming the transform and what to change
+    from sparkbeam.io import fileio
+
+    with pytest.raises(ValueError, match=r"'WriteFiles' \(applied at .*test_hdfs.py:\d+\): cannot write .*k0-1970-01-01T00:00:00.*HDFS refuses ':'"), beam.Pipeline() as p:
+        _write_files(p, cluster.url("colons"), file_naming=fileio.destination_prefix_naming(".txt"))
+    assert not stored(spark, cluster.url("colons"))  # the uploaded files went with their temporary folder
+
+
+def test_write_to_files_in_a_stream_on_hdfs_is_refused_before_the_run(cluster, tmp_path):
+    from sparkbeam.io import fileio
+
+    input_dir = tmp_path / "in"
+    input_dir.mkdir()
+    options = PipelineOptions(streaming=True, available_now=True)
+    with pytest.raises(ValueError, match=r"'WriteFiles' \(applied at .*test_hdfs.py:\d+\): WriteToFiles in a stream writes"), beam.Pipeline(options=options) as p:
+        p | beam.io.ReadFromTextStream(str(input_dir)) | "WriteFiles" >> fileio.WriteToFiles(cluster.url("stream-files"))
+
+
 def committed_on_hdfs(spark, url: str, name: str) -> collections.Counter:
     """The lines of ``name``'s step folders under ``url`` (a committed folder is renamed in
     whole on HDFS: a folder holding no ``_SUCCESS`` would be a bug)."""
@@ -232,6 +297,8 @@ def test_a_namenode_that_cannot_be_reached_is_refused_before_the_first_step(clus
     with pytest.raises(ValueError, match=r"'WriteScores' \(applied at .*test_hdfs.py:\d+\)") as refused, beam.Pipeline() as p:
         p | beam.Create([1, 2]) | beam.Map(touch) | "WriteScores" >> beam.io.WriteToText(f"{nowhere}/out/scores")
     assert f"its namenode {nowhere.removeprefix('hdfs://')} cannot be reached" in str(refused.value)
+    with pytest.raises(ValueError, match=r"'WriteFiles' \(applied at .*test_hdfs.py:\d+\): .* its namenode"), beam.Pipeline() as p:
+        p | beam.Create(["a"]) | beam.Map(touch) | "WriteFiles" >> beam.io.fileio.WriteToFiles(f"{nowhere}/files")
     options = PipelineOptions(streaming=True, checkpoint_dir=f"{nowhere}/ck", available_now=True)
     input_dir = tmp_path / "in"
     input_dir.mkdir()
