@@ -7,9 +7,11 @@ What the files hold is read back with Hadoop's ``FileSystem`` called directly in
 driver's JVM (``stored``), not through sparkbeam's ``HadoopFileSystem``.
 
 The README's test command runs the checkpoint primitives (and HDFS's atomic create-if-absent
-under a race), every batch file sink, a stream with its checkpoints, write-ahead log,
-journal and step folders on ``hdfs://`` (run in this process) and an unreachable NameNode;
-the SIGKILL stream (two more drivers' JVMs) is in ``tests/full_matrix.py``.
+under a race), every batch file sink and ``WriteToFiles``, a short stream with its
+checkpoints, write-ahead log, journal and step folders on ``hdfs://``, an unreachable
+NameNode and a streaming ``WriteToFiles`` refused. ``tests/full_matrix.py`` has the
+recovery tests' stream job on ``hdfs://`` run to its end here (about 40 s of CPU) and
+killed with SIGKILL (two more drivers' JVMs), each with what still covers it.
 """
 
 from __future__ import annotations
@@ -29,7 +31,11 @@ from sparkbeam.io import commits
 from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.runners.spark.checkpoints import CheckpointStore
 from tests.runners import test_stream_recovery as recovery
-from tests.runners.test_object_store import write_everything
+from tests.runners.file_sinks import (
+    by_window_and_destination,
+    write_everything,
+    write_files,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.hdfs, pytest.mark.timeout(600)]
 
@@ -156,58 +162,25 @@ def test_batch_file_sinks_write_on_hdfs_the_bytes_they_write_locally(cluster, tm
     assert sorted(e.value for e in result.emissions(lines)) == sorted(f"n{i} {i}" for i in range(40))
 
 
-def name_without_colons(window, pane, shard_index, total_shards, compression, destination) -> str:
-    """HDFS refuses ':' in names, which Beam's default names hold (ISO times)."""
-    return f"{destination}-{int(window.start)}-{shard_index:05d}-of-{total_shards:05d}.txt"
-
-
-def _write_files(p, path: str, file_naming=name_without_colons) -> None:
-    from sparkbeam.io import fileio
-    from sparkbeam.transforms import window
-
-    (
-        p
-        | beam.Create([(f"k{i % 3}", i) for i in range(60)])
-        | beam.Map(lambda kv: beam.window.TimestampedValue(f"{kv[0]} {kv[1]}", kv[1] * 5))
-        | beam.WindowInto(window.FixedWindows(100))
-        | "WriteFiles" >> fileio.WriteToFiles(path, destination=lambda line: line.split()[0], file_naming=file_naming)
-    )
-
-
-def _by_window_and_destination(files: dict[str, bytes]) -> dict[str, collections.Counter]:
-    """Lines per file name less its shard part (``-00001-of-00002``), each name's shards
-    checked to be numbered 0..n-1 of n."""
-    groups: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
-    shards: dict[str, set[tuple[int, int]]] = collections.defaultdict(set)
-    for name, data in files.items():
-        head, index, _, count = name.removesuffix(".txt").rsplit("-", 3)
-        groups[head].update(data.decode().splitlines())
-        shards[head].add((int(index), int(count)))
-    for head, numbered in shards.items():
-        (total,) = {count for _, count in numbered}
-        assert sorted(index for index, _ in numbered) == list(range(total)), (head, numbered)
-    return groups
-
-
 def test_write_to_files_writes_on_hdfs_the_files_it_writes_locally(cluster, tmp_path, spark):
     """Bounded WriteToFiles on hdfs:// goes through the driver: per destination and window
     the same names and lines as the local write (how many shards a window has follows the
     partitions: Beam numbers the files a window's bundles wrote)."""
     local = tmp_path / "files"
     with beam.Pipeline() as p:
-        _write_files(p, str(local))
+        write_files(p, str(local))
     with beam.Pipeline() as p:
-        _write_files(p, cluster.url("files"))
+        write_files(p, cluster.url("files"))
     here = {path.name: path.read_bytes() for path in local.iterdir() if path.is_file()}
     there = stored(spark, cluster.url("files"))
     assert not [name for name in there if "/" in name or name.startswith(".")]  # no temporary folder left
-    assert _by_window_and_destination(there) == _by_window_and_destination(here)
-    assert len(_by_window_and_destination(there)) == 3 * 3  # three destinations, three windows
+    assert by_window_and_destination(there) == by_window_and_destination(here)
+    assert len(by_window_and_destination(there)) == 3 * 3  # three destinations, three windows
     # Beam's default names, with colons: refused naming the transform and what to change
     from sparkbeam.io import fileio
 
-    with pytest.raises(ValueError, match=r"'WriteFiles' \(applied at .*test_hdfs.py:\d+\): cannot write .*k0-1970-01-01T00:00:00.*HDFS refuses ':'"), beam.Pipeline() as p:
-        _write_files(p, cluster.url("colons"), file_naming=fileio.destination_prefix_naming(".txt"))
+    with pytest.raises(ValueError, match=r"'WriteFiles' \(applied at .*file_sinks.py:\d+\): cannot write .*k0-1970-01-01T00:00:00.*HDFS refuses ':'"), beam.Pipeline() as p:
+        write_files(p, cluster.url("colons"), file_naming=fileio.destination_prefix_naming(".txt"))
     assert not stored(spark, cluster.url("colons"))  # the uploaded files went with their temporary folder
 
 
@@ -245,6 +218,40 @@ def _stream_outputs_are_exact(spark, out: str, expected: collections.Counter, co
     assert sum(committed_on_hdfs(spark, out, "bad").values()) == recovery.dead_letters_written()
     # no temporary step folder left behind
     assert not [key for key in stored(spark, out) if "/.sparkbeam-" in f"/{key}"]
+
+
+def test_a_short_stream_keeps_its_checkpoints_log_journal_and_step_folders_on_hdfs(cluster, tmp_path, spark):
+    """Two files read as two steps, checkpointed after each, written to a folder per step:
+    the checkpoint directory (write-ahead log, journal, checkpoints) and the output on hdfs://."""
+    import os
+
+    input_dir = tmp_path / "in"
+    input_dir.mkdir()
+    expected: collections.Counter = collections.Counter()
+    for index in range(2):
+        lines = [f"file{index} line{i}" for i in range(5)]
+        expected.update(line.upper() for line in lines)
+        (input_dir / f"part-{index}.txt").write_text("\n".join(lines) + "\n")
+        os.utime(input_dir / f"part-{index}.txt", (1_700_000_000 + index,) * 2)  # the files' order
+    checkpoint, out = cluster.url("short", "ck"), cluster.url("short", "out")
+    options = PipelineOptions(available_now=True, checkpoint_dir=checkpoint, checkpoint_interval=1, step_interval=0.2, state_partitions=2)
+    with beam.Pipeline(options=options) as p:
+        (
+            p
+            | beam.io.ReadFromTextStream(str(input_dir), max_files_per_trigger=1)
+            | beam.Map(str.upper)
+            | "WriteLines" >> beam.io.WriteToText(f"{out}/lines")
+        )
+    written = committed_on_hdfs(spark, out, "lines")
+    assert written == expected
+    folders = {key.split("/")[0] for key in stored(spark, out) if key.startswith("lines-step-")}
+    assert len(folders) == 2, folders  # a step per file
+    kept = stored(spark, checkpoint)
+    assert "sparkbeam-checkpoint.json" in kept
+    for part in ("checkpoints/", "journal/", "lease/", "sources/0/wal/", "sources/0/spark/offsets/"):
+        assert any(key.startswith(part) for key in kept), (part, sorted(kept))
+    newest = CheckpointStore(checkpoint, []).newest()
+    assert newest is not None and newest["finished"]
 
 
 def test_a_stream_keeps_its_checkpoints_log_journal_and_step_folders_on_hdfs(cluster, tmp_path, spark):
