@@ -12,6 +12,10 @@ worker of the default run (each collects the whole suite): four jars on the sess
 path cost nothing measurable, where a separate driver for the Kafka tests would cost a
 second Spark start (seconds of a 2-core machine) and could not use the ``spark`` fixture.
 
+HDFS tests (marker ``hdfs``) share one HDFS mini-cluster per test process, also from Maven
+Central's jars (``tools/hdfs_cluster.py``), started when the first of them runs; the
+session needs nothing added for them.
+
 Before anything is collected, the run stops if the test extra of setup.cfg is not
 installed (``tests/dependencies.py``): a missing declared dependency is an error, never a
 reason to skip.
@@ -141,6 +145,18 @@ def spark_session_kind(request):
         request.getfixturevalue("spark")
         return {}
     return {"spark_remote": request.getfixturevalue("connect_server").url}
+
+
+@pytest.fixture(scope="session")
+def hdfs():
+    """One HDFS mini-cluster (a NameNode and a DataNode on loopback, tools/hdfs_cluster.py)
+    for this test process's HDFS tests; stopped, its data removed, at the end (and killed
+    with the process if it dies first). PySpark's own jars hold the HDFS client."""
+    from tools.hdfs_cluster import HdfsCluster
+
+    cluster = HdfsCluster().start()
+    yield cluster
+    cluster.stop()
 
 
 @pytest.fixture(scope="session")

@@ -54,6 +54,14 @@ FULL_MATRIX: dict[str, str] = {
     "tests/runners/test_stream_recovery.py::test_a_file_url_checkpoint_through_hadoop_resumes_after_sigkill": (
         "the checkpoint primitives through Hadoop's API on s3a:// and the SIGKILL resume on local paths stay"
     ),
+    "tests/runners/test_hdfs.py::test_a_stream_keeps_its_checkpoints_log_journal_and_step_folders_on_hdfs": (
+        "a short stream with its checkpoints, write-ahead log, journal and step folders on hdfs:// stays, and this "
+        "stream job on local paths (test_stream_recovery.py)"
+    ),
+    "tests/runners/test_hdfs.py::test_a_stream_with_checkpoints_and_sinks_on_hdfs_resumes_exactly_after_sigkill": (
+        "a short stream with its checkpoints and step folders on hdfs:// and the SIGKILL resumes on local paths "
+        "(test_stream_recovery.py) stay in the suite"
+    ),
     "tests/runners/test_standalone_cluster.py::test_a_stream_stopped_on_the_cluster_resumes_through_spark_submit": (
         "the batch example on the same standalone cluster and a stream on local-cluster stay in the suite"
     ),

@@ -110,13 +110,17 @@ def _check_cluster_paths(plan: StagePlan, settings: RunSettings) -> None:
     """Once Spark is up, before the first step: the checkpoint directory and the file
     sinks' folders on cluster file systems (``s3a://``, ``hdfs://``...) must be reachable
     with the session's settings, or the run is refused naming the option or transform."""
-    from sparkbeam.runners.spark import remote_files, sinks
+    from sparkbeam.runners.core.lowering.ops import WriteFilesThroughDriverOp
+    from sparkbeam.runners.spark import files_through_driver, remote_files, sinks
 
     checkpoint_dir = settings.checkpoint_dir
     if checkpoint_dir and remote_files.is_remote(checkpoint_dir):
         remote_files.check_reachable(checkpoint_dir, "--checkpoint_dir")
     for stage in plan.stages:
         for op in stage.sinks:
+            if isinstance(op, WriteFilesThroughDriverOp):  # WriteToFiles: its path is its folder
+                remote_files.check_reachable(op.files.path, f"'{files_through_driver.user_label(op)}' (applied at {op.location})")
+                continue
             if not sinks.writes_files(op):
                 continue  # a Kafka sink: its brokers are checked on their own
             prefix = sinks.step_prefix(op)

@@ -50,9 +50,15 @@ from sparkbeam.io.filewrites import FileSink
 from sparkbeam.io.stepfiles import StepFiles
 from sparkbeam.runners.core.elements.execution import backend_ops
 from sparkbeam.runners.core.lowering.errors import TransformError, UserCodeError
-from sparkbeam.runners.core.lowering.ops import Op, WriteFilesPerStepOp, WriteKafkaOp, WriteTextOp
+from sparkbeam.runners.core.lowering.ops import (
+    Op,
+    WriteFilesPerStepOp,
+    WriteFilesThroughDriverOp,
+    WriteKafkaOp,
+    WriteTextOp,
+)
 from sparkbeam.runners.core.lowering.step_values import StepParams
-from sparkbeam.runners.spark import remote_files, textio
+from sparkbeam.runners.spark import files_through_driver, remote_files, textio
 from sparkbeam.runners.spark.hadoop_filesystem import HADOOP_SCHEMES
 from sparkbeam.runners.spark.metrics import MetricsChannel, metered_by
 from sparkbeam.utils.windowed_value import WindowedValue
@@ -92,6 +98,7 @@ _SINKS = backend_ops("Spark").sinks
 _SINKS.register(WriteFilesPerStepOp)(SparkSink(step_files=lambda op: op.files))
 _SINKS.register(WriteTextOp)(SparkSink(step_files=_text_step_files, batch_write=textio.write_text))
 _SINKS.register(WriteKafkaOp)(SparkSink(step_files=None, step_write=_kafka_step))
+_SINKS.register(WriteFilesThroughDriverOp)(SparkSink(step_files=None, step_write=files_through_driver.write_files_through_driver))
 
 
 def writes_files(op: Op) -> bool:

@@ -15,7 +15,9 @@ elements to files named per destination, window and shard.
   its files are renamed to their final names (``file_naming``) under ``path``. Bounded
   and unbounded input alike: in a stream, a window's files appear when its pane fires
   (default naming puts the window's bounds in the name). The output is a ``FileResult``
-  per file written.
+  per file written. Bounded input on a URL only the runner's driver reaches (``hdfs://``,
+  ``s3a://``...) is written through the driver instead (``fileio_remote``): the same
+  files, no ``FileResult``.
 """
 
 from __future__ import annotations
@@ -538,6 +540,12 @@ class WriteToFiles(PTransform):
         self.max_writers_per_bundle = max_writers_per_bundle
 
     def expand(self, pcoll: pvalue.PCollection) -> pvalue.PCollection:
+        if pcoll.is_bounded and "://" in self.path and not self.path.startswith("file://"):
+            # hdfs://, s3a://...: the DoFns below would write and rename where the
+            # executors' Python cannot reach; the runner writes through its driver.
+            from sparkbeam.io.fileio_remote import WriteFilesThroughDriver
+
+            return pcoll | "WriteThroughDriver" >> WriteFilesThroughDriver(self)
         temp_location = self.temp_directory
         if not temp_location:
             temp_location = FileSystems.join(

@@ -32,6 +32,7 @@ import sparkbeam as beam
 from sparkbeam.io import commits
 from sparkbeam.options.pipeline_options import PipelineOptions
 from tests.runners import test_stream_recovery as recovery
+from tests.runners.file_sinks import by_window_and_destination, write_everything, write_files
 from tools.object_store import S3Server, hadoop_aws_jars
 
 pytestmark = [pytest.mark.spark, pytest.mark.objectstore, pytest.mark.timeout(900)]
@@ -106,25 +107,12 @@ def test_the_checkpoint_primitives_work_on_s3(s3):
     assert not commits.exists(commits.join(root, "step-1"))
 
 
-def _write_everything(p, prefix: str) -> None:
-    rows = p | beam.Create([beam.Row(name=f"n{i}", score=i, ok=i % 2 == 0) for i in range(40)])
-    rows | "Text" >> beam.Map(lambda r: f"{r.name} {r.score}") | "WriteText" >> beam.io.WriteToText(f"{prefix}/text", num_shards=2)
-    rows | "WriteCsv" >> beam.io.WriteToCsv(f"{prefix}/csv", num_shards=1)
-    rows | "WriteJson" >> beam.io.WriteToJson(f"{prefix}/json")
-    import pyarrow as pa
-
-    schema = pa.schema([("name", pa.string()), ("score", pa.int64()), ("ok", pa.bool_())])
-    rows | "AsDicts" >> beam.Map(lambda r: {"name": r.name, "score": r.score, "ok": r.ok}) | "WriteParquet" >> beam.io.WriteToParquet(f"{prefix}/parquet", schema)
-    texts = p | "Texts" >> beam.Create([f"line {i}" for i in range(10)])
-    texts | "Gz" >> beam.io.WriteToText(f"{prefix}/gz", file_name_suffix=".gz", shard_name_template="")
-
-
 def test_batch_file_sinks_write_on_s3_the_bytes_they_write_locally(s3, tmp_path, spark):
     local = tmp_path / "local"
     with beam.Pipeline() as p:
-        _write_everything(p, str(local))
+        write_everything(p, str(local))
     with beam.Pipeline() as p:
-        _write_everything(p, f"s3a://{BUCKET}/batch")
+        write_everything(p, f"s3a://{BUCKET}/batch")
     here = {
         str(path.relative_to(local)): path.read_bytes()
         for path in local.rglob("*") if path.is_file() and not path.name.startswith(".")
@@ -157,6 +145,24 @@ def test_batch_file_sinks_write_on_s3_the_bytes_they_write_locally(s3, tmp_path,
     assert sorted(r.value for r in spark.read.text(f"s3a://{BUCKET}/batch/text-*").collect()) == sorted(
         f"n{i} {i}" for i in range(40)
     )
+
+
+def test_write_to_files_writes_on_s3_the_files_it_writes_locally(s3, tmp_path):
+    """Bounded WriteToFiles on s3a:// goes through the driver: per destination and window
+    the same names (Beam's default, colons and all) and lines as the local write."""
+    from sparkbeam.io import fileio
+
+    naming = fileio.destination_prefix_naming(".txt")
+    local = tmp_path / "files"
+    with beam.Pipeline() as p:
+        write_files(p, str(local), naming)
+    with beam.Pipeline() as p:
+        write_files(p, f"s3a://{BUCKET}/files", naming)
+    here = {path.name: path.read_bytes() for path in local.iterdir() if path.is_file()}
+    there = {key.removeprefix("files/"): data for key, data in objects(s3, "files/").items()}
+    assert not [name for name in there if "/" in name or name.startswith(".")]  # no temporary folder left
+    assert by_window_and_destination(there) == by_window_and_destination(here)
+    assert len(by_window_and_destination(there)) == 3 * 3  # three destinations, three windows
 
 
 def _committed_on_s3(server: S3Server, prefix: str, name: str) -> collections.Counter:

@@ -66,6 +66,7 @@ from sparkbeam.runners.core.lowering.ops import (
     TestStreamOp,
     WindowIntoOp,
     WriteFilesPerStepOp,
+    WriteFilesThroughDriverOp,
     WriteKafkaOp,
     WriteTextOp,
 )
@@ -495,4 +496,5 @@ register_kind(
 )
 register_kind(WriteTextOp, Role.SINK)
 register_kind(WriteFilesPerStepOp, Role.SINK)
+register_kind(WriteFilesThroughDriverOp, Role.SINK)
 register_kind(WriteKafkaOp, Role.SINK, shape=lambda op: (f"topic={op.spec.topic}",))

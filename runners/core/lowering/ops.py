@@ -18,6 +18,8 @@ from sparkbeam import pvalue
 from sparkbeam.combine import CombineFn, CombinePerKey
 from sparkbeam.core import Create, Flatten, GroupByKey, Impulse, ParDo, WindowInto
 from sparkbeam.dofn import DoFn
+from sparkbeam.io.fileio import WriteToFiles
+from sparkbeam.io.fileio_remote import WriteFilesThroughDriver
 from sparkbeam.io.iobase import BoundedSource, ReadBoundedSource
 from sparkbeam.io.kafka import WriteKafkaSpec, WriteToKafka
 from sparkbeam.io.stepfiles import StepFiles, WriteFilesPerStep
@@ -50,6 +52,7 @@ __all__ = [
     "TestStreamOp",
     "WindowIntoOp",
     "WriteFilesPerStepOp",
+    "WriteFilesThroughDriverOp",
     "WriteKafkaOp",
     "WriteTextOp",
     "lower",
@@ -188,6 +191,13 @@ class WriteFilesPerStepOp(SinkOp):
     """A streaming file sink: each step's elements to a committed directory of their own."""
 
     files: StepFiles
+
+
+@attrs.frozen
+class WriteFilesThroughDriverOp(SinkOp):
+    """Bounded ``WriteToFiles`` on a URL only the driver reaches (``sparkbeam.io.fileio_remote``)."""
+
+    files: WriteToFiles
 
 
 @attrs.frozen
@@ -414,6 +424,11 @@ def _lower_write_text(lowering: _Lowering, node: AppliedTransform) -> Op:
 @_registers(WriteFilesPerStep)
 def _lower_write_files_per_step(lowering: _Lowering, node: AppliedTransform) -> Op:
     return WriteFilesPerStepOp(**lowering.base(node), files=node.transform.files)
+
+
+@_registers(WriteFilesThroughDriver)
+def _lower_write_files_through_driver(lowering: _Lowering, node: AppliedTransform) -> Op:
+    return WriteFilesThroughDriverOp(**lowering.base(node), files=node.transform.files)
 
 
 @_registers(WriteToKafka)

@@ -43,13 +43,14 @@ def check_inputs_and_outputs(pipeline: Any) -> None:
             _check_output(node, transform.file_path_prefix)
         elif isinstance(transform, WriteShardedFiles):
             _check_output(_user_node(node), transform.prefix)
-        elif isinstance(transform, WriteToFiles) and _local(transform.path) is None:
-            # Its DoFns write and rename with Python on the executors, which reach no
-            # Hadoop-served file system (the other file sinks go through the driver there).
+        elif isinstance(transform, WriteToFiles) and _local(transform.path) is None and not node.inputs[0].is_bounded:
+            # In a stream its DoFns write and rename with Python on the executors, which
+            # reach no Hadoop-served file system (bounded input goes through the driver).
             msg = (
-                f"'{node.full_label}' (applied at {node.location}): WriteToFiles writes {transform.path!r} with "
-                "Python on the executors, which cannot reach that file system; write to a local path or a shared "
-                "mount, or use WriteToText/WriteToCsv/WriteToJson/WriteToParquet, which write s3a:// and hdfs:// URLs"
+                f"'{node.full_label}' (applied at {node.location}): WriteToFiles in a stream writes {transform.path!r} "
+                "with Python on the executors, which cannot reach that file system; write to a local path or a shared "
+                "mount, or use WriteToText/WriteToCsv/WriteToJson/WriteToParquet, which write a folder per step on "
+                "s3a:// and hdfs:// URLs"
             )
             raise ValueError(msg)
 

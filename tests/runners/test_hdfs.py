@@ -1,0 +1,315 @@
+"""Checkpoints and file sinks on HDFS for real: an HDFS mini-cluster (the ``hdfs`` fixture,
+``tools/hdfs_cluster.py``: one NameNode and one DataNode on loopback, from Maven Central's
+``hadoop-client-minicluster`` of PySpark's Hadoop version) reached through the HDFS client
+in PySpark's own jars.
+
+What the files hold is read back with Hadoop's ``FileSystem`` called directly in the
+driver's JVM (``stored``), not through sparkbeam's ``HadoopFileSystem``.
+
+The README's test command runs the checkpoint primitives (and HDFS's atomic create-if-absent
+under a race), every batch file sink and ``WriteToFiles``, a short stream with its
+checkpoints, write-ahead log, journal and step folders on ``hdfs://``, an unreachable
+NameNode and a streaming ``WriteToFiles`` refused. ``tests/full_matrix.py`` has the
+recovery tests' stream job on ``hdfs://`` run to its end here (about 40 s of CPU) and
+killed with SIGKILL (two more drivers' JVMs), each with what still covers it.
+"""
+
+from __future__ import annotations
+
+import collections
+import csv
+import gzip
+import io
+import json
+import socket
+import threading
+
+import pytest
+
+import sparkbeam as beam
+from sparkbeam.io import commits
+from sparkbeam.options.pipeline_options import PipelineOptions
+from sparkbeam.runners.spark.checkpoints import CheckpointStore
+from tests.runners import test_stream_recovery as recovery
+from tests.runners.file_sinks import (
+    by_window_and_destination,
+    write_everything,
+    write_files,
+)
+
+pytestmark = [pytest.mark.spark, pytest.mark.hdfs, pytest.mark.timeout(600)]
+
+#: Hadoop's client settings for this module: one replica (one DataNode), and a NameNode
+#: that is not there refused at the first attempt rather than after ten seconds of retries.
+CLIENT_SETTINGS = {"dfs.replication": "1", "ipc.client.connect.max.retries": "0"}
+
+
+@pytest.fixture(scope="module")
+def cluster(spark, hdfs):
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    before = {key: conf.get(key) for key in CLIENT_SETTINGS}
+    for key, value in CLIENT_SETTINGS.items():
+        conf.set(key, value)
+    try:
+        yield hdfs
+    finally:
+        for key, value in before.items():
+            if value is None:
+                conf.unset(key)
+            else:
+                conf.set(key, value)
+
+
+def stored(spark, url: str) -> dict[str, bytes]:
+    """Every file under ``url``, by its path below it, read with Hadoop's FileSystem."""
+    jvm = spark.sparkContext._jvm
+    root = jvm.org.apache.hadoop.fs.Path(url)
+    fs = root.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
+    if not fs.exists(root):
+        return {}
+    below = str(fs.makeQualified(root).toUri().getPath()).rstrip("/") + "/"
+    found = {}
+    listing = fs.listFiles(root, True)
+    while listing.hasNext():
+        path = listing.next().getPath()
+        stream = fs.open(path)
+        try:
+            found[str(path.toUri().getPath()).removeprefix(below)] = bytes(stream.readAllBytes())
+        finally:
+            stream.close()
+    return found
+
+
+def test_the_checkpoint_primitives_work_on_hdfs(cluster, spark):
+    from sparkbeam.runners.spark.hadoop_filesystem import HadoopFileSystem
+
+    root = cluster.url("primitives")
+    assert HadoopFileSystem().hadoop_class(root) == "org.apache.hadoop.hdfs.DistributedFileSystem"
+    commits.makedirs(root, private=True)
+    jvm = spark.sparkContext._jvm
+    status = jvm.org.apache.hadoop.fs.Path(root).getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).getFileStatus(
+        jvm.org.apache.hadoop.fs.Path(root)
+    )
+    assert str(status.getPermission().toString()) == "rwx------"  # HDFS has permissions: set
+    commits.write_bytes(commits.join(root, "manifest.json"), b'{"step": 1}')
+    commits.write_bytes(commits.join(root, "manifest.json"), b'{"step": 2}')  # replaced
+    assert json.loads(commits.read_bytes(commits.join(root, "manifest.json"))) == {"step": 2}
+    with commits.staging_directory(commits.join(root, "step-1")) as temp:
+        commits.write_bytes(commits.join(temp, "part"), b"x\n")
+        commits.commit_directory(temp, commits.join(root, "step-1"))
+    with commits.staging_directory(commits.join(root, "step-1")) as temp:  # replaced whole
+        commits.write_bytes(commits.join(temp, "part-2"), b"y\n")
+        commits.commit_directory(temp, commits.join(root, "step-1"))
+    assert sorted(commits.list_names(root)) == ["manifest.json", "step-1"]
+    assert stored(spark, root) == {"manifest.json": b'{"step": 2}', "step-1/part-2": b"y\n"}
+    # The lease's create-if-absent is one NameNode operation on HDFS: of writers racing
+    # for it, exactly one wins (on S3 it is a check then a put).
+    holder = commits.join(root, "lease", "holder")
+    won: list[bytes] = []
+    barrier = threading.Barrier(6)
+
+    def race(name: bytes) -> None:
+        barrier.wait()
+        if commits.create_new(holder, name):
+            won.append(name)
+
+    racers = [threading.Thread(target=race, args=(f"run-{i}".encode(),)) for i in range(6)]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join()
+    assert len(won) == 1 and commits.read_bytes(holder) == won[0]
+    commits.remove(commits.join(root, "step-1"))
+    assert not commits.exists(commits.join(root, "step-1"))
+
+
+def test_batch_file_sinks_write_on_hdfs_the_bytes_they_write_locally(cluster, tmp_path, spark):
+    local = tmp_path / "local"
+    with beam.Pipeline() as p:
+        write_everything(p, str(local))
+    with beam.Pipeline() as p:
+        write_everything(p, cluster.url("batch"))
+    here = {
+        str(path.relative_to(local)): path.read_bytes()
+        for path in local.rglob("*") if path.is_file() and not path.name.startswith(".")
+    }
+    there = stored(spark, cluster.url("batch"))
+    assert sorted(there) == sorted(here)  # no temporary folder left behind either
+    for name in ("text-00000-of-00002", "text-00001-of-00002"):
+        assert there[name] == here[name], name
+    assert gzip.decompress(there["gz.gz"]) == gzip.decompress(here["gz.gz"])  # its header holds the time
+    assert sorted(there["csv-00000-of-00001"].decode().splitlines()) == sorted(here["csv-00000-of-00001"].decode().splitlines())
+    assert next(iter(csv.reader(io.StringIO(there["csv-00000-of-00001"].decode())))) == ["name", "score", "ok"]
+
+    def json_rows(files: dict[str, bytes]) -> list[str]:
+        return sorted(line for name, data in files.items() if name.startswith("json") for line in data.decode().splitlines())
+
+    assert json_rows(there) == json_rows(here) and len(json_rows(there)) == 40
+    import pyarrow.parquet as pq
+
+    def parquet_rows(files: dict[str, bytes]) -> list[tuple]:
+        rows: list[tuple] = []
+        for name, data in files.items():
+            if name.startswith("parquet"):
+                rows += [tuple(r.values()) for r in pq.read_table(io.BytesIO(data)).to_pylist()]
+        return sorted(rows)
+
+    assert parquet_rows(there) == parquet_rows(here) and len(parquet_rows(there)) == 40
+    # and a pipeline reads back what it wrote there
+    p = beam.Pipeline()
+    lines = beam.capture(p | beam.io.ReadFromText(cluster.url("batch", "text-*")))
+    result = p.run()
+    assert sorted(e.value for e in result.emissions(lines)) == sorted(f"n{i} {i}" for i in range(40))
+
+
+def test_write_to_files_writes_on_hdfs_the_files_it_writes_locally(cluster, tmp_path, spark):
+    """Bounded WriteToFiles on hdfs:// goes through the driver: per destination and window
+    the same names and lines as the local write (how many shards a window has follows the
+    partitions: Beam numbers the files a window's bundles wrote)."""
+    local = tmp_path / "files"
+    with beam.Pipeline() as p:
+        write_files(p, str(local))
+    with beam.Pipeline() as p:
+        write_files(p, cluster.url("files"))
+    here = {path.name: path.read_bytes() for path in local.iterdir() if path.is_file()}
+    there = stored(spark, cluster.url("files"))
+    assert not [name for name in there if "/" in name or name.startswith(".")]  # no temporary folder left
+    assert by_window_and_destination(there) == by_window_and_destination(here)
+    assert len(by_window_and_destination(there)) == 3 * 3  # three destinations, three windows
+    # Beam's default names, with colons: refused naming the transform and what to change
+    from sparkbeam.io import fileio
+
+    with pytest.raises(ValueError, match=r"'WriteFiles' \(applied at .*file_sinks.py:\d+\): cannot write .*k0-1970-01-01T00:00:00.*HDFS refuses ':'"), beam.Pipeline() as p:
+        write_files(p, cluster.url("colons"), file_naming=fileio.destination_prefix_naming(".txt"))
+    assert not stored(spark, cluster.url("colons"))  # the uploaded files went with their temporary folder
+
+
+def test_write_to_files_in_a_stream_on_hdfs_is_refused_before_the_run(cluster, tmp_path):
+    from sparkbeam.io import fileio
+
+    input_dir = tmp_path / "in"
+    input_dir.mkdir()
+    options = PipelineOptions(streaming=True, available_now=True)
+    with pytest.raises(ValueError, match=r"'WriteFiles' \(applied at .*test_hdfs.py:\d+\): WriteToFiles in a stream writes"), beam.Pipeline(options=options) as p:
+        p | beam.io.ReadFromTextStream(str(input_dir)) | "WriteFiles" >> fileio.WriteToFiles(cluster.url("stream-files"))
+
+
+def committed_on_hdfs(spark, url: str, name: str) -> collections.Counter:
+    """The lines of ``name``'s step folders under ``url`` (a committed folder is renamed in
+    whole on HDFS: a folder holding no ``_SUCCESS`` would be a bug)."""
+    found = stored(spark, url)
+    done = {key.rsplit("/", 1)[0] for key in found if key.endswith("/_SUCCESS")}
+    lines: collections.Counter = collections.Counter()
+    for key, data in found.items():
+        folder, _, leaf = key.rpartition("/")
+        if folder.startswith(f"{name}-step-") and leaf != "_SUCCESS":
+            assert folder in done, f"{folder} has no _SUCCESS"
+            lines.update(line for line in data.decode().splitlines())
+    return lines
+
+
+def _stream_outputs_are_exact(spark, out: str, expected: collections.Counter, counts: collections.Counter) -> None:
+    totals = committed_on_hdfs(spark, out, "totals")
+    assert recovery.totals(totals) == expected
+    assert all(times == 1 for times in totals.values())
+    fired = committed_on_hdfs(spark, out, "counts")
+    assert all(times == 1 for times in fired.values()), f"a timer fired twice: {fired}"
+    assert collections.Counter({(t, int(s)): int(c) for t, s, c in (line.split(",") for line in fired)}) == counts
+    assert sum(committed_on_hdfs(spark, out, "bad").values()) == recovery.dead_letters_written()
+    # no temporary step folder left behind
+    assert not [key for key in stored(spark, out) if "/.sparkbeam-" in f"/{key}"]
+
+
+def test_a_short_stream_keeps_its_checkpoints_log_journal_and_step_folders_on_hdfs(cluster, tmp_path, spark):
+    """Two files read as two steps, checkpointed after each, written to a folder per step:
+    the checkpoint directory (write-ahead log, journal, checkpoints) and the output on hdfs://."""
+    import os
+
+    input_dir = tmp_path / "in"
+    input_dir.mkdir()
+    expected: collections.Counter = collections.Counter()
+    for index in range(2):
+        lines = [f"file{index} line{i}" for i in range(5)]
+        expected.update(line.upper() for line in lines)
+        (input_dir / f"part-{index}.txt").write_text("\n".join(lines) + "\n")
+        os.utime(input_dir / f"part-{index}.txt", (1_700_000_000 + index,) * 2)  # the files' order
+    checkpoint, out = cluster.url("short", "ck"), cluster.url("short", "out")
+    options = PipelineOptions(available_now=True, checkpoint_dir=checkpoint, checkpoint_interval=1, step_interval=0.2, state_partitions=2)
+    with beam.Pipeline(options=options) as p:
+        (
+            p
+            | beam.io.ReadFromTextStream(str(input_dir), max_files_per_trigger=1)
+            | beam.Map(str.upper)
+            | "WriteLines" >> beam.io.WriteToText(f"{out}/lines")
+        )
+    written = committed_on_hdfs(spark, out, "lines")
+    assert written == expected
+    folders = {key.split("/")[0] for key in stored(spark, out) if key.startswith("lines-step-")}
+    assert len(folders) == 2, folders  # a step per file
+    kept = stored(spark, checkpoint)
+    assert "sparkbeam-checkpoint.json" in kept
+    for part in ("checkpoints/", "journal/", "lease/", "sources/0/wal/", "sources/0/spark/offsets/"):
+        assert any(key.startswith(part) for key in kept), (part, sorted(kept))
+    newest = CheckpointStore(checkpoint, []).newest()
+    assert newest is not None and newest["finished"]
+
+
+def test_a_stream_keeps_its_checkpoints_log_journal_and_step_folders_on_hdfs(cluster, tmp_path, spark):
+    """The recovery tests' stream job (tests/runners/stream_job.py), run here to its end with
+    --checkpoint_dir and its four sinks on hdfs://: the exact totals, timers and dead letters."""
+    input_dir = str(tmp_path / "in")
+    expected, counts = recovery.write_input_and_counts(input_dir)
+    checkpoint, out, log = cluster.url("stream", "ck"), cluster.url("stream", "out"), str(tmp_path / "log.jsonl")
+    recovery.run_job_here(input_dir, out, checkpoint, log)
+    kept = stored(spark, checkpoint)
+    assert "sparkbeam-checkpoint.json" in kept
+    assert any(key.startswith("checkpoints/") for key in kept)
+    assert any(key.startswith("journal") for key in kept), sorted(kept)
+    newest = CheckpointStore(checkpoint, []).newest()
+    assert newest is not None and newest["finished"]
+    _stream_outputs_are_exact(spark, out, expected, counts)
+    recovery.check_watermarks(recovery.timeline(log))
+
+
+def test_a_stream_with_checkpoints_and_sinks_on_hdfs_resumes_exactly_after_sigkill(cluster, tmp_path, spark):
+    """--checkpoint_dir=hdfs://... and the file sinks on hdfs://: killed with SIGKILL after a
+    few steps, then run to its end, the stream gives exactly the totals and the stateful
+    outputs an uninterrupted run gives (computed here in plain Python)."""
+    input_dir = str(tmp_path / "in")
+    expected, counts = recovery.write_input_and_counts(input_dir)
+    checkpoint, out, log = cluster.url("killed", "ck"), cluster.url("killed", "out"), str(tmp_path / "log.jsonl")
+    flags = [flag for key, value in CLIENT_SETTINGS.items() for flag in ("--spark_conf", f"spark.hadoop.{key}={value}")]
+    assert not recovery.run_job(input_dir, out, checkpoint, log, 3, *flags)
+    assert recovery.run_job(input_dir, out, checkpoint, log, None, *flags)
+    _stream_outputs_are_exact(spark, out, expected, counts)
+    sequence = committed_on_hdfs(spark, out, "sequence")
+    assert all(times == 1 for times in sequence.values()), "a sequence number was output twice"
+    recovery.check_watermarks(recovery.timeline(log))
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_namenode_that_cannot_be_reached_is_refused_before_the_first_step(cluster, tmp_path):
+    nowhere = f"hdfs://127.0.0.1:{_closed_port()}"
+    touched = tmp_path / "touched"
+
+    def touch(element):
+        touched.write_text("a step ran")
+        return element
+
+    with pytest.raises(ValueError, match=r"'WriteScores' \(applied at .*test_hdfs.py:\d+\)") as refused, beam.Pipeline() as p:
+        p | beam.Create([1, 2]) | beam.Map(touch) | "WriteScores" >> beam.io.WriteToText(f"{nowhere}/out/scores")
+    assert f"its namenode {nowhere.removeprefix('hdfs://')} cannot be reached" in str(refused.value)
+    with pytest.raises(ValueError, match=r"'WriteFiles' \(applied at .*test_hdfs.py:\d+\): .* its namenode"), beam.Pipeline() as p:
+        p | beam.Create(["a"]) | beam.Map(touch) | "WriteFiles" >> beam.io.fileio.WriteToFiles(f"{nowhere}/files")
+    options = PipelineOptions(streaming=True, checkpoint_dir=f"{nowhere}/ck", available_now=True)
+    input_dir = tmp_path / "in"
+    input_dir.mkdir()
+    (input_dir / "a.txt").write_text("x\n")
+    with pytest.raises(ValueError, match=f"--checkpoint_dir: {nowhere}/ck cannot be used: its namenode") as refused, beam.Pipeline(options=options) as p:
+        p | beam.io.ReadFromTextStream(str(input_dir)) | beam.Map(touch)
+    assert not touched.exists()
