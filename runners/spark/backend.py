@@ -68,6 +68,10 @@ __all__ = ["SPARK", "Dataset", "SparkBackend", "spark_capabilities"]
 #: what the Spark backend runs: per source op type, per strategy, per sink op type
 SPARK = backend_ops("Spark")
 
+#: the longest lineage of keyed state, in steps, that a stream run lets grow between its
+#: checkpoints before a local checkpoint cuts it (``truncate_lineage_now_and_then``)
+LINEAGE_STEPS = 50
+
 
 def spark_capabilities(*, driver_runs_tiny_stages: bool) -> Capabilities:
     """What the physical plan may use on Spark: every strategy registered here; tiny stages
@@ -97,6 +101,9 @@ class SparkBackend:
         self.states: dict[int, Any] = {}
         self.steps_since_checkpoint: dict[int, int] = {}
         self.checkpoint_every = 16
+        #: a stream run cuts keyed state's lineage at each of its checkpoints instead
+        #: (``read_back_state``); see ``truncate_lineage_now_and_then``
+        self.truncates_at_checkpoints = False
         self.state_results: dict[int, Any] = {}
         self.last_summaries: dict[int, StageSummary] = {}
         self.step_cache: list[Any] = []
@@ -221,9 +228,15 @@ class SparkBackend:
     def truncate_lineage_now_and_then(self, stage_id: int, state: Any) -> None:
         """Keyed state of step n derives from step n-1's: cut that lineage every
         ``checkpoint_every`` steps (a local checkpoint writes the state, so not every step).
-        ``state`` is persisted already."""
+        ``state`` is persisted already.
+
+        A local checkpoint lives in the executors' block managers only: once an executor is
+        lost, Spark can neither read nor rebuild its blocks, and the next job fails. So a
+        stream run, whose checkpoints cut the lineage instead (``read_back_state``), takes
+        one only if its checkpoints are further apart than ``LINEAGE_STEPS`` (a lineage
+        that long makes every task's description long to build and to ship)."""
         steps_since = self.steps_since_checkpoint.get(stage_id, 0) + 1
-        if steps_since >= self.checkpoint_every:
+        if steps_since >= (LINEAGE_STEPS if self.truncates_at_checkpoints else self.checkpoint_every):
             state.localCheckpoint()
             steps_since = 0
         self.steps_since_checkpoint[stage_id] = steps_since
@@ -290,6 +303,35 @@ class SparkBackend:
             written[stage_id] = name
         return written
 
+    def read_back_state(self, directory: str, files: dict[int, str], sealer: Sealer) -> None:
+        """After a checkpoint: each stage's keyed state from now on reads the files that
+        ``save_state`` just wrote in ``directory``, each record back into the partition it
+        was written from, so that its lineage starts at those files.
+
+        Spark rebuilds a lost cached partition from its lineage. Without this cut, the
+        lineage of the state went back through every step since the last truncation, to
+        write-ahead-log batches and checkpoint files that pruning deletes (a run restored
+        from a checkpoint read its state from files two checkpoints prune); an executor lost
+        then failed the run with a missing file. The files of the newest checkpoint and the
+        log batches after it outlive the next checkpoint (``CheckpointStore.prune`` keeps
+        two), and every later state derives from them alone.
+
+        Costs, once per checkpoint: no write (the checkpoint's files are read), but the next
+        step reads the state from the files and shuffles it once into its partitions (the
+        cached copy is dropped now) instead of reading it from Spark's cache."""
+        for stage_id, name in files.items():
+            tagged = sealed_files.read_partitions(self.sc, commits.join(directory, name), sealer, "state", self.num_partitions)
+            # Keyed by the partition it came from: portable_hash(i) % n is i for i < n, and the
+            # same partition function makes the next step's union partition by partition.
+            placed = tagged.partitionBy(self.num_partitions, self.partition_fn)
+            state = placed.mapPartitions(stage_records.untagged, preservesPartitioning=True)
+            state.setName(f"stage {stage_id} keyed state, read back from {directory}").persist()
+            stale = self.state_results.get(stage_id)
+            if stale is not None:
+                stale.unpersist()
+            self.states[stage_id] = self.state_results[stage_id] = state
+            self.steps_since_checkpoint[stage_id] = 0
+
     def snapshot(self) -> dict[str, Any]:
         return {"last_summaries": dict(self.last_summaries), "num_partitions": self.num_partitions}
 
@@ -308,6 +350,9 @@ class SparkBackend:
         if self.attempt_reports is not None:
             self.attempt_reports.close()
             self.attempt_reports = None
+        # Summary jobs put off by a step that failed: nobody reads them, and after a
+        # cluster failure running them would only fail again.
+        self.put_off.clear()
         self.end_step(-1)
         for rdd in self.state_results.values():
             rdd.unpersist()

@@ -290,11 +290,23 @@ class CheckpointStore:
         return commits.join(self.checkpoints_dir, f"{step:010d}")
 
     def begin(self, step: int) -> str:
-        """A fresh directory for the checkpoint that resumes at ``step``."""
-        path = self.checkpoint_path(step)
-        commits.remove(path, missing_ok=True)  # there only if an earlier attempt was cut short
+        """A fresh hidden directory to write the checkpoint that resumes at ``step`` in;
+        ``place`` puts it where it belongs. Written aside, because the keyed state being
+        saved may read the files of a checkpoint of the same step (one rewritten marked
+        finished, ``SparkBackend.read_back_state``)."""
+        for name in commits.list_names(self.checkpoints_dir):
+            if commits.is_temporary(name):  # left by an attempt cut short: one run writes here
+                commits.remove(commits.join(self.checkpoints_dir, name), missing_ok=True)
+        path = commits.temporary_beside(self.checkpoint_path(step))
         commits.makedirs(path, private=True)
         return path
+
+    def place(self, step: int, written: str) -> str:
+        """Put the directory ``begin`` gave, written, at the checkpoint's path (replacing an
+        earlier attempt's); the path."""
+        final = self.checkpoint_path(step)
+        commits.commit_directory(written, final)
+        return final
 
     def commit(self, step: int, manifest: dict[str, Any]) -> None:
         """Write the manifest: from now on the checkpoint exists. Then drop the old ones."""

@@ -116,6 +116,7 @@ class StreamRun:
         checkpoint_dir = None if self.temporary else self.store.root
         claim_outputs(self.plan, self.store.checkpoint_id, checkpoint_dir, overwrite=self.overwrite_output)
         self.backend.wal_sealer = self.store.sealer
+        self.backend.truncates_at_checkpoints = True
         self.backend.run_id = self.store.checkpoint_id
         self.sources = {rt.stage.id: rt.source for rt in loop.runtimes if isinstance(rt.source, StreamSourceState)}
         if self.spark.sparkContext.getConf().get("spark.hadoop.cloneConf", "false").lower() != "true":
@@ -348,10 +349,10 @@ class StreamRun:
         started = time.perf_counter()
         resume_at = loop.step
         self.lease.check()  # a run that lost the directory's lease writes nothing more to it
-        directory = self.store.begin(resume_at)
-        state_files = self.backend.save_state(directory, self.store.sealer)
+        written = self.store.begin(resume_at)
+        state_files = self.backend.save_state(written, self.store.sealer)
         self.store.write_sealed(
-            commits.join(directory, LOOP_FILE),
+            commits.join(written, LOOP_FILE),
             "loop",
             cloudpickle.dumps({"loop": loop.snapshot(), "backend": self.backend.snapshot()}),
         )
@@ -364,6 +365,7 @@ class StreamRun:
                 "consumed_through": source.consumed_through,
                 "offsets": last.offsets if last is not None else None,
             }
+        directory = self.store.place(resume_at, written)
         self.store.commit(
             resume_at,
             {
@@ -374,6 +376,9 @@ class StreamRun:
                 "finished": finished,
             },
         )
+        # From now on the keyed state's lineage starts at this checkpoint's files, before
+        # pruning removes what the lineage reached until now (executor loss, backend.py).
+        self.backend.read_back_state(directory, state_files, self.store.sealer)
         oldest = self.store.prune()
         if oldest is not None:
             for stage_id, intake in self.intakes.items():
