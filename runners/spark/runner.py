@@ -23,7 +23,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from sparkbeam.errors import engine_frames_hidden
+from sparkbeam.errors import engine_frames_hidden, hide_engine_frames
 from sparkbeam.pipeline import Pipeline
 from sparkbeam.runner import PipelineResult, PipelineRunner, PipelineState
 from sparkbeam.runners.core.elements.execution import kind_of
@@ -33,13 +33,16 @@ from sparkbeam.runners.core.loop.history import run_history
 from sparkbeam.runners.core.loop.side_input_wait import refuse_side_inputs_never_ready
 from sparkbeam.runners.core.loop.steps import StepLoop
 from sparkbeam.runners.core.loop.timeline import Emissions, Timeline, emissions_of
+from sparkbeam.runners.core.lowering.errors import add_note
 from sparkbeam.runners.core.lowering.ops import LoweredPipeline, lower
 from sparkbeam.runners.core.lowering.settings import RunMode, RunSettings
 from sparkbeam.runners.core.lowering.validation import check_inputs_and_outputs
 from sparkbeam.runners.core.plan.physical import PhysicalPlan, plan_physical
 from sparkbeam.runners.core.plan.plan import StagePlan, plan_stages
+from sparkbeam.runners.spark.cluster_failures import cluster_failure
 from sparkbeam.runners.spark.interrupts import stop_on_signals
 from sparkbeam.runners.spark.progress import run_progress
+from sparkbeam.runners.spark.spark_log import current_log
 
 __all__ = ["SparkPipelineResult", "SparkRunner", "check_picklable"]
 
@@ -167,12 +170,37 @@ class _Execution:
                 self.stream_run.checkpoint_on_finish()
             state = PipelineState.CANCELLED if self.loop.cancelled else PipelineState.DONE
         except BaseException as error:  # kept for the caller: raised by run() or wait_until_finish()
-            self.error = error
+            self.error = self._told(error)
         finally:
             state = self._clean_up(state)
             self.seconds = time.perf_counter() - self._started
             self.state = state
             self.done.set()
+
+    def _told(self, error: BaseException) -> BaseException:
+        """A failure of the cluster's (``cluster_failures.py``) as a short error naming the
+        cause and how to resume; any other error as it is."""
+        stream_run = self.stream_run
+        checkpoint_dir = None if stream_run is None or stream_run.temporary else stream_run.store.root
+        resume_step = None
+        if checkpoint_dir is not None:
+            try:
+                newest = stream_run.store.newest()
+            except Exception:  # the checkpoint store may be what failed: the message does without
+                newest = None
+            resume_step = newest["step"] if newest is not None else None
+        told = cluster_failure(error, checkpoint_dir=checkpoint_dir, resume_step=resume_step)
+        if told is None:
+            return error
+        log = current_log()
+        note = log.note()
+        if note is not None:
+            add_note(told, note)
+        if log.verbose:
+            told.__cause__ = error
+            return told
+        told.__suppress_context__ = True
+        return hide_engine_frames(told)
 
     def _clean_up(self, state: PipelineState) -> PipelineState:
         for cleanup in [*(() if self.stream_run is None else (self.stream_run.close,)), self.backend.close, *self.cleanups]:
@@ -180,10 +208,12 @@ class _Execution:
                 cleanup()
             except Exception as error:
                 if self.error is None:
-                    self.error = error
+                    self.error = self._told(error)
                     state = PipelineState.FAILED
                 else:
-                    _LOG.warning("cleaning up after a failed run failed too", exc_info=True)
+                    # The run's own error says what happened; this one, in a line (its trace at debug level).
+                    _LOG.warning("cleaning up after the failed run: %s", str(error).strip().splitlines()[0][:300] if str(error).strip() else repr(error))
+                    _LOG.debug("the clean-up's failure", exc_info=True)
         return state
 
     def start(self, name: str) -> None:
