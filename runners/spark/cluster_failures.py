@@ -81,7 +81,10 @@ def cluster_failure(
     resumes at, if known."""
     if not (is_spark_failure(failure) if java is None else java):
         return None
-    cause = _cause(str(failure))
+    text = str(failure)
+    if "PythonException" in text:
+        return None  # Python code failed (the user's, or a refusal of sparkbeam's): its own error says why
+    cause = _cause(text)
     if checkpoint_dir is not None and checkpoint_dir in cause:
         cause += f", in --checkpoint_dir={checkpoint_dir} (removed, or the file system lost it)"
     if checkpoint_dir is not None:

@@ -65,5 +65,7 @@ def test_without_a_checkpoint_directory_it_says_how_to_get_one():
 
 def test_python_errors_are_not_the_clusters():
     assert not is_spark_failure(ValueError(WAL_GONE))
+    python_failed = EXECUTORS_LOST.replace("ExecutorLostFailure", "org.apache.spark.api.python.PythonException: ValueError")
+    assert cluster_failure(Py4JJavaError(python_failed), checkpoint_dir="/data/ck", resume_step=3) is None
     assert cluster_failure(ValueError(WAL_GONE), checkpoint_dir="/data/ck", resume_step=3) is None
     assert is_spark_failure(Py4JJavaError(WAL_GONE))
