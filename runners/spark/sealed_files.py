@@ -106,6 +106,9 @@ def read_partitions(sc: Any, path: str, sealer: Sealer, purpose: str, partitions
     rdds = []
     for index, name in enumerate(parts):
         where = commits.join(path, name)
-        opened = sc.textFile(where, use_unicode=False).mapPartitions(functools.partial(_opened, sealer, purpose, where))
+        # One task per part file up to a block's size (the default of two would split even
+        # a small file, doubling the tasks of the step that reads the state back).
+        lines = sc.textFile(where, minPartitions=1, use_unicode=False)
+        opened = lines.mapPartitions(functools.partial(_opened, sealer, purpose, where))
         rdds.append(opened.mapPartitions(functools.partial(_tagged, index)))
     return rdds[0] if len(rdds) == 1 else sc.union(rdds)
