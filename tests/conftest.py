@@ -16,6 +16,9 @@ HDFS tests (marker ``hdfs``) share one HDFS mini-cluster per test process, also 
 Central's jars (``tools/hdfs_cluster.py``), started when the first of them runs; the
 session needs nothing added for them.
 
+Tests marked ``prism`` share one Prism job server per test process (Beam's portable
+reference runner, built from Beam's Go module by ``tools/prism.py`` and cached per user).
+
 Before anything is collected, the run stops if the test extra of setup.cfg is not
 installed (``tests/dependencies.py``): a missing declared dependency is an error, never a
 reason to skip.
@@ -157,6 +160,20 @@ def hdfs():
     cluster = HdfsCluster().start()
     yield cluster
     cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def prism(tmp_path_factory):
+    """One Prism job server (Beam's portable reference runner, tools/prism.py) for this test
+    process, built at the installed apache-beam's version on first use and cached per user.
+    Skips only when it is not built yet and `go` is missing: every other failure fails."""
+    from tools.prism import PrismServer, beam_version, cache_folder, prism_binary
+
+    if shutil.which("go") is None and not (cache_folder(beam_version()) / "prism").exists():
+        pytest.skip("Beam's Prism runner is built from source by tools/prism.py, and `go` is not on PATH")
+    server = PrismServer(prism_binary(), log_path=tmp_path_factory.mktemp("prism") / "prism.log").start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -134,4 +134,10 @@ FULL_MATRIX: dict[str, str] = {
     "tests/io/test_textio_exact.py::test_a_line_that_is_not_utf8_fails_as_beams_read_fails_naming_the_read_and_the_file[connect]": (
         "a read's failure through Connect: test_connect.py's user error and test_connect_files.py's failed write stay"
     ),
+    "tests/beam_frontend/test_prism_oracle.py::test_repeated_count_trigger_in_both_accumulation_modes[DISCARDING]": (
+        "the ACCUMULATING case and the DISCARDING early/late case stay compared with Prism"
+    ),
+    "tests/beam_frontend/test_prism_oracle.py::test_a_second_grouping_sees_the_first_ones_panes_on_time": (
+        "the first grouping's panes stay compared with Prism; downstream groupings stay against Beam's direct runner"
+    ),
 }

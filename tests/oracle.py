@@ -14,7 +14,7 @@ import collections
 import itertools
 import threading
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sparkbeam
@@ -98,9 +98,13 @@ def _pane_key(pane: Any) -> tuple:
     return (pane.is_first, pane.is_last, names[int(timing)], pane.index, pane.nonspeculative_index)
 
 
-def run_beam(build: Callable[[Any, Any], Any], *, streaming: bool = False, runner: str | None = None) -> collections.Counter:
+def run_beam(
+    build: Callable[[Any, Any], Any], *, streaming: bool = False, runner: str | None = None, flags: Sequence[str] = ()
+) -> collections.Counter:
     """The builder's output on Beam's local runner: FnApiRunner, or BundleBasedDirectRunner
-    when streaming; ``runner`` names another where FnApiRunner cannot run a pipeline."""
+    when streaming; ``runner`` names another where FnApiRunner cannot run a pipeline, and
+    ``flags`` are Beam's pipeline flags for it (``PrismServer.pipeline_flags()`` for Prism,
+    whose LOOPBACK worker runs in this process, so the registry below still hears it)."""
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions as BeamOptions
     from apache_beam.options.pipeline_options import StandardOptions, TypeOptions
@@ -117,7 +121,7 @@ def run_beam(build: Callable[[Any, Any], Any], *, streaming: bool = False, runne
             registry._BEAM_RESULTS[token].append((canonical(element), timestamp.micros // 1000, _window_key(window), _pane_key(pane)))
 
     # No flags: Beam would otherwise parse sys.argv, which holds pytest's arguments.
-    options = BeamOptions([])
+    options = BeamOptions(list(flags))
     if streaming:
         options.view_as(StandardOptions).streaming = True
         # As Beam's own transcript tests: sparkbeam counts what a finished trigger drops

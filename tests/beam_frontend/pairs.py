@@ -9,7 +9,7 @@ timestamp in ms, window, pane), as ``tests.oracle`` compares sparkbeam's SDK wit
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sparkbeam
@@ -42,18 +42,23 @@ def run_on_sparkbeam(build: Callable[[Any, Any], Any], *, streaming: bool = Fals
 
 
 def assert_runners_agree(
-    build: Callable[[Any, Any], Any], *, streaming: bool = False, beam_runner: str | None = None, **flags: Any
+    build: Callable[[Any, Any], Any],
+    *,
+    streaming: bool = False,
+    beam_runner: str | None = None,
+    beam_flags: Sequence[str] = (),
+    **flags: Any,
 ) -> Any:
-    """Fail with the differences if sparkbeam's output differs from Beam's (``beam_runner``:
-    see ``run_beam``); an empty output fails too (it would prove nothing). Returns
-    sparkbeam's result."""
-    expected = run_beam(build, streaming=streaming, runner=beam_runner)
+    """Fail with the differences if sparkbeam's output differs from Beam's (``beam_runner``
+    and ``beam_flags``: see ``run_beam``); an empty output fails too (it would prove
+    nothing). Returns sparkbeam's result."""
+    expected = run_beam(build, streaming=streaming, runner=beam_runner, flags=beam_flags)
     actual, result = run_on_sparkbeam(build, streaming=streaming, **flags)
     if expected != actual:
         missing = sorted((expected - actual).elements(), key=repr)
         unexpected = sorted((actual - expected).elements(), key=repr)
         msg = (
-            "sparkbeam's Beam runner differs from Beam's\n  missing (Beam has, we lack):\n    "
+            f"sparkbeam's Beam runner differs from Beam's {beam_runner or 'local runner'}\n  missing (Beam has, we lack):\n    "
             + "\n    ".join(map(repr, missing))
             + "\n  unexpected (we have, Beam lacks):\n    "
             + "\n    ".join(map(repr, unexpected))
