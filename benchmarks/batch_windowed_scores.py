@@ -49,6 +49,7 @@ from workloads import (
     make_workdir,
     parse_common,
     prepare_peers,
+    prism_flags,
     read_back,
     require_apache_beam,
     runs_note,
@@ -60,7 +61,7 @@ from workloads import (
 
 RunFn = Callable[["Workload"], list[Row]]
 
-ALL_PEERS = ("sparkbeam", "sparkbeam-rows", "beam", "beam-on-sparkbeam", "dataframe", "rdd")
+ALL_PEERS = ("sparkbeam", "sparkbeam-rows", "beam", "prism", "beam-on-sparkbeam", "dataframe", "rdd")
 
 
 @attrs.frozen
@@ -188,10 +189,12 @@ def prepare_sparkbeam_rows(bench: Bench) -> RunFn:
     return run
 
 
-def prepare_beam(bench: Bench, on_sparkbeam: bool = False) -> RunFn:
-    """The pipeline written with apache_beam, on Beam's FnApiRunner or, unchanged, with
-    ``--runner=sparkbeam.SparkRunner`` on the shared session (``on_sparkbeam``)."""
+def prepare_beam(bench: Bench, runner: str = "fnapi") -> RunFn:
+    """The pipeline written with apache_beam, on Beam's FnApiRunner (``fnapi``), on Beam's
+    Prism runner (``prism``: a job server of this command, LOOPBACK) or, unchanged, with
+    ``--runner=sparkbeam.SparkRunner`` on the shared session (``sparkbeam``)."""
     require_apache_beam()
+    prism = prism_flags() if runner == "prism" else []
     import apache_beam as ab
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
@@ -210,7 +213,11 @@ def prepare_beam(bench: Bench, on_sparkbeam: bool = False) -> RunFn:
         # Beam pickles its DoFns with their globals, so a list here would not be the one they
         # append to: results travel by file.
         output_dir = tempfile.mkdtemp(prefix="beam-out-", dir=bench.workdir)
-        beam_run = {"options": PipelineOptions(flags)} if on_sparkbeam else {"runner": FnApiRunner(), "options": PipelineOptions([])}
+        beam_run = {
+            "fnapi": {"runner": FnApiRunner(), "options": PipelineOptions([])},
+            "prism": {"options": PipelineOptions(prism)},
+            "sparkbeam": {"options": PipelineOptions(flags)},
+        }[runner]
         with ab.Pipeline(**beam_run) as pipeline:
             if workload.path is not None:
                 stamped = (
@@ -283,7 +290,8 @@ PREPARE: dict[str, Callable[[Bench], RunFn]] = {
     "sparkbeam": prepare_sparkbeam,
     "sparkbeam-rows": prepare_sparkbeam_rows,
     "beam": prepare_beam,
-    "beam-on-sparkbeam": lambda bench: prepare_beam(bench, on_sparkbeam=True),
+    "prism": lambda bench: prepare_beam(bench, runner="prism"),
+    "beam-on-sparkbeam": lambda bench: prepare_beam(bench, runner="sparkbeam"),
     "dataframe": prepare_dataframe,
     "rdd": prepare_rdd,
 }
@@ -292,6 +300,7 @@ DESCRIBE = {
     "sparkbeam": "sparkbeam on Spark: Read -> Map(TimestampedValue) -> FixedWindows(60) -> CombinePerKey",
     "sparkbeam-rows": "sparkbeam on Spark, schema'd: ReadFromCsv (or Create(Rows) with --rows-source memory) -> AssignTimestamps -> FixedWindows(60) -> GroupBy.aggregate_field (a Spark SQL plan)",
     "beam": "Apache Beam, FnApiRunner in this process, same pipeline, results written to a file",
+    "prism": "the beam peer's apache_beam pipeline unchanged on Beam's Prism runner (tools/prism.py; Go, its own process, SDK worker LOOPBACK in this one)",
     "beam-on-sparkbeam": "the beam peer's apache_beam pipeline unchanged, with --runner=sparkbeam.SparkRunner",
     "dataframe": "PySpark DataFrame: groupBy(key, window(1 minute)).agg(count, sum)",
     "rdd": "PySpark RDD: map to ((key, window_start), (1, score)) -> reduceByKey",

@@ -1,11 +1,12 @@
-"""Nexmark: Beam's queries, unchanged, in batch on sparkbeam's runner and on Beam's local runner.
+"""Nexmark: Beam's queries, unchanged, in batch on sparkbeam's runner, Beam's local runner and Beam's Prism runner.
 
 Each of Beam's Nexmark queries (``apache_beam/testing/benchmarks/nexmark/queries``, as
 installed) runs as Beam's launcher runs it in batch, on one file of events from
 ``sparkbeam.testing.nexmark_generator``, once on Beam's local runner and once with
-``--runner=sparkbeam.SparkRunner`` on the shared SparkSession; the outputs (with their
-timestamps, windows and panes) must agree, and the per-query times and their ratio are
-printed::
+``--runner=sparkbeam.SparkRunner`` on the shared SparkSession, and once on Beam's Prism
+runner (tools/prism.py: one job server for the command, LOOPBACK; ``--no-prism`` leaves it
+out); the outputs (with their timestamps, windows and panes) must agree, and the per-query
+times and their ratios are printed::
 
     python benchmarks/nexmark_queries.py --events 20000 --master 'local[2]'
 
@@ -30,7 +31,7 @@ sys.path.insert(0, ROOT)
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
 
 from measuring import load_average, start_spark  # noqa: E402  (a sibling module, after the path is set)
-from workloads import BUSY_ELSEWHERE_WARNING  # noqa: E402
+from workloads import BUSY_ELSEWHERE_WARNING, PeerUnavailable, prism_flags  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", default="", help="comma-separated query numbers (default: all)")
     parser.add_argument("--master", default="local[*]", help="Spark master of the shared session (default local[*])")
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--no-prism", action="store_true", help="leave Beam's Prism runner out")
     args = parser.parse_args(argv)
 
     from sparkbeam.testing.nexmark_generator import NexmarkConfig, write_events
@@ -58,11 +60,23 @@ def main(argv: list[str] | None = None) -> int:
         output = run()
         return output, time.perf_counter() - started
 
-    # Untimed: starts PySpark's workers and both runners' imports.
+    prism: list[str] | None = None
+    if not args.no_prism:
+        try:
+            prism = prism_flags()  # built (first use) and started untimed
+        except PeerUnavailable as error:
+            print(f"Prism: not run: {error}")
+
+    # Untimed: starts PySpark's workers and the runners' imports.
     run_beam(lambda ns, p: load_query(QUERIES[0], p, path))
     run_on_sparkbeam(lambda ns, p: load_query(QUERIES[0], p, path))
+    if prism is not None:
+        run_beam(lambda ns, p: load_query(QUERIES[0], p, path), runner="PrismRunner", flags=prism)
 
-    header = f"{'query':<6} {'results':>8} {'Beam s':>8} {'sparkbeam s':>12} {'Beam/sparkbeam':>15}  note"
+    header = (
+        f"{'query':<6} {'results':>8} {'Beam s':>8} {'Prism s':>8} {'sparkbeam s':>12} "
+        f"{'Beam/sparkbeam':>15} {'Prism/sparkbeam':>16}  note"
+    )
     print(header)
     print("-" * len(header))
     status = 0
@@ -71,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         name = f"q{query.number}"
         if query.gap is not None:
-            print(f"{name:<6} {'-':>8} {'-':>8} {'-':>12} {'-':>15}  not run: {query.gap.reason}")
+            print(f"{name:<6} {'-':>8} {'-':>8} {'-':>8} {'-':>12} {'-':>15} {'-':>16}  not run: {query.gap.reason}")
             continue
 
         def build(ns, p, query=query):
@@ -79,17 +93,35 @@ def main(argv: list[str] | None = None) -> int:
 
         (ours, _result), our_seconds = timed(lambda build=build: run_on_sparkbeam(build))
         if query.no_oracle is not None:
-            print(f"{name:<6} {sum(ours.values()):>8} {'-':>8} {our_seconds:>12.2f} {'-':>15}  {query.no_oracle}")
+            print(f"{name:<6} {sum(ours.values()):>8} {'-':>8} {'-':>8} {our_seconds:>12.2f} {'-':>15} {'-':>16}  {query.no_oracle}")
             continue
         theirs, beam_seconds = timed(lambda build=build, query=query: run_beam(build, runner=query.beam_runner))
         agrees = theirs == ours
+        notes = [f"Beam's runner: {query.beam_runner}"] if query.beam_runner != "FnApiRunner" else []
+        notes += [] if agrees else ["DISAGREES with Beam's runner"]
+        prism_cell, prism_ratio = "-", "-"
+        if prism is not None:
+            try:
+                on_prism, prism_seconds = timed(lambda build=build: run_beam(build, runner="PrismRunner", flags=prism))
+            except Exception as error:  # a query Prism cannot run: say so, keep going
+                notes.append(f"Prism failed: {str(error).strip().splitlines()[0][:120]}")
+            else:
+                prism_cell, prism_ratio = f"{prism_seconds:.2f}", f"{prism_seconds / our_seconds:.2f}x"
+                if on_prism != ours:
+                    notes.append("DISAGREES with Prism")
+                    agrees = False
         status = status or (0 if agrees else 1)
-        note = (f"Beam's runner: {query.beam_runner}" if query.beam_runner != "FnApiRunner" else "") + ("" if agrees else " DISAGREES")
-        print(f"{name:<6} {sum(ours.values()):>8} {beam_seconds:>8.2f} {our_seconds:>12.2f} {beam_seconds / our_seconds:>14.2f}x  {note.strip()}")
+        print(
+            f"{name:<6} {sum(ours.values()):>8} {beam_seconds:>8.2f} {prism_cell:>8} {our_seconds:>12.2f} "
+            f"{beam_seconds / our_seconds:>14.2f}x {prism_ratio:>16}  {'; '.join(notes)}"
+        )
     load = os.getloadavg()[0]
     if load > (os.cpu_count() or 1) * (1 - BUSY_ELSEWHERE_WARNING):
         print(f"warning: load average {load:.2f} on {os.cpu_count()} cores: other processes inflate these timings")
-    print("Beam/sparkbeam above 1x: sparkbeam is faster. Times: build, run and results on the driver, one run each.")
+    print(
+        "Beam/sparkbeam, Prism/sparkbeam above 1x: sparkbeam is faster. Times: build, run and results "
+        "on the driver, one run each."
+    )
     spark.stop()
     return status
 

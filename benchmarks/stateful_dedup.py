@@ -11,6 +11,8 @@ copy, and when the timer fires emits ``(id, copies)`` once and clears the state.
 - ``streaming``: the same pipeline on sparkbeam in streaming mode, the events arriving in 20
   steps through a TestStream (streaming_windowed_scores.py's script and TestStream);
 - ``beam``: the same DoFn written against apache_beam, on Beam's local FnApiRunner;
+- ``prism``: that apache_beam pipeline on Beam's Prism runner (tools/prism.py: Beam's
+  portable reference runner, a Go process of its own, the SDK worker LOOPBACK in this one);
 - ``twsip``: hand-written PySpark, ``transformWithStateInPandas`` (Spark 4's stateful API)
   keyed by (id, window), in a batch query;
 - ``dataframe``: hand-written PySpark, ``groupBy(id, window).count()``: the fastest
@@ -58,6 +60,7 @@ from workloads import (
     make_workdir,
     parse_common,
     prepare_peers,
+    prism_flags,
     read_back,
     require_apache_beam,
     share_behind,
@@ -65,7 +68,7 @@ from workloads import (
     stop_bench,
 )
 
-ALL_PEERS = ("sparkbeam", "streaming", "beam", "twsip", "dataframe")
+ALL_PEERS = ("sparkbeam", "streaming", "beam", "prism", "twsip", "dataframe")
 DEDUP_WINDOW_SECONDS = 600
 DEDUP_WINDOW_MS = DEDUP_WINDOW_SECONDS * 1000
 SPAN_HOURS = 4
@@ -201,8 +204,11 @@ def prepare_sparkbeam(bench: Bench, *, streaming: bool) -> RunFn:
     return run
 
 
-def prepare_beam(bench: Bench) -> RunFn:
+def prepare_beam(bench: Bench, on_prism: bool = False) -> RunFn:
+    """The DoFn written against apache_beam, on FnApiRunner or on Beam's Prism runner
+    (``on_prism``: one job server for the command, LOOPBACK)."""
     require_apache_beam()
+    prism = prism_flags() if on_prism else None
     import apache_beam as ab
     from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
@@ -212,7 +218,8 @@ def prepare_beam(bench: Bench) -> RunFn:
 
     def run(workload: Workload) -> list[Row]:
         output_dir = tempfile.mkdtemp(prefix="beam-out-", dir=bench.workdir)
-        with ab.Pipeline(runner=FnApiRunner(), options=PipelineOptions([])) as pipeline:
+        beam_run = {"options": PipelineOptions(prism)} if prism else {"runner": FnApiRunner(), "options": PipelineOptions([])}
+        with ab.Pipeline(**beam_run) as pipeline:
             (
                 pipeline
                 | "Create" >> ab.Create(workload.events)
@@ -286,6 +293,7 @@ PREPARE: dict[str, Callable[[Bench], RunFn]] = {
     "sparkbeam": lambda bench: prepare_sparkbeam(bench, streaming=False),
     "streaming": lambda bench: prepare_sparkbeam(bench, streaming=True),
     "beam": prepare_beam,
+    "prism": lambda bench: prepare_beam(bench, on_prism=True),
     "twsip": prepare_twsip,
     "dataframe": prepare_dataframe,
 }
@@ -293,6 +301,7 @@ DESCRIBE = {
     "sparkbeam": "sparkbeam batch: Create -> Map(TimestampedValue) -> WindowInto(FixedWindows(600)) -> ParDo(stateful dedup) -> capture",
     "streaming": f"sparkbeam streaming: TestStream ({STEPS} arrival steps, each followed by a watermark) -> WindowInto(FixedWindows(600)) -> ParDo(stateful dedup) -> capture",
     "beam": "apache_beam on FnApiRunner: the same DoFn, Create -> ... -> WriteToText, read back",
+    "prism": "apache_beam on Beam's Prism runner (tools/prism.py, LOOPBACK): the same DoFn and pipeline as beam",
     "twsip": "PySpark batch: createDataFrame -> groupBy(id, window).transformWithStateInPandas(ValueState 'seen') -> collect",
     "dataframe": "PySpark batch: createDataFrame -> groupBy(id, window).count() -> collect",
 }

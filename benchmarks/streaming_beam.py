@@ -1,4 +1,5 @@
-"""The streaming benchmark's Beam peer: the events as Beam's TestStream on its BundleBasedDirectRunner."""
+"""The streaming benchmark's Beam peers: the events as Beam's TestStream on its
+BundleBasedDirectRunner (``BeamPeer``) and on Beam's Prism runner (``PrismPeer``)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,16 @@ from typing import Any
 from streaming_idle import IdleFigure, by_difference, idle_increment_ms
 from streaming_peer import Peer, Run
 from streaming_script import Script, test_stream
-from workloads import EPOCH_MS, WINDOW_SECONDS, Bench, CountAndSumLogic, require_apache_beam
+from workloads import (
+    EPOCH_MS,
+    WINDOW_SECONDS,
+    Bench,
+    CountAndSumLogic,
+    prism_flags,
+    require_apache_beam,
+)
 
-__all__ = ["BeamPeer"]
+__all__ = ["BeamPeer", "PrismPeer"]
 
 # Beam's DoFns run in this process but are pickled, maybe by value with a copy of their
 # globals, so a list they append to is reached through the module at run time
@@ -32,6 +40,7 @@ class BeamPeer(Peer):
         "Apache Beam BundleBasedDirectRunner, streaming=True, Beam's TestStream, same pipeline; "
         "ON_TIME panes"
     )
+    name = "beam"
 
     def __init__(self, bench: Bench) -> None:
         require_apache_beam()
@@ -57,6 +66,8 @@ class BeamPeer(Peer):
         self.on_time = int(PaneInfoTiming.ON_TIME)
         self.combine_fn = CountAndSum
         self.record = record
+        self.runner: str | None = "BundleBasedDirectRunner"
+        self.flags: list[str] = []
 
     def stream(self, script: Script) -> tuple[Any, int]:
         """The TestStream of ``script`` and how many events it has."""
@@ -69,9 +80,9 @@ class BeamPeer(Peer):
         ab = self.ab
         _BEAM_ROWS.clear()
         # An explicit empty flag list: Beam would otherwise parse (and warn about) our sys.argv.
-        options = self.options_cls([])
+        options = self.options_cls(self.flags)
         options.view_as(self.standard).streaming = True
-        with ab.Pipeline(runner="BundleBasedDirectRunner", options=options) as pipeline:
+        with ab.Pipeline(runner=self.runner, options=options) as pipeline:
             (
                 pipeline
                 | "Events" >> stream
@@ -96,7 +107,7 @@ class BeamPeer(Peer):
             if timing == self.on_time
         ]
         seconds = time.perf_counter() - started
-        note = f"beam: {events} TestStream events (steps); Beam shows no per-step times, so s/step is seconds / events"
+        note = f"{self.name}: {events} TestStream events (steps); Beam shows no per-step times, so s/step is seconds / events"
         return Run(rows, seconds, events, len(recorded) - len(rows), [note])
 
     def idle(self, count: int) -> list[IdleFigure]:
@@ -117,7 +128,7 @@ class BeamPeer(Peer):
         _, per_step = by_difference(lambda: self.execute(build(0)), lambda: self.execute(stream), count)
         return [
             IdleFigure(
-                "beam",
+                self.name,
                 "watermark-only TestStream events",
                 count,
                 None,
@@ -127,3 +138,19 @@ class BeamPeer(Peer):
                 "no per-step times: by difference only",
             )
         ]
+
+
+class PrismPeer(BeamPeer):
+    """The same pipeline and TestStream on Beam's Prism runner: one job server for the
+    command (workloads.prism_flags), the SDK worker LOOPBACK in this process."""
+
+    describe = (
+        "Apache Beam on Beam's Prism runner (Go, its own process; tools/prism.py), streaming=True, "
+        "Beam's TestStream, same pipeline; ON_TIME panes"
+    )
+    name = "prism"
+
+    def __init__(self, bench: Bench) -> None:
+        super().__init__(bench)
+        self.runner = None  # the flags name it
+        self.flags = prism_flags()

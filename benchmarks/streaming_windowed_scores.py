@@ -26,7 +26,7 @@ from collections.abc import Callable
 # Sibling modules: run as a file, this script has its own directory on sys.path. Each peer
 # is a module of its own (streaming_sparkbeam, streaming_beam, streaming_structured).
 from measuring import driver_peak_rss_mb
-from streaming_beam import BeamPeer
+from streaming_beam import BeamPeer, PrismPeer
 from streaming_idle import measure_idle
 from streaming_peer import Peer
 from streaming_runs import Outcome, measure
@@ -48,11 +48,12 @@ from workloads import (
     stop_bench,
 )
 
-ALL_PEERS = ("sparkbeam", "beam", "structured")
+ALL_PEERS = ("sparkbeam", "beam", "prism", "structured")
 
 PEERS: dict[str, Callable[[Bench], Peer]] = {
     "sparkbeam": SparkbeamPeer,
     "beam": BeamPeer,
+    "prism": PrismPeer,
     "structured": StructuredPeer,
 }
 

@@ -20,6 +20,7 @@ functions and classes are pickled by value, as a script's own (``__main__``) are
 from __future__ import annotations
 
 import argparse
+import atexit
 import glob
 import os
 import random
@@ -59,6 +60,7 @@ __all__ = [
     "parse_common",
     "pickle_by_value",
     "prepare_peers",
+    "prism_flags",
     "read_back",
     "require_apache_beam",
     "runs_note",
@@ -214,6 +216,33 @@ def require_apache_beam() -> None:
     except ImportError as error:
         msg = f"Apache Beam is not installed ({error}); pip install apache-beam"
         raise PeerUnavailable(msg) from None
+
+
+_PRISM: list[Any] = []  # the one Prism job server of this command, once started
+
+
+def prism_flags() -> list[str]:
+    """Beam pipeline flags for Beam's Prism runner (``--runner=PrismRunner``, its job
+    endpoint, LOOPBACK): one job server for the whole command, built by tools/prism.py at the
+    installed apache-beam's version on first use and started here, before anything is timed
+    (its CPU counts in the peer's, as a child of this process); stopped when the command
+    exits. ``PeerUnavailable`` when it cannot be built here (no Go)."""
+    require_apache_beam()
+    if not _PRISM:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        if root not in sys.path:
+            sys.path.append(root)
+        from tools.prism import PrismBuildError, PrismServer, prism_binary
+
+        try:
+            binary = prism_binary(log=lambda line: print(f"   {line}", flush=True))
+            server = PrismServer(binary, log_path=os.path.join(tempfile.gettempdir(), f"sparkbeam-bench-prism-{os.getpid()}.log"))
+            server.start()
+        except PrismBuildError as error:
+            raise PeerUnavailable(str(error)) from None
+        atexit.register(server.stop)
+        _PRISM.append(server)
+    return _PRISM[0].pipeline_flags()
 
 
 def start_bench(args: argparse.Namespace, workdir: str, app_name: str, partitions_are: str, settings: dict[str, str] | None = None) -> Bench:
