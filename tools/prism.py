@@ -155,15 +155,13 @@ class PrismServer:
 
     def start(self, timeout: float = 60.0) -> PrismServer:
         self.port = _free_port()
-        log = open(self.log_path, "ab") if self.log_path is not None else subprocess.DEVNULL  # noqa: SIM115
-        try:
+        with contextlib.ExitStack() as files:
+            # The child keeps its own copy of the log's descriptor: ours closes at once.
+            log: Any = files.enter_context(open(self.log_path, "ab")) if self.log_path is not None else subprocess.DEVNULL
             self.process = subprocess.Popen(
                 [str(self.binary), "--job_port", str(self.port), "--serve_http=false", "--log_level", "warn"],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
             )
-        finally:
-            if log is not subprocess.DEVNULL:
-                log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
