@@ -150,8 +150,17 @@ class PrismServer:
         return f"localhost:{self.port}"
 
     def pipeline_flags(self) -> list[str]:
-        """Beam pipeline flags that submit to this server with the SDK worker in-process."""
-        return ["--runner=PrismRunner", f"--job_endpoint={self.endpoint}", "--environment_type=LOOPBACK"]
+        """Beam pipeline flags that submit to this server with the SDK worker in-process.
+
+        A day's ``--job_server_timeout``: Beam opens a job's state and message streams with
+        that deadline (300 s by default) before it runs the job, so any longer run (1M events
+        on a busy machine) would end in DEADLINE_EXCEEDED instead of its result."""
+        return [
+            "--runner=PrismRunner",
+            f"--job_endpoint={self.endpoint}",
+            "--environment_type=LOOPBACK",
+            "--job_server_timeout=86400",
+        ]
 
     def start(self, timeout: float = 60.0) -> PrismServer:
         self.port = _free_port()
