@@ -19,7 +19,9 @@ untimed warm-up of query 0 on both runners). Exit status 1 when outputs disagree
 from __future__ import annotations
 
 import argparse
+import collections
 import os
+import re
 import sys
 import tempfile
 import time
@@ -32,6 +34,25 @@ os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("P
 
 from measuring import load_average, start_spark  # noqa: E402  (a sibling module, after the path is set)
 from workloads import BUSY_ELSEWHERE_WARNING, PeerUnavailable, prism_flags  # noqa: E402
+
+
+def grpc_details(error: Exception) -> str:
+    """The job service's own words from a gRPC error (its ``details``), else the first line."""
+    found = re.search(r'details = "([^"]*)', str(error))
+    return (found.group(1) if found else str(error).strip().splitlines()[0])[:160]
+
+
+def how_prism_differs(on_prism: collections.Counter, ours: collections.Counter) -> str:
+    """How many rows differ, and whether only in the panes' ``is_last`` (where Prism follows
+    Beam's Java ReduceFnRunner, see the README's "Beam's Prism runner as a second streaming
+    oracle"); rows are (value, timestamp, window, (is_first, is_last, timing, index, ...))."""
+
+    def without_is_last(rows: collections.Counter) -> collections.Counter:
+        return collections.Counter({(v, t, w, (p[0], *p[2:])): n for (v, t, w, p), n in rows.items()})
+
+    missing, unexpected = sum((on_prism - ours).values()), sum((ours - on_prism).values())
+    only_last = without_is_last(on_prism) == without_is_last(ours)
+    return f"{missing} rows only on Prism, {unexpected} only on sparkbeam" + (", differing only in is_last" if only_last else "")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,11 +125,11 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 on_prism, prism_seconds = timed(lambda build=build: run_beam(build, runner="PrismRunner", flags=prism))
             except Exception as error:  # a query Prism cannot run: say so, keep going
-                notes.append(f"Prism failed: {str(error).strip().splitlines()[0][:120]}")
+                notes.append(f"Prism failed: {grpc_details(error)}")
             else:
                 prism_cell, prism_ratio = f"{prism_seconds:.2f}", f"{prism_seconds / our_seconds:.2f}x"
                 if on_prism != ours:
-                    notes.append("DISAGREES with Prism")
+                    notes.append(f"DISAGREES with Prism: {how_prism_differs(on_prism, ours)}")
                     agrees = False
         status = status or (0 if agrees else 1)
         print(
