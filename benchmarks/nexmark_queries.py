@@ -38,8 +38,9 @@ from workloads import BUSY_ELSEWHERE_WARNING, PeerUnavailable, prism_flags  # no
 
 def grpc_details(error: Exception) -> str:
     """The job service's own words from a gRPC error (its ``details``), else the first line."""
-    found = re.search(r'details = "([^"]*)', str(error))
-    return (found.group(1) if found else str(error).strip().splitlines()[0])[:160]
+    found = re.search(r'details = "(.*?)"\s*\n\s*debug_error_string', str(error), re.DOTALL)
+    words = found.group(1) if found else str(error).strip().splitlines()[0]
+    return " ".join(words.split())[:240]
 
 
 def how_prism_differs(on_prism: collections.Counter, ours: collections.Counter) -> str:
