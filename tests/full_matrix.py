@@ -134,10 +134,21 @@ FULL_MATRIX: dict[str, str] = {
     "tests/io/test_textio_exact.py::test_a_line_that_is_not_utf8_fails_as_beams_read_fails_naming_the_read_and_the_file[connect]": (
         "a read's failure through Connect: test_connect.py's user error and test_connect_files.py's failed write stay"
     ),
-    "tests/beam_frontend/test_prism_oracle.py::test_repeated_count_trigger_in_both_accumulation_modes[DISCARDING]": (
-        "the ACCUMULATING case and the DISCARDING early/late case stay compared with Prism"
-    ),
-    "tests/beam_frontend/test_prism_oracle.py::test_a_second_grouping_sees_the_first_ones_panes_on_time": (
-        "the first grouping's panes stay compared with Prism; downstream groupings stay against Beam's direct runner"
-    ),
+    # Prism as an oracle: building it from Beam's Go module takes 2-4 minutes of both cores on
+    # a clean machine, more than the suite's budget allows; tests/tools/test_prism.py (the
+    # build script, with a stand-in for `go`) stays, and the suite's streaming oracles compare
+    # the same semantics with Beam's BundleBasedDirectRunner.
+    **{
+        f"tests/beam_frontend/test_prism_oracle.py::{case}": (
+            "Beam's BundleBasedDirectRunner stays the streaming oracle (tests/runners/test_streaming_oracle.py, "
+            "tests/conformance); tests/tools/test_prism.py stays"
+        )
+        for case in (
+            "test_default_trigger_fires_on_time_then_once_per_late_element",
+            "test_early_on_time_and_late_panes_discarding",
+            "test_repeated_count_trigger_in_both_accumulation_modes[ACCUMULATING]",
+            "test_repeated_count_trigger_in_both_accumulation_modes[DISCARDING]",
+            "test_a_second_grouping_sees_the_first_ones_panes_on_time",
+        )
+    },
 }
