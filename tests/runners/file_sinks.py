@@ -53,3 +53,36 @@ def by_window_and_destination(files: dict[str, bytes]) -> dict[str, collections.
         (total,) = {count for _, count in numbered}
         assert sorted(index for index, _ in numbered) == list(range(total)), (head, numbered)
     return groups
+
+
+def assert_same_sink_files(there: dict[str, bytes], here: dict[str, bytes]) -> None:
+    """What ``write_everything`` wrote there (a remote store) against what it wrote here (a
+    local disk): the same names (no temporary folder left behind either); text, CSV and the
+    gzip file the same bytes; JSON and Parquet shards the same records (how elements fall
+    into shards follows the partitions)."""
+    import csv
+    import gzip
+    import io
+
+    import pyarrow.parquet as pq
+
+    assert sorted(there) == sorted(here)
+    for name in ("text-00000-of-00002", "text-00001-of-00002"):
+        assert there[name] == here[name], name
+    assert gzip.decompress(there["gz.gz"]) == gzip.decompress(here["gz.gz"])  # its header holds the time
+    assert sorted(there["csv-00000-of-00001"].decode().splitlines()) == sorted(here["csv-00000-of-00001"].decode().splitlines())
+    assert next(iter(csv.reader(io.StringIO(there["csv-00000-of-00001"].decode())))) == ["name", "score", "ok"]
+
+    def json_rows(files: dict[str, bytes]) -> list[str]:
+        return sorted(line for name, data in files.items() if name.startswith("json") for line in data.decode().splitlines())
+
+    assert json_rows(there) == json_rows(here) and len(json_rows(there)) == 40
+
+    def parquet_rows(files: dict[str, bytes]) -> list[tuple]:
+        rows: list[tuple] = []
+        for name, data in files.items():
+            if name.startswith("parquet"):
+                rows += [tuple(r.values()) for r in pq.read_table(io.BytesIO(data)).to_pylist()]
+        return sorted(rows)
+
+    assert parquet_rows(there) == parquet_rows(here) and len(parquet_rows(there)) == 40
