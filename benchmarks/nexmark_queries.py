@@ -137,6 +137,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{name:<6} {sum(ours.values()):>8} {beam_seconds:>8.2f} {prism_cell:>8} {our_seconds:>12.2f} "
             f"{beam_seconds / our_seconds:>14.2f}x {prism_ratio:>16}  {'; '.join(notes)}"
         )
+        if theirs != ours:
+            # What differs, so that a disagreement can be looked into without a rerun.
+            for label, rows in (("Beam has, sparkbeam lacks", theirs - ours), ("sparkbeam has, Beam lacks", ours - theirs)):
+                shown = sorted(rows.elements(), key=repr)
+                print(f"       {label}: {len(shown)} rows" + "".join(f"\n         {row!r}" for row in shown[:3]))
     load = os.getloadavg()[0]
     if load > (os.cpu_count() or 1) * (1 - BUSY_ELSEWHERE_WARNING):
         print(f"warning: load average {load:.2f} on {os.cpu_count()} cores: other processes inflate these timings")
