@@ -446,6 +446,10 @@ class BeamFnRunner(DoFnRunner):
             # engine's plain DoFns are: never the fused re-stamping Map's call).
             self.plain = False
             self.process = _process_with_params(self, dofn.params)
+        elif isinstance(dofn, BeamCallable) and dofn.shape == "FlatMap" and dofn.arguments == "element" and self.plain:
+            # A FlatMap's (or a DoFn's process's) outputs read in one loop here, not through
+            # the wrapper call's generator and the engine's guard around it.
+            self.process = _process_flat(self, dofn.beam_fn, dofn.label)
         elif isinstance(dofn, BeamCallable) and dofn.shape == "Map" and dofn.arguments != "any":
             # The fused re-stamping Map calls the user's function itself and reads Beam's
             # TimestampedValue as it is: no wrapper call and no engine copy per element.
@@ -522,6 +526,43 @@ def _process_with_params(runner: BeamFnRunner, kinds: tuple[str, ...]) -> Callab
                 output(item, wv)
 
     return process
+
+
+def _process_flat(runner: BeamFnRunner, fn: Callable[[Any], Any], label: str) -> Callable[[WindowedValue], None]:
+    """``process`` of a FlatMap called with the element alone: what the wrapper call
+    (``_flat_call``) and the engine's ``_guard_iter`` do, in one frame. A failure of the
+    function or of its iteration is named as Beam names it (``augmented``); a failure
+    downstream, raised by ``output``, is already named and passes as it is."""
+    output, location = runner._output, runner.location
+    converters, unseen = _CONVERTERS, _UNSEEN
+    failure = _failure_in(label)
+
+    def process_flat(wv: WindowedValue) -> None:
+        value = wv[0]
+        try:
+            found = fn(value)
+            if found is None:  # Beam's output handler: no outputs
+                return
+            iterator = iter(found)
+        except UserCodeError:
+            raise
+        except Exception as error:
+            renamed = failure(error)
+            raise UserCodeError(label, location, renamed, value) from renamed
+        while True:
+            try:
+                item = next(iterator)
+            except StopIteration:
+                return
+            except UserCodeError:
+                raise
+            except Exception as error:
+                renamed = failure(error)
+                raise UserCodeError(label, location, renamed, value) from renamed
+            convert = converters.get(type(item), unseen)
+            output(item if convert is None else engine_output(item) if convert is unseen else convert(item), wv)
+
+    return process_flat
 
 
 def _failure_in(label: str) -> Callable[[Exception], BaseException]:
