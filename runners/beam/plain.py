@@ -1,7 +1,11 @@
-"""Beam's Map, FlatMap, Filter, MapTuple and FlatMapTuple run by the engine's own DoFnRunner.
+"""Beam's Map, FlatMap, Filter, MapTuple and FlatMapTuple, and DoFns that are a ``process``
+alone, run by the engine's own DoFnRunner.
 
 Most ParDos of a Beam pipeline are one of these: a ``CallableWrapperDoFn`` around the
-user's function, with no side inputs and no DoFn parameters. Beam's ``DoFnRunner`` would
+user's function, with no side inputs and no DoFn parameters; or a DoFn class of the
+user's with a ``process`` method and none of Beam's lifecycle methods (``setup``,
+``start_bundle``, ``finish_bundle``, ``teardown``) overridden, which Beam's runner runs
+exactly as ``FlatMap(dofn.process)`` (``_process_alone``): it is lowered as that. Beam's ``DoFnRunner`` would
 call such a DoFn with a Beam ``WindowedValue`` built for each element and convert every
 output back; the engine's own ``DoFnRunner`` calls the function with the element's value
 and keeps its fast paths (one call per element, the input's timestamp, windows and pane
@@ -24,7 +28,7 @@ thin wrapper (``_BeamCall``) that keeps what Beam's runner does differently:
   by position, once per window when it takes its window (``_process_with_params``);
 - the fused re-stamping Map calls the user's function itself (``DirectCall``).
 
-Anything else (a DoFn class, side inputs, other DoFn parameters, runtime type checks,
+Anything else (a DoFn class with a lifecycle method, side inputs, other DoFn parameters, runtime type checks,
 inputs whose elements may be in several windows, where Beam multiplies a
 ``WindowedValue`` output's windows) keeps Beam's ``DoFnRunner`` (``pardo.py``).
 ``ReadBundle`` (``reads.py``), which reads a bounded source's bundle, is run the same way.
@@ -142,6 +146,27 @@ def _param_kinds(fn: Callable, shape: str, transform: Any) -> tuple[str, ...] | 
     return tuple(kinds)
 
 
+#: the DoFn methods Beam's DoFnRunner calls besides ``process`` (``_process_alone``)
+_LIFECYCLE = ("setup", "start_bundle", "finish_bundle", "teardown")
+
+
+def _process_alone(dofn: Any) -> bool:
+    """Whether ``dofn`` is a DoFn of the user's whose ``process`` is all Beam's DoFnRunner
+    would call: every lifecycle method Beam's own no-op (a ``finish_bundle`` may output,
+    ``setup`` may take context managers), ``process`` a method of the instance. (Stateful,
+    splittable and batched DoFns never get here; DoFn parameters are read as for a Map's.)"""
+    if not isinstance(dofn, beam_core.DoFn) or isinstance(dofn, beam_core.CallableWrapperDoFn):
+        return False
+    if type(dofn).__getattribute__ is not object.__getattribute__:
+        return False  # a wrapper that hands on other methods (with_exception_handling's)
+    for name in _LIFECYCLE:  # looked up as Beam's runner calls them: on the instance
+        method = getattr(dofn, name, None)
+        if getattr(method, "__func__", None) is not getattr(beam_core.DoFn, name):
+            return False
+    process = getattr(dofn, "process", None)
+    return inspect.ismethod(process) and process.__self__ is dofn and inspect.isfunction(process.__func__)
+
+
 #: window fns that put each element in exactly one window, where Beam's handling of a
 #: ``WindowedValue`` output (its windows times the input's) is the engine's (taken as is)
 _ONE_WINDOW_FNS = (GlobalWindows, FixedWindows, Sessions)
@@ -151,11 +176,15 @@ def plain_par_do(node: Any, signature: Any, base: dict[str, Any], windowing: Win
     """The engine's ParDo for a Beam ParDo of a plain ``CallableWrapperDoFn`` (see the
     module docs), or None where Beam's DoFnRunner must run it."""
     transform = node.transform
-    if type(transform.fn) is not beam_core.CallableWrapperDoFn or node.side_inputs or type_checked:
+    if node.side_inputs or type_checked or type(windowing.windowfn) not in _ONE_WINDOW_FNS:
         return None
-    if type(windowing.windowfn) not in _ONE_WINDOW_FNS:
+    if type(transform.fn) is beam_core.CallableWrapperDoFn:
+        fn, shape = beam_callable_shape(transform.fn)
+    elif _process_alone(transform.fn):
+        # What Beam's runner does with such a DoFn is what it does with FlatMap(its process).
+        fn, shape = transform.fn.process, "FlatMap"
+    else:
         return None
-    fn, shape = beam_callable_shape(transform.fn)
     params: tuple[str, ...] = ()
     if _takes_dofn_params(signature):
         found = _param_kinds(fn, shape, transform)
@@ -417,6 +446,10 @@ class BeamFnRunner(DoFnRunner):
             # engine's plain DoFns are: never the fused re-stamping Map's call).
             self.plain = False
             self.process = _process_with_params(self, dofn.params)
+        elif isinstance(dofn, BeamCallable) and dofn.shape == "FlatMap" and dofn.arguments == "element" and self.plain:
+            # A FlatMap's (or a DoFn's process's) outputs read in one loop here, not through
+            # the wrapper call's generator and the engine's guard around it.
+            self.process = _process_flat(self, dofn.beam_fn, dofn.label)
         elif isinstance(dofn, BeamCallable) and dofn.shape == "Map" and dofn.arguments != "any":
             # The fused re-stamping Map calls the user's function itself and reads Beam's
             # TimestampedValue as it is: no wrapper call and no engine copy per element.
@@ -493,6 +526,43 @@ def _process_with_params(runner: BeamFnRunner, kinds: tuple[str, ...]) -> Callab
                 output(item, wv)
 
     return process
+
+
+def _process_flat(runner: BeamFnRunner, fn: Callable[[Any], Any], label: str) -> Callable[[WindowedValue], None]:
+    """``process`` of a FlatMap called with the element alone: what the wrapper call
+    (``_flat_call``) and the engine's ``_guard_iter`` do, in one frame. A failure of the
+    function or of its iteration is named as Beam names it (``augmented``); a failure
+    downstream, raised by ``output``, is already named and passes as it is."""
+    output, location = runner._output, runner.location
+    converters, unseen = _CONVERTERS, _UNSEEN
+    failure = _failure_in(label)
+
+    def process_flat(wv: WindowedValue) -> None:
+        value = wv[0]
+        try:
+            found = fn(value)
+            if found is None:  # Beam's output handler: no outputs
+                return
+            iterator = iter(found)
+        except UserCodeError:
+            raise
+        except Exception as error:
+            renamed = failure(error)
+            raise UserCodeError(label, location, renamed, value) from renamed
+        while True:
+            try:
+                item = next(iterator)
+            except StopIteration:
+                return
+            except UserCodeError:
+                raise
+            except Exception as error:
+                renamed = failure(error)
+                raise UserCodeError(label, location, renamed, value) from renamed
+            convert = converters.get(type(item), unseen)
+            output(item if convert is None else engine_output(item) if convert is unseen else convert(item), wv)
+
+    return process_flat
 
 
 def _failure_in(label: str) -> Callable[[Exception], BaseException]:

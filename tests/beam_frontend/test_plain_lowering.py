@@ -59,6 +59,9 @@ def test_plain_beam_callables_become_the_engines_parDos_with_the_users_function(
 
 def test_what_needs_beams_dofn_runner_keeps_it():
     class Keep(beam.DoFn):
+        def start_bundle(self):  # a lifecycle method: Beam's DoFnRunner calls it
+            self.seen = 0
+
         def process(self, x):
             yield x
 
@@ -75,6 +78,59 @@ def test_what_needs_beams_dofn_runner_keeps_it():
     checked = beam_pipeline("--runtime_type_check")
     _ = checked | beam.Create([1]) | "Checked" >> beam.Map(lambda x: x)
     assert type(op_labelled(plan_of(checked), "Checked")) is BeamParDoOp
+
+
+class Parse(beam.DoFn):
+    def process(self, line, factor):
+        yield int(line) * factor
+
+
+class Halves(beam.DoFn):
+    def process(self, n, timestamp=beam.DoFn.TimestampParam):
+        if n % 2:
+            raise ValueError(f"odd: {n}")
+        yield beam_window.TimestampedValue((n // 2, timestamp.micros), n)
+        yield beam.pvalue.TaggedOutput("undeclared", n)
+
+
+def test_a_dofn_that_is_a_process_alone_runs_as_beams_flatmap_of_its_process():
+    p = beam_pipeline()
+    halves = p | beam.Create(["2", "4"]) | "Parse" >> beam.ParDo(Parse(), 10) | "Halves" >> beam.ParDo(Halves())
+    sparkbeam.capture(halves)
+    plan, loop = run_in_engine(p)
+    parse, half = op_labelled(plan, "Parse"), op_labelled(plan, "Halves")
+    assert type(parse) is BeamFnParDoOp and type(half) is BeamFnParDoOp
+    assert (parse.dofn.shape, parse.dofn.arguments, parse.args) == ("FlatMap", "one", (10,))
+    assert half.dofn.params == ("timestamp",)
+    # Beam's TimestampedValue re-stamps it, the undeclared tag's output is dropped, as in Beam
+    labels = {info.id: info.label for info in plan.lowered.pcollections}
+    emitted = loop.history.emitted(labels)[plan.lowered.id_of(halves)]
+    assert sorted((e.value, e.timestamp.micros) for e in emitted) == [
+        ((10, beam_window.MIN_TIMESTAMP.micros), 20_000_000), ((20, beam_window.MIN_TIMESTAMP.micros), 40_000_000)
+    ]
+
+    failing = beam_pipeline()
+    _ = failing | beam.Create([3]) | "Halves" >> beam.ParDo(Halves())
+    with pytest.raises(ValueError, match=r"odd: 3 \[while running 'Halves'\]"):
+        run_in_engine(failing)
+
+
+class EvenOnly(beam.DoFn):
+    def process(self, n):
+        if n % 2:
+            raise ValueError(f"odd: {n}")
+        yield n
+
+
+def test_a_dofn_wrapped_with_exception_handling_keeps_beams_dofn_runner():
+    p = beam_pipeline()
+    good, bad = p | beam.Create([2, 3]) | "Even" >> beam.ParDo(EvenOnly()).with_exception_handling()
+    sparkbeam.capture(good)
+    sparkbeam.capture(bad)
+    plan, loop = run_in_engine(p)
+    assert type(op_labelled(plan, "Even/ParDo(EvenOnly)/ParDo(EvenOnly)")) is BeamParDoOp
+    assert emitted_values(plan, loop, good) == [2]
+    assert [value for value, _ in emitted_values(plan, loop, bad)] == [3]
 
 
 def test_a_restamped_beam_map_is_windowed_by_the_window_into_that_reads_it_at_once():
@@ -486,6 +542,9 @@ def test_a_failure_of_a_restamping_map_called_directly_is_named_as_beam_names_it
 
 def test_a_beam_dofn_alone_in_its_body_runs_in_its_step_named_per_chunk():
     class Counted(beam.DoFn):
+        def setup(self):  # a lifecycle method: Beam's DoFnRunner runs it
+            self.ready = True
+
         def process(self, x, w=beam.DoFn.WindowParam):
             Metrics.counter("dofn", "seen").inc()
             yield x
