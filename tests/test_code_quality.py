@@ -188,3 +188,16 @@ def test_every_package_directory_is_listed_in_setup_cfg():
             parts = init.parent.relative_to(pathlib.Path(ROOT, directory)).parts
             found.add(".".join((package, *parts)))
     assert found - listed == set(), f"package directories setup.cfg's [options] packages does not list: {sorted(found - listed)}"
+
+
+def test_the_readme_starts_with_its_two_commands_as_ci_reads_them():
+    """``.ci/run`` runs the README's first two ``bash`` blocks, each one line: the main
+    example on the embedded Spark, then the tests. Another block above them (a third way to
+    run the example) would have CI run it instead of the tests."""
+    import re
+
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as handle:
+        blocks = re.findall(r"```bash\n(.*?)```", handle.read(), re.S)
+    first, second = ([line for line in block.strip().splitlines() if line.strip()] for block in blocks[:2])
+    assert first == ["pip install . && python -m sparkbeam.examples.hourly_team_score"]
+    assert second == ['pip install -e ".[test]" && python -m pytest']
