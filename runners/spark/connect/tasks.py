@@ -291,24 +291,7 @@ def combine_merge_task(
 def grouping_map_task(op: GroupOp, key: bytes, batches: Iterable[Any]) -> Iterator[Any]:
     """A grouping's map side: (key, element) per element, a ``KEYED`` row each, ``h`` its
     key's hash (the shuffle's partition column)."""
-    from pyspark.rdd import portable_hash
-
-    def work(container: MetricsContainer) -> Iterator[Any]:
-        passed: list[tuple[int, int, bytes]] = []
-        rows: list[tuple[int, int, bytes]] = []
-        for _, wv in elements_of(rows_of(batches), passed):
-            try:
-                grouped, inner = key_element(op, wv)
-            except TransformError as error:
-                raise UserCodeError(op.label, op.location, error) from None
-            rows.append((KEYED, portable_hash(grouped), pickle.dumps((grouped, inner), protocol=pickle.HIGHEST_PROTOCOL)))
-            if len(rows) >= ROWS_PER_BATCH * 16:
-                yield batch_of(rows)
-                rows = []
-        rows.extend(passed)
-        yield batch_of(rows)
-
-    return run_task(key, work)
+    return _keyed_map_task(op, key_element, key, batches)
 
 
 def grouping_task(
@@ -352,6 +335,12 @@ def grouping_task(
 def state_map_task(op: StatefulParDoOp, key: bytes, batches: Iterable[Any]) -> Iterator[Any]:
     """A stateful DoFn's map side: (key, element) per element (the element keeps its key),
     a ``KEYED`` row each, ``h`` its key's hash (the shuffle's partition column)."""
+    return _keyed_map_task(op, key_for_state, key, batches)
+
+
+def _keyed_map_task(op: Any, keyed: Callable[[Any, Any], tuple[Any, Any]], key: bytes, batches: Iterable[Any]) -> Iterator[Any]:
+    """The map side of a shuffle by key: ``keyed(op, element)`` gives each element's
+    (key, what travels); rows of other PCollections pass on as they came."""
     from pyspark.rdd import portable_hash
 
     def work(container: MetricsContainer) -> Iterator[Any]:
@@ -359,10 +348,10 @@ def state_map_task(op: StatefulParDoOp, key: bytes, batches: Iterable[Any]) -> I
         rows: list[tuple[int, int, bytes]] = []
         for _, wv in elements_of(rows_of(batches), passed):
             try:
-                state_key, element = key_for_state(op, wv)
+                shuffle_key, travelling = keyed(op, wv)
             except TransformError as error:
                 raise UserCodeError(op.label, op.location, error) from None
-            rows.append((KEYED, portable_hash(state_key), pickle.dumps((state_key, element), protocol=pickle.HIGHEST_PROTOCOL)))
+            rows.append((KEYED, portable_hash(shuffle_key), pickle.dumps((shuffle_key, travelling), protocol=pickle.HIGHEST_PROTOCOL)))
             if len(rows) >= ROWS_PER_BATCH * 16:
                 yield batch_of(rows)
                 rows = []
