@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import collections
+import contextlib
+from collections.abc import Iterator, Mapping
 
 import sparkbeam as beam
 
@@ -86,3 +88,21 @@ def assert_same_sink_files(there: dict[str, bytes], here: dict[str, bytes]) -> N
         return sorted(rows)
 
     assert parquet_rows(there) == parquet_rows(here) and len(parquet_rows(there)) == 40
+
+
+@contextlib.contextmanager
+def hadoop_settings(spark, settings: Mapping[str, str]) -> Iterator[None]:
+    """The session's Hadoop configuration with ``settings`` set, restored as it was afterwards
+    (a key that was not set is unset again), so one module's settings never leak into another's."""
+    conf = spark.sparkContext._jsc.hadoopConfiguration()
+    before = {key: conf.get(key) for key in settings}
+    for key, value in settings.items():
+        conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                conf.unset(key)
+            else:
+                conf.set(key, value)

@@ -31,6 +31,7 @@ from tests.runners import test_stream_recovery as recovery
 from tests.runners.file_sinks import (
     assert_same_sink_files,
     by_window_and_destination,
+    hadoop_settings,
     write_everything,
     write_files,
 )
@@ -44,18 +45,8 @@ CLIENT_SETTINGS = {"dfs.replication": "1", "ipc.client.connect.max.retries": "0"
 
 @pytest.fixture(scope="module")
 def cluster(spark, hdfs):
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
-    before = {key: conf.get(key) for key in CLIENT_SETTINGS}
-    for key, value in CLIENT_SETTINGS.items():
-        conf.set(key, value)
-    try:
+    with hadoop_settings(spark, CLIENT_SETTINGS):
         yield hdfs
-    finally:
-        for key, value in before.items():
-            if value is None:
-                conf.unset(key)
-            else:
-                conf.set(key, value)
 
 
 def stored(spark, url: str) -> dict[str, bytes]:

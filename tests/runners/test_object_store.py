@@ -32,6 +32,7 @@ from tests.runners import test_stream_recovery as recovery
 from tests.runners.file_sinks import (
     assert_same_sink_files,
     by_window_and_destination,
+    hadoop_settings,
     write_everything,
     write_files,
 )
@@ -62,18 +63,10 @@ def s3(spark):
         **server.hadoop_settings(WRONG_KEY, **{"secret.key": "not-the-key"}),
         **server.hadoop_settings(NOWHERE, endpoint=f"http://127.0.0.1:{_closed_port()}"),
     }
-    conf = spark.sparkContext._jsc.hadoopConfiguration()
-    before = {key: conf.get(key) for key in settings}
-    for key, value in settings.items():
-        conf.set(key, value)
     try:
-        yield server
+        with hadoop_settings(spark, settings):
+            yield server
     finally:
-        for key, value in before.items():
-            if value is None:
-                conf.unset(key)
-            else:
-                conf.set(key, value)
         server.stop()
 
 
