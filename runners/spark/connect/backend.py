@@ -23,8 +23,11 @@ dropped with its rows:
   and the stage's body;
 - ``STATEFUL`` (batch): as a grouping, with the engine's stateful step (state cells,
   timers, window expiry) after the shuffle; no state outlives the batch's one step;
+- in a stream, ``UNLIFTED_GROUPING`` and ``STATEFUL`` keep their state between steps as
+  rows of hash buckets (``keyed_steps.py``), and ``SKIP_IDLE`` carries it through a step
+  with nothing new and nothing due;
 - ``AS_READ``: a source the driver holds, handed on as it is;
-- sources: Create and Impulse from the driver; ReadFromText and ``Read(BoundedSource)``
+- sources: Create, Impulse and a TestStream's events from the driver; ReadFromText and ``Read(BoundedSource)``
   split and read on the server through a Python data source (``reads.py``).
 
 Side inputs, collected by the step loop, travel inside the tasks' functions (no
@@ -356,6 +359,6 @@ CONNECT.strategies.register(Strategy.UNLIFTED_GROUPING)(unlifted_grouping)
 CONNECT.strategies.register(Strategy.STATEFUL)(stateful)
 CONNECT.strategies.register(Strategy.SKIP_IDLE)(keyed_steps.skip_idle)
 CONNECT.strategies.register(StateStore.HASH_BUCKETS)(bucketed_partition)
-CONNECT.sources.register(TestStreamOp)(keyed_steps.test_stream_step)
+CONNECT.sources.register(TestStreamOp)(keyed_steps.scripted_step)
 CONNECT.sources.register(CreateOp, ImpulseOp)(_driver_elements)
 CONNECT.sources.register(ReadTextOp, BoundedSourceReadOp)(_bounded_read)

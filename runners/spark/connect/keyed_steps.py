@@ -38,7 +38,7 @@ from sparkbeam.runners.spark.connect import tasks
 from sparkbeam.runners.spark.stage_records import shippable
 from sparkbeam.utils.windowed_value import WindowedValue
 
-__all__ = ["STATE", "keyed_step", "keyed_step_task", "skip_idle", "test_stream_step"]
+__all__ = ["STATE", "keyed_step", "keyed_step_task", "scripted_step", "skip_idle"]
 
 #: a partition's hash bucket of keyed state (a pickled ``StateBucket``), ``h`` its anchor
 STATE = -4
@@ -99,7 +99,7 @@ def skip_idle(backend: Any, run: Any) -> StageResult:
     return StageResult({pcoll: Frame(None, known_empty=True, size=0) for pcoll in run.stage.outputs}, summary)
 
 
-def test_stream_step(backend: Any, op: Any, emission: Any) -> Any:
+def scripted_step(backend: Any, op: Any, emission: Any) -> Any:
     """A TestStream event's elements, from the driver, in one partition: one bundle per
     event, as on a classic session."""
     from sparkbeam.runners.spark.connect.backend import Frame
@@ -112,9 +112,6 @@ def test_stream_step(backend: Any, op: Any, emission: Any) -> Any:
     ]
     df = backend.session.createDataFrame(rows, schema=tasks.ROWS)
     return Frame(df.coalesce(1), size=len(elements))
-
-
-test_stream_step.__test__ = False  # type: ignore[attr-defined]  # not a pytest test
 
 
 def keyed_step_task(
