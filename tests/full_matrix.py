@@ -131,6 +131,36 @@ FULL_MATRIX: dict[str, str] = {
         )
         for case in ("bag_event_timer_global", "bag_event_timer_sliding", "cleared_timer", "looping_timer", "ordered_list_state", "set_state", "value_state")
     },
+    # Streams on Spark Connect (#25 streaming, first step): test_streaming_oracle.py's classic-vs-Connect
+    # timeline pair (a grouping with early and late firings, a stateful DoFn with a timer) stays on
+    # Connect; every case stays on the classic session.
+    **{
+        f"tests/runners/test_streaming_oracle.py::test_spark_streaming_equals_the_engine_step_by_step[connect-{case}]": (
+            "the classic-vs-Connect timeline pair (early_late, accumulating) stays on Connect; the same grouping "
+            "step runs for every trigger"
+        )
+        for case in (
+            "default-ACCUMULATING",
+            "default-DISCARDING",
+            "early_late-ACCUMULATING",
+            "early_late-DISCARDING",
+            "processing_time-ACCUMULATING",
+            "processing_time-DISCARDING",
+            "repeated_count-ACCUMULATING",
+            "repeated_count-DISCARDING",
+        )
+    },
+    **{
+        f"tests/conformance/test_stateful_oracle.py::test_stream_matches_beam[{case}-connect]": (
+            "test_streaming_oracle.py's classic-vs-Connect pair (bag state, an event-time timer, state kept "
+            "between steps as rows) stays; every case stays on the engine and on the classic session"
+        )
+        for case in ("bag_event_timer_fixed", "cleared_timer", "combining_state", "looping_timer", "set_state", "value_state")
+    },
+    "tests/conformance/test_stateful_oracle.py::test_processing_time_timer_fires_when_test_stream_clock_passes_it[connect]": (
+        "the classic-vs-Connect timeline pair stays on Connect (the engine's timers, as here); this case stays "
+        "on the classic session"
+    ),
     "tests/io/test_textio_exact.py::test_a_line_that_is_not_utf8_fails_as_beams_read_fails_naming_the_read_and_the_file[connect]": (
         "a read's failure through Connect: test_connect.py's user error and test_connect_files.py's failed write stay"
     ),

@@ -20,8 +20,9 @@ from tests.oracle import _pane_key, _sparkbeam_ns, _window_key, canonical, run_b
 
 #: the engine alone (in memory), and the Spark runner (the shared local session)
 BACKENDS = ["engine", pytest.param("spark", marks=pytest.mark.spark)]
-#: in batch, Spark Connect too (the ``connect_server`` fixture's server)
+#: Spark Connect too (the ``connect_server`` fixture's server)
 BATCH_BACKENDS = [*BACKENDS, pytest.param("connect", marks=pytest.mark.spark)]
+STREAM_BACKENDS = BATCH_BACKENDS
 
 
 def run_engine(build, *, streaming, backend="engine", **options):
@@ -302,14 +303,15 @@ STREAM_CASES = {
 # pinned in batch (FnApiRunner) above and by tests/core/test_user_state.py.
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", STREAM_BACKENDS)
 @pytest.mark.parametrize("case", sorted(STREAM_CASES))
-def test_stream_matches_beam(case, backend):
-    assert_engine_same_as_beam(STREAM_CASES[case], streaming=True, backend=backend)
+def test_stream_matches_beam(case, backend, request):
+    options = {"spark_remote": request.getfixturevalue("connect_server").url} if backend == "connect" else {}
+    assert_engine_same_as_beam(STREAM_CASES[case], streaming=True, backend=backend, **options)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_processing_time_timer_fires_when_test_stream_clock_passes_it(backend):
+@pytest.mark.parametrize("backend", STREAM_BACKENDS)
+def test_processing_time_timer_fires_when_test_stream_clock_passes_it(backend, request):
     def build(ns, p):
         tv = ns.TimestampedValue
         stream = (
@@ -324,5 +326,6 @@ def test_processing_time_timer_fires_when_test_stream_clock_passes_it(backend):
         )
         return p | stream | ns.beam.ParDo(processing_time_flush(ns))
 
-    out = assert_engine_same_as_beam(build, streaming=True, backend=backend)
+    options = {"spark_remote": request.getfixturevalue("connect_server").url} if backend == "connect" else {}
+    out = assert_engine_same_as_beam(build, streaming=True, backend=backend, **options)
     assert sorted(value for (value, *_) in out.elements()) == [("a", ("<list>", (1, 3))), ("a", ("<list>", (4,))), ("b", ("<list>", (2,)))]

@@ -87,18 +87,27 @@ def test_an_unreachable_server_named_by_spark_remote_the_variable_is_refused_nam
 # ------------------------------------------------------------------------ refused before the run
 
 
-def test_a_stream_is_refused_naming_its_source(nowhere):
-    p = _pipeline(spark_remote=nowhere)
-    events = TestStream().add_elements([("a", 1)]).advance_watermark_to_infinity()
-    beam.capture(p | "Events" >> events | beam.GroupByKey())
-    with pytest.raises(UnsupportedError, match=r"'Events' \(applied at .*test_connect.py:\d+\): a stream \(TestStreamOp\) is not yet under Spark Connect"):
+def test_a_stream_of_a_real_source_is_refused_naming_it(nowhere, tmp_path):
+    p = _pipeline(spark_remote=nowhere, available_now=True)
+    beam.capture(p | "Watch" >> beam.io.ReadFromTextStream(str(tmp_path)))
+    with pytest.raises(UnsupportedError, match=r"'Watch/Read' \(applied at .*test_connect.py:\d+\): a stream of a real source \(StreamReadOp.*not yet under Spark Connect"):
         p.run()
 
 
-def test_streaming_on_bounded_input_is_refused_naming_the_option(nowhere):
-    p = _pipeline(spark_remote=nowhere, streaming=True)
-    beam.capture(p | beam.Create([1]))
-    with pytest.raises(UnsupportedError, match="--streaming is not yet under Spark Connect"):
+def test_a_stream_s_checkpoint_dir_is_refused_naming_the_option(nowhere, tmp_path):
+    p = _pipeline(spark_remote=nowhere, checkpoint_dir=str(tmp_path / "ckpt"))
+    events = TestStream().add_elements([("a", 1)]).advance_watermark_to_infinity()
+    beam.capture(p | "Events" >> events | beam.GroupByKey())
+    with pytest.raises(UnsupportedError, match=r"--checkpoint_dir=.*ckpt: a stream's checkpoints are not yet under Spark Connect"):
+        p.run()
+
+
+def test_a_stream_s_side_input_is_refused_naming_its_reader(nowhere):
+    p = _pipeline(spark_remote=nowhere)
+    events = p | "Events" >> TestStream().add_elements([("a", 1)]).advance_watermark_to_infinity()
+    side = p | "Side" >> beam.Create([1])
+    beam.capture(events | "Join" >> beam.Map(lambda kv, s: (kv, s), beam.pvalue.AsList(side)))
+    with pytest.raises(UnsupportedError, match=r"'Join' \(applied at .*\): the Spark Connect backend cannot make a stream's elements wait for their side inputs"):
         p.run()
 
 

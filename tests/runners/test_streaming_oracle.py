@@ -13,6 +13,7 @@ import pytest
 import sparkbeam
 from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.runners.core.loop.memory import run_in_memory
+from tests.conformance.test_stateful_oracle import buffer_until_window_end
 from tests.oracle import _pane_key, _sparkbeam_ns, _window_key, assert_same_as_beam, canonical
 
 pytestmark = pytest.mark.spark
@@ -80,11 +81,11 @@ def emitted_by_step(result, pcoll):
 
 @pytest.mark.parametrize("mode", ["ACCUMULATING", "DISCARDING"])
 @pytest.mark.parametrize("trigger_name", sorted(TRIGGERS))
-def test_spark_streaming_equals_the_engine_step_by_step(spark, trigger_name, mode):
+def test_spark_streaming_equals_the_engine_step_by_step(spark_session_kind, trigger_name, mode):
     build = fixed_windows(trigger_name, mode)
     results = []
     for run in ("spark", "engine"):
-        p = sparkbeam.Pipeline(options=PipelineOptions(streaming=True))
+        p = sparkbeam.Pipeline(options=PipelineOptions(streaming=True, **(spark_session_kind if run == "spark" else {})))
         out = sparkbeam.capture(build(_sparkbeam_ns(), p))
         result = p.run() if run == "spark" else run_in_memory(p)
         results.append(emitted_by_step(result, out))
@@ -303,3 +304,39 @@ def test_a_restamp_in_the_global_window_in_a_stream(spark):
         )
 
     assert_same_as_beam(build, streaming=True, overlapping_window_rule=False)
+
+
+# ---------------------------------------------------------------------------- on Spark Connect
+
+
+def test_a_stream_on_connect_has_the_classic_session_s_outputs_and_watermark_timeline(spark, connect_server):
+    """Fused maps, windowing, a grouping with early and late firings and a stateful DoFn
+    with a timer: the same panes at the same steps, and the same timeline record per step
+    and stage, on Spark Connect (keyed state as rows between steps) as on a classic session."""
+    ns = _sparkbeam_ns()
+    runs = []
+    for options in ({}, {"spark_remote": connect_server.url}):
+        p = sparkbeam.Pipeline(options=PipelineOptions(streaming=True, **options))
+        windowed = (
+            p
+            | scores_stream(ns)
+            | "Tenfold" >> ns.beam.Map(lambda kv: (kv[0], kv[1] * 10))
+            | ns.beam.WindowInto(
+                ns.window.FixedWindows(10),
+                trigger=TRIGGERS["early_late"](ns.trigger),
+                accumulation_mode=ns.trigger.AccumulationMode.ACCUMULATING,
+                allowed_lateness=20,
+            )
+        )
+        sums = sparkbeam.capture(windowed | ns.beam.CombinePerKey(sum))
+        buffered = sparkbeam.capture(windowed | ns.beam.ParDo(buffer_until_window_end(ns)))
+        result = p.run()
+        timeline = [
+            (r.step, r.stage, r.input_watermark, r.output_watermark, r.earliest_hold, r.elements_in, r.elements_out, r.late_dropped, r.state_keys)
+            for r in result.watermarks().records
+        ]
+        runs.append((emitted_by_step(result, sums), emitted_by_step(result, buffered), timeline))
+    classic, connect = runs
+    assert classic[0] and classic[1]  # both keyed stages emitted
+    assert any(record[8] for record in classic[2])  # and kept state between steps
+    assert connect == classic

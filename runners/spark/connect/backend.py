@@ -23,8 +23,11 @@ dropped with its rows:
   and the stage's body;
 - ``STATEFUL`` (batch): as a grouping, with the engine's stateful step (state cells,
   timers, window expiry) after the shuffle; no state outlives the batch's one step;
+- in a stream, ``UNLIFTED_GROUPING`` and ``STATEFUL`` keep their state between steps as
+  rows of hash buckets (``keyed_steps.py``), and ``SKIP_IDLE`` carries it through a step
+  with nothing new and nothing due;
 - ``AS_READ``: a source the driver holds, handed on as it is;
-- sources: Create and Impulse from the driver; ReadFromText and ``Read(BoundedSource)``
+- sources: Create, Impulse and a TestStream's events from the driver; ReadFromText and ``Read(BoundedSource)``
   split and read on the server through a Python data source (``reads.py``).
 
 Side inputs, collected by the step loop, travel inside the tasks' functions (no
@@ -54,15 +57,17 @@ from sparkbeam.runners.core.lowering.ops import (
     CreateOp,
     ImpulseOp,
     ReadTextOp,
+    TestStreamOp,
     WriteTextOp,
 )
-from sparkbeam.runners.core.lowering.strategies import Capabilities, Strategy
+from sparkbeam.runners.core.lowering.strategies import Capabilities, StateStore, Strategy
 from sparkbeam.runners.core.plan.physical import PlannedStage, StepFacts, choose
 from sparkbeam.runners.core.plan.plan import Stage
 from sparkbeam.runners.core.sources.sources import SourceEmission
-from sparkbeam.runners.spark.connect import tasks
+from sparkbeam.runners.spark.connect import keyed_steps, tasks
 from sparkbeam.runners.spark.connect.session import made_active
 from sparkbeam.runners.spark.stage_records import shippable
+from sparkbeam.runners.spark.state_chunks import bucketed_partition
 from sparkbeam.utils.windowed_value import WindowedValue
 
 __all__ = ["CONNECT", "ConnectBackend", "Frame", "user_errors"]
@@ -108,9 +113,21 @@ class ConnectBackend:
         self.updates = MetricUpdates()
         #: the step's materialised DataFrames, released at its end
         self.kept: list[Any] = []
+        #: a stream's keyed stages: stage id -> its state rows (``keyed_steps.py``)
+        self.states: dict[int, Any] = {}
+        #: a stream's keyed stages: stage id -> the summary of its last step that ran
+        self.last_summaries: dict[int, StageSummary] = {}
 
     def capabilities(self) -> Capabilities:
         return CONNECT.capabilities()
+
+    def state_store(self, planned: PlannedStage) -> Any:
+        """What a keyed stage's tasks build to hold a partition's state for a step, for the
+        store the plan chose (``StateStore``): a picklable factory."""
+        if planned.state_store is None:
+            msg = f"'{planned.stage.name}': the physical plan chose no keyed-state store for a keyed stage; this is a sparkbeam bug"
+            raise RuntimeError(msg)
+        return CONNECT.strategies.lookup(planned.state_store)
 
     # -- datasets ------------------------------------------------------------------------
     def source_dataset(self, planned: PlannedStage, emission: SourceEmission) -> Frame:
@@ -164,7 +181,14 @@ class ConnectBackend:
         frames = list(inputs.values())
         sizes = [frame.size for frame in frames]
         counted = sum(s for s in sizes if s is not None) if None not in sizes else None
-        facts = StepFacts(params, nothing_new=all(frame.known_empty for frame in frames), counted=counted)
+        stage_id = planned.stage.id
+        facts = StepFacts(
+            params,
+            nothing_new=all(frame.known_empty for frame in frames),
+            counted=counted,
+            has_state=stage_id in self.states,
+            previous=self.last_summaries.get(stage_id),
+        )
         run = ConnectRun(planned, inputs, params, side_inputs, facts)
         implementation: Callable[[ConnectBackend, ConnectRun], StageResult] = CONNECT.strategies.lookup(choose(planned, facts))
         return implementation(self, run)
@@ -207,11 +231,13 @@ class ConnectBackend:
             write_text(self, sink, datasets.get(pcoll, Frame(None, known_empty=True, size=0)))
 
     def end_step(self, step: int) -> None:
-        return None
+        # Dropping the references lets the client release what the server keeps for them
+        # (a stream's state rows keep the step's result they were filtered from).
+        self.kept.clear()
 
     def close(self) -> None:
-        # Dropping the references lets the client release what the server keeps for them.
         self.kept.clear()
+        self.states.clear()
 
 
 @contextlib.contextmanager
@@ -280,6 +306,8 @@ def batch_combine(backend: ConnectBackend, run: ConnectRun) -> StageResult:
 
 
 def unlifted_grouping(backend: ConnectBackend, run: ConnectRun) -> StageResult:
+    if not run.params.batch:
+        return keyed_steps.keyed_step(backend, run, stateful=False)
     stage, grouping = run.stage, run.stage.grouping
     source = _entering(backend, run, tuple(grouping.inputs))
     if source.known_empty:
@@ -297,6 +325,8 @@ def unlifted_grouping(backend: ConnectBackend, run: ConnectRun) -> StageResult:
 def stateful(backend: ConnectBackend, run: ConnectRun) -> StageResult:
     """A stateful DoFn in batch: keyed, ``repartition`` by the key's hash, the engine's
     stateful step over each partition's keys (``tasks.stateful_task``)."""
+    if not run.params.batch:
+        return keyed_steps.keyed_step(backend, run, stateful=True)
     stage, op = run.stage, run.stage.grouping
     source = _entering(backend, run, tuple(op.inputs))
     if source.known_empty:
@@ -327,5 +357,8 @@ CONNECT.strategies.register(Strategy.AS_READ)(as_read)
 CONNECT.strategies.register(Strategy.BATCH_COMBINE)(batch_combine)
 CONNECT.strategies.register(Strategy.UNLIFTED_GROUPING)(unlifted_grouping)
 CONNECT.strategies.register(Strategy.STATEFUL)(stateful)
+CONNECT.strategies.register(Strategy.SKIP_IDLE)(keyed_steps.skip_idle)
+CONNECT.strategies.register(StateStore.HASH_BUCKETS)(bucketed_partition)
+CONNECT.sources.register(TestStreamOp)(keyed_steps.scripted_step)
 CONNECT.sources.register(CreateOp, ImpulseOp)(_driver_elements)
 CONNECT.sources.register(ReadTextOp, BoundedSourceReadOp)(_bounded_read)

@@ -43,11 +43,19 @@ def refuse_what_connect_cannot_run(plan: StagePlan, mode: RunMode, settings: Run
     if mode is RunMode.STREAMING:
         for stage in plan.stages:
             head = stage.head
-            if head is not None and kind_of(head).role is Role.SOURCE and (kind_of(head).endless or kind_of(head).scripts_processing_time):
-                msg = f"{_where(head)}: a stream ({type(head).__name__}) is not yet under Spark Connect, which runs batch pipelines for now; {_INSTEAD}"
+            if head is not None and kind_of(head).role is Role.SOURCE and kind_of(head).endless:
+                msg = (
+                    f"{_where(head)}: a stream of a real source ({type(head).__name__}: its write-ahead log, "
+                    "journal and checkpoints) is not yet under Spark Connect, which runs TestStream and bounded "
+                    f"sources as a stream; {_INSTEAD}"
+                )
                 raise UnsupportedError(msg)
-        msg = f"--streaming is not yet under Spark Connect, which runs batch pipelines for now; drop it, or {_INSTEAD}"
-        raise UnsupportedError(msg)
+        if settings.checkpoint_dir is not None:
+            msg = (
+                f"--checkpoint_dir={settings.checkpoint_dir}: a stream's checkpoints are not yet under Spark Connect "
+                f"(its keyed state lives on the server, step by step); drop it, or {_INSTEAD}"
+            )
+            raise UnsupportedError(msg)
     for stage in plan.stages:
         head = stage.head
         if head is not None:

@@ -7,14 +7,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sparkbeam.runners.core.loop.clock import Clock, ManualClock
+from sparkbeam.runners.core.elements.execution import kind_of
+from sparkbeam.runners.core.loop.clock import Clock, ManualClock, WallClock
 from sparkbeam.runners.core.loop.history import run_history
+from sparkbeam.runners.core.loop.side_input_wait import refuse_side_inputs_never_ready
 from sparkbeam.runners.core.loop.steps import StepLoop
 from sparkbeam.runners.core.lowering.ops import LoweredPipeline
-from sparkbeam.runners.core.lowering.settings import RunSettings
+from sparkbeam.runners.core.lowering.settings import RunMode, RunSettings
 from sparkbeam.runners.core.plan.physical import plan_physical
 from sparkbeam.runners.core.plan.plan import plan_stages
-from sparkbeam.runners.spark.connect.backend import ConnectBackend
+from sparkbeam.runners.spark.connect.backend import CONNECT, ConnectBackend
 from sparkbeam.runners.spark.connect.refusals import refuse_what_connect_cannot_run
 from sparkbeam.runners.spark.connect.session import ConnectTarget, connect_session
 
@@ -38,19 +40,27 @@ def run_on_connect(
 
     plan = plan_stages(lowered)
     mode = settings.mode(unbounded_input=any(not pc.is_bounded for pc in lowered.pcollections))
+    streaming = mode is RunMode.STREAMING
     refuse_what_connect_cannot_run(plan, mode, settings)
+    refuse_side_inputs_never_ready(plan, sources_end=settings.available_now and not settings.keep_open)
     check_picklable(plan)
+    # Before the server is reached: a stage the backend cannot run is refused, named.
+    physical = plan_physical(plan, mode, CONNECT.capabilities())
     session = connect_session(target)
     backend = ConnectBackend(
         session, num_partitions=settings.state_partitions, overlapping_window_rule=settings.overlapping_window_rule
     )
-    physical = plan_physical(plan, mode, backend.capabilities())
-    history = run_history(lowered, settings, streaming=False)
+    history = run_history(lowered, settings, streaming=streaming)
+    if clock is None:
+        # A TestStream scripts processing time; any other stream (of bounded sources, with
+        # --streaming) steps on the wall clock, as on a classic session.
+        scripted = any(kind_of(op).scripts_processing_time for op in lowered.ops)
+        clock = ManualClock() if scripted or not streaming else WallClock()
     loop = StepLoop(
         plan,
         backend,
-        clock or ManualClock(),
-        batch=True,
+        clock,
+        batch=not streaming,
         max_steps=settings.max_steps,
         history=history,
         physical=physical,
