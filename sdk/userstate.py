@@ -1,4 +1,5 @@
-"""State and timers for DoFns, under Beam's names (``sparkbeam.transforms.userstate``).
+"""State and timers for DoFns, under Beam's names (``sparkbeam.transforms.userstate``); the
+specs and ``on_timer`` are defined in ``sparkbeam._state_specs``, below ``sparkbeam.dofn``.
 
 A DoFn that declares state or timer parameters is *stateful*: its input must be
 ``(key, value)`` pairs, and each key (and window) gets its own state cells and timers, as in
@@ -30,7 +31,7 @@ from __future__ import annotations
 import inspect
 import types
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any
 
 from sparkbeam._state_specs import (
     BagStateSpec,
@@ -69,8 +70,6 @@ __all__ = [
     "on_timer",
     "validate_stateful_dofn",
 ]
-
-_F = TypeVar("_F", bound=Callable)
 
 
 def _param_defaults(method: Callable) -> list[tuple[str, Any]]:
