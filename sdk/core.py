@@ -17,17 +17,17 @@ from typing import Any
 
 from sparkbeam import pvalue
 from sparkbeam.coders import registry
-from sparkbeam.dofn import DoFn, DoFnParam, is_stateful_param, is_supported_param
+from sparkbeam.dofn import DoFn, DoFnParam, _CallableDoFn, is_stateful_param, is_supported_param
 from sparkbeam.errors import PipelineConstructionError, describe
 from sparkbeam.ptransform import PTransform, label_from_callable
 from sparkbeam.trigger import AccumulationMode, DefaultTrigger, TriggerFn, check_can_fire
 from sparkbeam.typehints import typehints
 from sparkbeam.typehints.decorators import (
     IOTypeHints,
-    get_type_hints,
     with_input_types,
     with_output_types,
 )
+from sparkbeam.userstate import is_stateful_dofn, validate_stateful_dofn
 from sparkbeam.window import GlobalWindows, TimestampCombiner, WindowFn
 from sparkbeam.windowing import Windowing
 
@@ -185,8 +185,6 @@ class ParDo(PTransform):
 
 def _check_stateful(transform: ParDo, pcoll: pvalue.PCollection) -> bool:
     """Whether the ParDo's DoFn is stateful, after Beam's checks of one (at construction)."""
-    from sparkbeam.userstate import is_stateful_dofn, validate_stateful_dofn
-
     fn = transform.fn
     if isinstance(fn, _CallableDoFn) or not is_stateful_dofn(fn):
         return False
@@ -244,53 +242,6 @@ def _check_params(method: Callable, pcoll: pvalue.PValue, stateful: bool = False
                 "and in stateful DoFns KeyParam, StateParam, TimerParam, DynamicTimerTagParam)"
             )
             raise NotImplementedError(msg)
-
-
-class _CallableDoFn(DoFn):
-    """The DoFn behind Map, FlatMap, Filter, MapTuple and FlatMapTuple.
-
-    ``shape`` says how the callable's result becomes outputs; the runner reads the
-    callable's own signature for DoFn parameters such as ``DoFn.TimestampParam``.
-    """
-
-    def __init__(self, fn: Callable, shape: str) -> None:
-        if not callable(fn):
-            msg = f"{shape} takes a callable, not {fn!r}"
-            raise TypeError(msg)
-        self.fn = fn
-        self.shape = shape
-
-    def default_label(self) -> str:
-        return label_from_callable(self.fn)
-
-    def default_type_hints(self) -> IOTypeHints | None:
-        """The function's declared or annotated types, read as the shape reads its results."""
-        hints = get_type_hints(self.fn).with_defaults(IOTypeHints.from_callable(self.fn))
-        if not hints:
-            return None
-        if self.shape in ("MapTuple", "FlatMapTuple"):
-            # Its hints are for the unpacked parts of the element, not the element.
-            hints = IOTypeHints(None, hints.output_types)
-        if self.shape in ("FlatMap", "FlatMapTuple"):
-            hints = hints.strip_iterable()
-        if self.shape == "Filter":
-            # A filter outputs what it is given: its input type, not its predicate's result.
-            element = hints.element_input_type()
-            known = element is not None and element != typehints.Any
-            hints = IOTypeHints(hints.input_types, ((element,), {}) if known else None)
-        return hints
-
-    def process(self, element: Any, *args: Any, **kwargs: Any) -> Any:
-        fn = self.fn
-        if self.shape == "Map":
-            return [fn(element, *args, **kwargs)]
-        if self.shape == "FlatMap":
-            return fn(element, *args, **kwargs)
-        if self.shape == "Filter":
-            return [element] if fn(element, *args, **kwargs) else []
-        if self.shape == "MapTuple":
-            return [fn(*element, *args, **kwargs)]
-        return fn(*element, *args, **kwargs)  # FlatMapTuple
 
 
 class _CallableParDo(ParDo):

@@ -13,85 +13,15 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import attrs
-
+from sparkbeam._dofn_params import DoFnParam
+from sparkbeam._state_specs import StateParamMarker, TimerParamMarker
+from sparkbeam.ptransform import label_from_callable
+from sparkbeam.typehints import typehints
 from sparkbeam.typehints.decorators import IOTypeHints, WithTypeHints, get_type_hints
 
 __all__ = ["BundleFinalizer", "DoFn", "DoFnParam", "StateParamMarker", "TimerParamMarker"]
 
 _LOGGER = logging.getLogger(__name__)
-
-
-@attrs.frozen
-class DoFnParam:
-    """A default value that asks the runner to pass something other than the element."""
-
-    name: str
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-class StateParamMarker(DoFnParam):
-    """``DoFn.StateParam(spec)``: the runner passes the state cell ``spec`` declares, for
-    the current key and window."""
-
-    state_spec: Any
-
-    def __init__(self, state_spec: Any) -> None:
-        from sparkbeam.userstate import StateSpec
-
-        if not isinstance(state_spec, StateSpec):
-            msg = (
-                f"DoFn.StateParam expects a StateSpec (BagStateSpec, ReadModifyWriteStateSpec, "
-                f"CombiningValueStateSpec, SetStateSpec, OrderedListStateSpec), not {state_spec!r}"
-            )
-            raise ValueError(msg)
-        object.__setattr__(self, "name", f"StateParam({state_spec.name})")
-        object.__setattr__(self, "state_spec", state_spec)
-
-    def __reduce__(self) -> tuple:
-        return _reduce_marker(self, "state_spec")
-
-    def __setstate__(self, state: dict) -> None:
-        _restore_marker(self, state)
-
-
-class TimerParamMarker(DoFnParam):
-    """``DoFn.TimerParam(spec)``: the runner passes the timer ``spec`` declares, for the
-    current key and window."""
-
-    timer_spec: Any
-
-    def __init__(self, timer_spec: Any) -> None:
-        from sparkbeam.userstate import TimerSpec
-
-        if not isinstance(timer_spec, TimerSpec):
-            msg = f"DoFn.TimerParam expects a TimerSpec, not {timer_spec!r}"
-            raise ValueError(msg)
-        object.__setattr__(self, "name", f"TimerParam({timer_spec.name})")
-        object.__setattr__(self, "timer_spec", timer_spec)
-
-    def __reduce__(self) -> tuple:
-        return _reduce_marker(self, "timer_spec")
-
-    def __setstate__(self, state: dict) -> None:
-        _restore_marker(self, state)
-
-
-def _reduce_marker(marker: DoFnParam, field: str) -> tuple:
-    # Rebuilt empty, then filled: a spec and the on_timer method whose defaults hold this
-    # marker refer to each other, so the spec may still be half-built when the marker is.
-    return (_empty_marker, (type(marker),), {"name": marker.name, field: getattr(marker, field)})
-
-
-def _empty_marker(kind: type) -> Any:
-    return object.__new__(kind)
-
-
-def _restore_marker(marker: DoFnParam, state: dict) -> None:
-    for field, value in state.items():
-        object.__setattr__(marker, field, value)
 
 
 class BundleFinalizer:
@@ -253,8 +183,6 @@ class DoFn(WithTypeHints):
     @staticmethod
     def from_callable(fn: Callable) -> DoFn:
         """A DoFn whose ``process`` is ``fn`` (which returns an iterable of outputs)."""
-        from sparkbeam.core import _CallableDoFn
-
         return _CallableDoFn(fn, "FlatMap")
 
     @staticmethod
@@ -297,6 +225,53 @@ class DoFn(WithTypeHints):
 
     def teardown(self) -> None:
         pass
+
+
+class _CallableDoFn(DoFn):
+    """The DoFn behind Map, FlatMap, Filter, MapTuple and FlatMapTuple.
+
+    ``shape`` says how the callable's result becomes outputs; the runner reads the
+    callable's own signature for DoFn parameters such as ``DoFn.TimestampParam``.
+    """
+
+    def __init__(self, fn: Callable, shape: str) -> None:
+        if not callable(fn):
+            msg = f"{shape} takes a callable, not {fn!r}"
+            raise TypeError(msg)
+        self.fn = fn
+        self.shape = shape
+
+    def default_label(self) -> str:
+        return label_from_callable(self.fn)
+
+    def default_type_hints(self) -> IOTypeHints | None:
+        """The function's declared or annotated types, read as the shape reads its results."""
+        hints = get_type_hints(self.fn).with_defaults(IOTypeHints.from_callable(self.fn))
+        if not hints:
+            return None
+        if self.shape in ("MapTuple", "FlatMapTuple"):
+            # Its hints are for the unpacked parts of the element, not the element.
+            hints = IOTypeHints(None, hints.output_types)
+        if self.shape in ("FlatMap", "FlatMapTuple"):
+            hints = hints.strip_iterable()
+        if self.shape == "Filter":
+            # A filter outputs what it is given: its input type, not its predicate's result.
+            element = hints.element_input_type()
+            known = element is not None and element != typehints.Any
+            hints = IOTypeHints(hints.input_types, ((element,), {}) if known else None)
+        return hints
+
+    def process(self, element: Any, *args: Any, **kwargs: Any) -> Any:
+        fn = self.fn
+        if self.shape == "Map":
+            return [fn(element, *args, **kwargs)]
+        if self.shape == "FlatMap":
+            return fn(element, *args, **kwargs)
+        if self.shape == "Filter":
+            return [element] if fn(element, *args, **kwargs) else []
+        if self.shape == "MapTuple":
+            return [fn(*element, *args, **kwargs)]
+        return fn(*element, *args, **kwargs)  # FlatMapTuple
 
 
 SUPPORTED_PARAMS = frozenset(

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
@@ -26,9 +26,7 @@ from sparkbeam.errors import (
 )
 from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.ptransform import PTransform
-
-if TYPE_CHECKING:
-    from sparkbeam.runner import PipelineResult, PipelineRunner
+from sparkbeam.runner import PipelineResult, PipelineRunner, create_runner
 
 __all__ = ["AppliedTransform", "Pipeline", "capture"]
 
@@ -107,6 +105,13 @@ class Pipeline:
         return self._options
 
     # -- building ---------------------------------------------------------------
+    def __or__(self, transform: Any) -> Any:
+        """``pipeline | transform``: a root transform, applied to the pipeline's begin (as
+        ``pcoll | transform`` is applied by the PCollection)."""
+        if not isinstance(transform, PTransform):
+            return NotImplemented  # the right operand's __ror__ may know the pipeline
+        return self.apply(transform, pvalue.PBegin(self))
+
     def apply(self, transform: Any, pvalueish: Any = None, label: str | None = None) -> Any:
         if not isinstance(transform, PTransform):
             msg = (
@@ -160,8 +165,6 @@ class Pipeline:
 
     # -- running -----------------------------------------------------------------
     def run(self, test_runner_api: Any = None) -> PipelineResult:
-        from sparkbeam.runner import create_runner
-
         runner = create_runner(self.runner)
         try:
             self._result = runner.run_pipeline(self, self._options)

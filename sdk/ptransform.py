@@ -112,10 +112,8 @@ class PTransform(WithTypeHints):
         return NotImplemented
 
     def __ror__(self, left: Any, label: str | None = None) -> Any:
-        from sparkbeam.pipeline import Pipeline
-
-        if isinstance(left, Pipeline):
-            return left.apply(self, pvalue.PBegin(left), label)
+        # A Pipeline or a PCollection on the left applies the transform itself (their
+        # __or__); what is left here is a tuple, list or dict of PCollections.
         pipelines = {pv.pipeline for pv in _flat_pvalues(left)}
         if len(pipelines) != 1:
             msg = (

@@ -1,4 +1,5 @@
-"""State and timers for DoFns, under Beam's names (``sparkbeam.transforms.userstate``).
+"""State and timers for DoFns, under Beam's names (``sparkbeam.transforms.userstate``); the
+specs and ``on_timer`` are defined in ``sparkbeam._state_specs``, below ``sparkbeam.dofn``.
 
 A DoFn that declares state or timer parameters is *stateful*: its input must be
 ``(key, value)`` pairs, and each key (and window) gets its own state cells and timers, as in
@@ -30,10 +31,21 @@ from __future__ import annotations
 import inspect
 import types
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any
 
-from sparkbeam.coders import Coder
-from sparkbeam.combine import CombineFn
+from sparkbeam._state_specs import (
+    BagStateSpec,
+    CombiningValueStateSpec,
+    OrderedListStateSpec,
+    ReadModifyWriteStateSpec,
+    SetStateSpec,
+    StateParamMarker,
+    StateSpec,
+    TimeDomain,
+    TimerParamMarker,
+    TimerSpec,
+    on_timer,
+)
 from sparkbeam.utils.timestamp import Timestamp
 
 __all__ = [
@@ -59,124 +71,6 @@ __all__ = [
     "validate_stateful_dofn",
 ]
 
-_F = TypeVar("_F", bound=Callable)
-
-
-class TimeDomain:
-    """The clock a timer follows: the watermark (event time) or processing time."""
-
-    WATERMARK = "WATERMARK"
-    REAL_TIME = "REAL_TIME"
-    DEPENDENT_REAL_TIME = "DEPENDENT_REAL_TIME"
-
-    @staticmethod
-    def from_string(domain: str) -> str:
-        if domain in (TimeDomain.WATERMARK, TimeDomain.REAL_TIME, TimeDomain.DEPENDENT_REAL_TIME):
-            return domain
-        msg = f"Unknown time domain: {domain!r} (TimeDomain.WATERMARK or TimeDomain.REAL_TIME)"
-        raise ValueError(msg)
-
-    @staticmethod
-    def is_event_time(domain: str) -> bool:
-        return TimeDomain.from_string(domain) == TimeDomain.WATERMARK
-
-
-class StateSpec:
-    """A state cell a stateful DoFn declares: its name (unique per DoFn) and coder."""
-
-    def __init__(self, name: str, coder: Coder) -> None:
-        if not isinstance(name, str):
-            msg = f"{type(self).__name__}: the name must be a string, not {name!r}"
-            raise TypeError(msg)
-        if not isinstance(coder, Coder):
-            msg = f"{type(self).__name__}({name!r}): the coder must be a Coder (e.g. coders.PickleCoder()), not {coder!r}"
-            raise TypeError(msg)
-        self.name = name
-        self.coder = coder
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.name})"
-
-
-class ReadModifyWriteStateSpec(StateSpec):
-    """One value per key and window: ``read()`` (None when unset), ``write(v)``, ``clear()``."""
-
-
-class BagStateSpec(StateSpec):
-    """Values appended per key and window: ``add(v)``, ``read()`` in insertion order, ``clear()``."""
-
-
-class SetStateSpec(StateSpec):
-    """Distinct values per key and window: ``add(v)``, ``read()`` (a set), ``clear()``."""
-
-
-class OrderedListStateSpec(StateSpec):
-    """``(timestamp, value)`` pairs kept sorted by timestamp: ``add((ts, v))``, ``read()``,
-    ``read_range(min, limit)``, ``clear_range(min, limit)``, ``clear()``."""
-
-
-class CombiningValueStateSpec(StateSpec):
-    """A CombineFn's accumulator per key and window: ``add(v)``, ``read()`` (its output), ``clear()``.
-
-    ``CombiningValueStateSpec(name, combine_fn)`` or ``(name, coder, combine_fn)``, as Beam.
-    """
-
-    def __init__(self, name: str, coder: Coder | Any = None, combine_fn: Any = None) -> None:
-        if combine_fn is None:
-            if coder is None:
-                msg = f"CombiningValueStateSpec({name!r}): combine_fn must be provided"
-                raise ValueError(msg)
-            coder, combine_fn = None, coder
-        self.combine_fn: CombineFn = CombineFn.maybe_from_callable(combine_fn)
-        if coder is None:
-            from sparkbeam.coders import PickleCoder
-
-            coder = PickleCoder()
-        super().__init__(name, coder)
-
-
-class TimerSpec:
-    """A timer a stateful DoFn declares: its name and time domain; ``@on_timer(spec)``
-    names the method that runs when it fires."""
-
-    prefix = "ts-"
-
-    def __init__(self, name: str, time_domain: str) -> None:
-        if not isinstance(name, str):
-            msg = f"TimerSpec: the name must be a string, not {name!r}"
-            raise TypeError(msg)
-        if time_domain not in (TimeDomain.WATERMARK, TimeDomain.REAL_TIME):
-            msg = (
-                f"TimerSpec({name!r}): unsupported time domain {time_domain!r}; Beam's timers take "
-                "TimeDomain.WATERMARK (event time) or TimeDomain.REAL_TIME (processing time)"
-            )
-            raise ValueError(msg)
-        self.name = self.prefix + name
-        self.time_domain = time_domain
-        self._attached_callback: Callable | None = None
-
-    def __repr__(self) -> str:
-        return f"TimerSpec({self.name})"
-
-
-def on_timer(timer_spec: TimerSpec) -> Callable[[_F], _F]:
-    """Marks the DoFn method that runs when ``timer_spec``'s timer fires."""
-    if not isinstance(timer_spec, TimerSpec):
-        msg = f"@on_timer expects a TimerSpec, not {timer_spec!r}"
-        raise ValueError(msg)
-
-    def attach(method: _F) -> _F:
-        if not callable(method):
-            msg = f"@on_timer({timer_spec!r}) decorates a method, not {method!r}"
-            raise ValueError(msg)
-        if timer_spec._attached_callback is not None:
-            msg = f"Multiple on_timer callbacks registered for {timer_spec!r}"
-            raise ValueError(msg)
-        timer_spec._attached_callback = method
-        return method
-
-    return attach
-
 
 def _param_defaults(method: Callable) -> list[tuple[str, Any]]:
     try:
@@ -188,8 +82,6 @@ def _param_defaults(method: Callable) -> list[tuple[str, Any]]:
 
 def get_dofn_specs(dofn: Any) -> tuple[set[StateSpec], set[TimerSpec]]:
     """The state and timer specs the DoFn's methods ask for, as Beam's function of that name."""
-    from sparkbeam.dofn import StateParamMarker, TimerParamMarker
-
     states: set[StateSpec] = set()
     timers: set[TimerSpec] = set()
     for name in dir(dofn):

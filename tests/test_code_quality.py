@@ -9,6 +9,7 @@ import os
 import pathlib
 import subprocess
 import sys
+from collections.abc import Iterable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -40,6 +41,12 @@ CORE = "sparkbeam.runners.core"
 ROOMS = ("lowering", "sources", "elements", "grouping", "state", "schema", "plan", "loop")
 #: function-local sparkbeam imports kept inside runners/core, each with its reason (none)
 LOCAL_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {}
+#: function-local sparkbeam imports kept in sdk/ and transforms/, each with its reason: a
+#: module loaded only when needed because it is costly, or needs an optional dependency;
+#: never to hide an import cycle (move what both sides need to a lower module instead)
+SDK_LOCAL_IMPORTS_ALLOWED: dict[tuple[str, str], str] = {
+    ("sparkbeam.beam_surface", "sparkbeam._beam_names"): "cost: Beam's whole name list, read only when a name is missing",
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,6 +145,122 @@ def test_the_engine_core_hides_no_import_in_a_function():
         if imp.local and _is_under(imp.target, "sparkbeam") and (imp.module, imp.target) not in LOCAL_IMPORTS_ALLOWED
     ]
     assert not hidden, "import at the top of the module, and fix the direction if that makes a cycle:\n" + _show(hidden)
+
+
+def test_the_sdk_and_transforms_hide_no_import_in_a_function():
+    modules = _source_modules("sdk", "transforms")
+    hidden = [
+        imp
+        for folder in ("sdk", "transforms")
+        for imp in _all_imports(folder)
+        if imp.local
+        and not imp.type_only
+        and _is_under(imp.target, "sparkbeam")
+        and (imp.module, _imported_module(imp.target, modules)) not in SDK_LOCAL_IMPORTS_ALLOWED
+    ]
+    assert not hidden, (
+        "import at the top of the module; if that makes a cycle, move what both sides need to a "
+        "lower module (or, for a costly or optional module, add it to SDK_LOCAL_IMPORTS_ALLOWED "
+        "with the reason):\n" + _show(hidden)
+    )
+
+
+def _source_modules(*folders: str) -> dict[str, pathlib.Path]:
+    return {_module_name(path): path for folder in folders for path in sorted(pathlib.Path(ROOT, folder).rglob("*.py"))}
+
+
+def _imported_module(target: str, modules: Iterable[str] = ()) -> str:
+    """The module an import runs: ``target`` itself, or for ``from module import name`` the
+    longest prefix of it that is a module (of ``modules``, or the whole name without them)."""
+    known = set(modules)
+    if not known:
+        return target
+    parts = target.split(".")
+    for end in range(len(parts), 0, -1):
+        if ".".join(parts[:end]) in known:
+            return ".".join(parts[:end])
+    return target
+
+
+def _import_cycles(folders: tuple[str, ...]) -> list[list[str]]:
+    """The import cycles among the modules of ``folders``: imports at module level and the
+    allowed function-local ones (a lazy import may not close a cycle either), not the
+    type-only ones. A package's own ``__init__`` is not counted as imported by its modules."""
+    modules = _source_modules(*folders)
+    graph: dict[str, set[str]] = {module: set() for module in modules}
+    for module, path in modules.items():
+        for imp in _imports(path):
+            target = _imported_module(imp.target, modules)
+            if imp.type_only or target not in modules or target == module:
+                continue
+            if imp.local and (module, target) not in SDK_LOCAL_IMPORTS_ALLOWED:
+                continue  # reported by the test above
+            graph[module].add(target)
+    return _strongly_connected(graph)
+
+
+def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm, iterative: the components of more than one module (or a module
+    importing itself), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, targets = work[-1]
+            for target in targets:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1 or node in graph[node]:
+                        found.append(sorted(component))
+    return found
+
+
+def test_the_sdk_and_transforms_have_no_import_cycle():
+    cycles = _import_cycles(("sdk", "transforms"))
+    assert not cycles, "modules that import each other (move what both need to a lower module):\n" + "\n".join(
+        " <-> ".join(cycle) for cycle in cycles
+    )
+
+
+def test_the_cycle_checker_sees_a_cycle_and_a_hidden_import(tmp_path, monkeypatch):
+    # The two checks above pass only if they can fail: a planted cycle is found, and so is
+    # the function-local import that would hide it.
+    (tmp_path / "sdk").mkdir()
+    (tmp_path / "sdk" / "a.py").write_text("from sparkbeam import b\n")
+    (tmp_path / "sdk" / "b.py").write_text("import sparkbeam.c\n")
+    (tmp_path / "sdk" / "c.py").write_text("from sparkbeam.a import name\n\ndef f():\n    from sparkbeam.b import other\n")
+    (tmp_path / "sdk" / "d.py").write_text("from sparkbeam.a import name\n")
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", str(tmp_path))
+    assert _import_cycles(("sdk",)) == [["sparkbeam.a", "sparkbeam.b", "sparkbeam.c"]]
+    hidden = [imp for imp in _all_imports("sdk") if imp.local]
+    assert [(imp.module, imp.target) for imp in hidden] == [("sparkbeam.c", "sparkbeam.b.other")]
 
 
 def test_every_engine_module_lives_in_a_room_and_rooms_import_downwards():

@@ -20,6 +20,7 @@ from typing import Any
 from sparkbeam import pvalue
 from sparkbeam.core import DoFn, Map, ParDo
 from sparkbeam.ptransform import PTransform
+from sparkbeam.transforms._stateful_batching import StatefulBatchElementsDoFn
 from sparkbeam.typehints import typehints
 from sparkbeam.typehints.decorators import with_input_types, with_output_types
 from sparkbeam.utils.windowed_value import WindowedValue
@@ -242,8 +243,6 @@ class BatchElements(PTransform):
         if self._max_batch_duration_secs is not None:
             # As Beam: keyed per worker process, then batched across bundles with state
             # (element_size_fn is not used there, as in Beam).
-            from sparkbeam.transforms._stateful_batching import StatefulBatchElementsDoFn
-
             return (
                 pcoll
                 | "KeyByProcess" >> Map(_with_process_key)

@@ -24,15 +24,18 @@ Beam's coders decide what is stored and what crosses the shuffle, as in a Beam r
   the accumulator's coder). A value read back is Beam's decoded copy, never the object the
   DoFn added.
 
-Timers: ``set(t)`` keeps one pending timer per (timer, dynamic tag), replacing an earlier
-setting; an event-time timer holds the output watermark at ``t``, a processing-time timer at
-the timestamp of the element (or timer) that set it, as Beam's SDK harness sets the holds.
-A callback's outputs are stamped with the timer's firing time, in its window.
+The cells and timers are the engine's (``runners/core/state/user_state.py``), the same code
+sparkbeam's own stateful DoFns use, in the engine's ``CellForm`` for Beam: values encoded as
+above, times read and given as Beam's ``Timestamp``; Beam's spec classes are registered as
+cells of the engine's kinds. Timers: ``set(t)`` keeps one pending timer per (timer, dynamic
+tag), replacing an earlier setting; an event-time timer holds the output watermark at ``t``,
+a processing-time timer at the timestamp of the element (or timer) that set it, as Beam's
+SDK harness sets the holds. A callback's outputs are stamped with the timer's firing time,
+in its window.
 """
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -61,7 +64,21 @@ from sparkbeam.runners.core.state.stateful_step import (
     register_stateful_runner,
     take_due_timer,
 )
-from sparkbeam.runners.core.state.user_state import KeyStore, PendingTimer, WindowCells
+from sparkbeam.runners.core.state.user_state import (
+    CellForm,
+    KeyStore,
+    RuntimeTimer,
+    WindowCells,
+    register_state_spec,
+    runtime_state,
+)
+from sparkbeam.userstate import (
+    BagStateSpec,
+    CombiningValueStateSpec,
+    OrderedListStateSpec,
+    ReadModifyWriteStateSpec,
+    SetStateSpec,
+)
 from sparkbeam.utils.windowed_value import WindowedValue
 
 __all__ = ["BeamStatefulDoFnRunner", "BeamStatefulParDoOp", "stateful_par_do"]
@@ -109,7 +126,7 @@ def stateful_par_do(t: Any, node: Any, where: str) -> list[Op]:
         raise UnsupportedError(msg)
     state_specs, _ = userstate.get_dofn_specs(transform.fn)
     for spec in state_specs:
-        if not any(isinstance(spec, spec_type) for spec_type, _ in _CELLS):
+        if not isinstance(spec, _SUPPORTED_SPECS):
             msg = f"{where}: the state spec {spec!r} ({type(spec).__name__}) is not supported by sparkbeam's Beam runner"
             raise UnsupportedError(msg)
     base = t.base(node)
@@ -156,145 +173,43 @@ def stateful_par_do(t: Any, node: Any, where: str) -> list[Op]:
 # -------------------------------------------------------------------------------- state cells
 
 
-class _Cell:
-    """A state cell of the current (key, window): stored in its ``WindowCells`` under the
-    spec's name, encoded with the spec's coder."""
-
-    def __init__(self, spec: Any, cells: WindowCells) -> None:
-        self._cells = cells.cells
-        self._name = spec.name
-        self._coder = spec.coder
-
-    def clear(self) -> None:
-        self._cells.pop(self._name, None)
-
-    def commit(self) -> None:
-        return None  # writes go to the store as they happen
+def _beam_micros(timestamp: Any, what: str) -> int:
+    """A time a Beam DoFn gives (seconds, Beam's Timestamp, a datetime) in micros, read as
+    Beam reads it (and refused with Beam's error)."""
+    return BeamTimestamp.of(timestamp).micros
 
 
-class _Bag(_Cell, userstate.BagRuntimeState):
-    def read(self) -> Iterable[Any]:
-        decode = self._coder.decode
-        return [decode(encoded) for encoded in self._cells.get(self._name, ())]
-
-    def add(self, value: Any) -> None:
-        self._cells.setdefault(self._name, []).append(self._coder.encode(value))
+def _beam_timestamp(micros: int) -> Any:
+    return BeamTimestamp(micros=micros)
 
 
-class _Set(_Cell, userstate.SetRuntimeState):
-    def read(self) -> set:
-        decode = self._coder.decode
-        return {decode(encoded) for encoded in self._cells.get(self._name, ())}
+#: The engine's cells and timers, as a Beam runner keeps them: each value stored as its
+#: spec's coder encodes it (a read gives Beam's decoded copy), times in Beam's Timestamp.
+_BEAM_FORM = CellForm(encoded=True, micros_of=_beam_micros, timestamp_of=_beam_timestamp)
 
-    def add(self, value: Any) -> None:
-        self._cells.setdefault(self._name, set()).add(self._coder.encode(value))
-
-
-class _Value(_Cell, userstate.ReadModifyWriteRuntimeState):
-    def read(self) -> Any:
-        encoded = self._cells.get(self._name)
-        return None if encoded is None else self._coder.decode(encoded)
-
-    def write(self, value: Any) -> None:
-        self._cells[self._name] = self._coder.encode(value)
-
-
-class _Combining(_Cell, userstate.CombiningValueRuntimeState):
-    def __init__(self, spec: Any, cells: WindowCells) -> None:
-        super().__init__(spec, cells)
-        self._combine_fn = spec.combine_fn
-
-    def _accumulator(self) -> Any:
-        encoded = self._cells.get(self._name)
-        return self._combine_fn.create_accumulator() if encoded is None else self._coder.decode(encoded)
-
-    def read(self) -> Any:
-        return self._combine_fn.extract_output(self._accumulator())
-
-    def add(self, value: Any) -> None:
-        self._cells[self._name] = self._coder.encode(self._combine_fn.add_input(self._accumulator(), value))
-
-
-def _entry_time(entry: tuple[int, bytes]) -> int:
-    return entry[0]
-
-
-class _OrderedList(_Cell, userstate.OrderedListRuntimeState):
-    """(timestamp micros, encoded value) entries sorted by time, equal times in insertion order."""
-
-    def _entries(self) -> list[tuple[int, bytes]]:
-        return self._cells.get(self._name, [])
-
-    def _decoded(self, entries: list[tuple[int, bytes]]) -> list[tuple[Any, Any]]:
-        decode = self._coder.decode
-        return [(BeamTimestamp(micros=micros), decode(encoded)) for micros, encoded in entries]
-
-    def read(self) -> Iterable[tuple[Any, Any]]:
-        return self._decoded(self._entries())
-
-    def add(self, value: tuple[Any, Any]) -> None:
-        try:
-            timestamp, item = value
-        except (TypeError, ValueError):
-            msg = f"OrderedListState {self._name!r}: add takes a (timestamp, value) pair, not {value!r}"
-            raise TypeError(msg) from None
-        micros = BeamTimestamp.of(timestamp).micros
-        entries = self._cells.setdefault(self._name, [])
-        entries.insert(bisect.bisect_right(entries, micros, key=_entry_time), (micros, self._coder.encode(item)))
-
-    def _bounds(self, min_timestamp: Any, limit_timestamp: Any) -> tuple[int, int]:
-        """Indices of the entries in [min, limit)."""
-        entries = self._entries()
-        low = BeamTimestamp.of(min_timestamp).micros
-        high = BeamTimestamp.of(limit_timestamp).micros
-        return bisect.bisect_left(entries, low, key=_entry_time), bisect.bisect_left(entries, high, key=_entry_time)
-
-    def read_range(self, min_time_stamp: Any, limit_time_stamp: Any) -> Iterable[tuple[Any, Any]]:
-        low, high = self._bounds(min_time_stamp, limit_time_stamp)
-        return self._decoded(self._entries()[low:high])
-
-    def clear_range(self, min_time_stamp: Any, limit_time_stamp: Any) -> None:
-        low, high = self._bounds(min_time_stamp, limit_time_stamp)
-        entries = self._entries()
-        del entries[low:high]
-        if not entries:
-            self.clear()
-
-
-# Most specific first: Beam's spec classes do not subclass one another, but users' may.
-_CELLS: tuple[tuple[type, type], ...] = (
-    (userstate.BagStateSpec, _Bag),
-    (userstate.SetStateSpec, _Set),
-    (userstate.ReadModifyWriteStateSpec, _Value),
-    (userstate.CombiningValueStateSpec, _Combining),
-    (userstate.OrderedListStateSpec, _OrderedList),
+# Beam's spec classes are cells of the engine's kinds; they are also Beam's runtime-state
+# classes, as the cells Beam's own runners hand a DoFn are.
+for _beam_spec, _engine_spec, _beam_runtime in (
+    (userstate.BagStateSpec, BagStateSpec, userstate.BagRuntimeState),
+    (userstate.SetStateSpec, SetStateSpec, userstate.SetRuntimeState),
+    (userstate.ReadModifyWriteStateSpec, ReadModifyWriteStateSpec, userstate.ReadModifyWriteRuntimeState),
+    (userstate.CombiningValueStateSpec, CombiningValueStateSpec, userstate.CombiningValueRuntimeState),
+    (userstate.OrderedListStateSpec, OrderedListStateSpec, userstate.OrderedListRuntimeState),
+):
+    register_state_spec(_beam_spec, like=_engine_spec, runtime_bases=(_beam_runtime,))
+_SUPPORTED_SPECS = (
+    userstate.BagStateSpec,
+    userstate.SetStateSpec,
+    userstate.ReadModifyWriteStateSpec,
+    userstate.CombiningValueStateSpec,
+    userstate.OrderedListStateSpec,
 )
 
 
-def _cell(spec: Any, cells: WindowCells) -> Any:
-    for spec_type, cell_type in _CELLS:
-        if isinstance(spec, spec_type):
-            return cell_type(spec, cells)
-    msg = f"{spec!r}: {type(spec).__name__} is not supported by sparkbeam's Beam runner"
-    raise NotImplementedError(msg)
+class _Timer(RuntimeTimer, userstate.BaseTimer):
+    """The engine's timer, also Beam's ``BaseTimer`` (as Beam's runners' timers are)."""
 
-
-class _Timer(userstate.BaseTimer):
-    """One timer of the current (key, window): ``set`` replaces the pending setting of the
-    same dynamic tag, ``clear`` removes it."""
-
-    def __init__(self, spec: Any, cells: WindowCells, hold_for: Callable[[str, int], int]) -> None:
-        self._spec = spec
-        self._timers = cells.timers
-        self._hold_for = hold_for
-
-    def set(self, timestamp: Any, dynamic_timer_tag: str = "") -> None:
-        micros = BeamTimestamp.of(timestamp).micros
-        domain = self._spec.time_domain
-        self._timers[(self._spec.name, dynamic_timer_tag)] = PendingTimer(domain, micros, self._hold_for(domain, micros))
-
-    def clear(self, dynamic_timer_tag: str = "") -> None:
-        self._timers.pop((self._spec.name, dynamic_timer_tag), None)
+    __slots__ = ()
 
 
 class _StateContext(userstate.UserStateContext):
@@ -305,10 +220,10 @@ class _StateContext(userstate.UserStateContext):
         self._runner = runner
 
     def get_state(self, state_spec: Any, key: Any, window: Any) -> Any:
-        return _cell(state_spec, self._runner.cells)
+        return runtime_state(state_spec, self._runner.cells, _BEAM_FORM)
 
     def get_timer(self, timer_spec: Any, key: Any, window: Any, timestamp: Any, pane: Any) -> Any:
-        return _Timer(timer_spec, self._runner.cells, self._runner.hold_for)
+        return _Timer(timer_spec, self._runner.cells, self._runner.hold_for, _BEAM_FORM)
 
     def commit(self) -> None:
         return None

@@ -7,6 +7,8 @@ from typing import Any
 
 from sparkbeam.coders.base import Coder, FastCoder, _DeterministicByType
 from sparkbeam.coders.stream import InputStream, OutputStream, get_varint_size
+from sparkbeam.utils.timestamp import Timestamp
+from sparkbeam.window import GlobalWindow, IntervalWindow
 
 __all__ = [
     "BigEndianShortCoder",
@@ -241,8 +243,6 @@ class TimestampCoder(_DeterministicByType):
         out.write_bigendian_int64(millis - _TIME_SHIFT if millis >= 0 else millis + _TIME_SHIFT)
 
     def decode_from_stream(self, in_stream: InputStream, nested: bool) -> Any:
-        from sparkbeam.utils.timestamp import Timestamp
-
         millis = in_stream.read_bigendian_int64()
         millis = millis + _TIME_SHIFT if millis < 0 else millis - _TIME_SHIFT
         return Timestamp.from_micros(millis * 1000)
@@ -260,9 +260,6 @@ class IntervalWindowCoder(_DeterministicByType):
         out.write_var_int64(end_millis - value.start.micros // 1000)
 
     def decode_from_stream(self, in_stream: InputStream, nested: bool) -> Any:
-        from sparkbeam.utils.timestamp import Timestamp
-        from sparkbeam.window import IntervalWindow
-
         end_micros = 1000 * (in_stream.read_bigendian_uint64() - _TIME_SHIFT)
         start_micros = end_micros - 1000 * in_stream.read_var_int64()
         return IntervalWindow(Timestamp.from_micros(start_micros), Timestamp.from_micros(end_micros))
@@ -294,6 +291,4 @@ class GlobalWindowCoder(SingletonCoder):
     """The ``GlobalWindow``: no bytes."""
 
     def __init__(self) -> None:
-        from sparkbeam.window import GlobalWindow
-
         super().__init__(GlobalWindow())

@@ -22,6 +22,7 @@ import sys
 from typing import Any
 
 import sparkbeam as beam
+from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.testing.test_stream import TestStream
 from sparkbeam.transforms import window
 
@@ -138,8 +139,6 @@ def overlapping_windows(pipeline: Any) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from sparkbeam.options.pipeline_options import PipelineOptions
-
     argv = list(argv or [])
     if "--help" in argv or "-h" in argv:
         print(__doc__.split("\n\n")[0] + "\n")  # then PipelineOptions prints the options and exits

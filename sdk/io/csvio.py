@@ -46,14 +46,8 @@ from sparkbeam.io.filebased import (
     schema_row_type,
     where,
 )
-from sparkbeam.io.filesystem import (
-    CompressionTypes,
-    compression_name,
-    iter_lines,
-    match_files,
-    open_compressed,
-    readable_path,
-)
+from sparkbeam.io.filesystem import CompressionTypes, compression_name, iter_lines
+from sparkbeam.io.filesystems import match_files, open_compressed, readable_path
 from sparkbeam.io.filewrites import FileSink, WriteShardedFiles
 from sparkbeam.io.jsonio import check_encoding
 from sparkbeam.ptransform import PTransform

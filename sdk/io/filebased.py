@@ -31,7 +31,7 @@ import attrs
 from sparkbeam import pvalue
 from sparkbeam.core import DoFn, FlatMap, GroupByKey, Impulse, Map, ParDo
 from sparkbeam.errors import describe
-from sparkbeam.io.filesystem import match_files, readable_path
+from sparkbeam.io.filesystems import match_files, readable_path
 from sparkbeam.ptransform import PTransform
 from sparkbeam.pvalue import TaggedOutput
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue

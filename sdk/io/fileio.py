@@ -33,8 +33,9 @@ from sparkbeam import pvalue
 from sparkbeam.beam_surface import module_getattr
 from sparkbeam.core import Create, DoFn, Flatten, GroupByKey, Map, ParDo
 from sparkbeam.io import filesystem
+from sparkbeam.io.fileio_remote import WriteFilesThroughDriver
 from sparkbeam.io.filesystem import BeamIOError, CompressionTypes
-from sparkbeam.io.filesystems import FileSystems
+from sparkbeam.io.filesystems import FileSystems, readable_path
 from sparkbeam.ptransform import PTransform
 from sparkbeam.pvalue import TaggedOutput
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
@@ -131,7 +132,7 @@ class MatchFiles(PTransform):
         if not isinstance(file_pattern, str) or not file_pattern:
             msg = f"MatchFiles: file_pattern must be a non-empty path or glob, got {file_pattern!r}"
             raise ValueError(msg)
-        filesystem.readable_path("MatchFiles", file_pattern)
+        readable_path("MatchFiles", file_pattern)
         self.file_pattern = file_pattern
         self.empty_match_treatment = _check_treatment("MatchFiles", empty_match_treatment)
 
@@ -517,7 +518,7 @@ class WriteToFiles(PTransform):
         if not isinstance(path, str) or not path:
             msg = f"WriteToFiles: path must be a non-empty directory path, got {path!r}"
             raise ValueError(msg)
-        filesystem.readable_path("WriteToFiles", path)
+        readable_path("WriteToFiles", path)
         if output_fn is not None:
             # Beam keeps it for backward compatibility and never calls it: running it would differ.
             msg = "WriteToFiles: output_fn= is not supported by sparkbeam (Beam ignores it too; drop it)"
@@ -543,8 +544,6 @@ class WriteToFiles(PTransform):
         if pcoll.is_bounded and "://" in self.path and not self.path.startswith("file://"):
             # hdfs://, s3a://...: the DoFns below would write and rename where the
             # executors' Python cannot reach; the runner writes through its driver.
-            from sparkbeam.io.fileio_remote import WriteFilesThroughDriver
-
             return pcoll | "WriteThroughDriver" >> WriteFilesThroughDriver(self)
         temp_location = self.temp_directory
         if not temp_location:

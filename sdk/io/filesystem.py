@@ -10,13 +10,13 @@
   extension (``.gz``, ``.bz2``, ``.deflate``, ``.xz``/``.lzma``, ``.zst``/``.zstd``).
 
 Patterns are Beam's: ``*`` matches within one folder, ``**`` across folders, ``?`` one
-character, ``[...]`` a class. The helpers below (``match_files``, ``open_compressed``)
-are what sparkbeam's own file transforms call; they go through ``FileSystems`` too.
+character, ``[...]`` a class. The helpers that sparkbeam's own file transforms call and
+that go through ``FileSystems`` (``match_files``, ``open_compressed``, ``readable_path``)
+are in ``sparkbeam.io.filesystems``, beside the registry they look up, which builds on
+this module.
 
 >>> CompressionTypes.detect_compression_type("logs/day-1.jsonl.gz")
 'gzip'
->>> match_files("/no/such/dir/*.csv")
-[]
 >>> FileMetadata("/data/a.txt", 12)
 FileMetadata(/data/a.txt, 12)
 """
@@ -46,9 +46,6 @@ __all__ = [
     "compressed_stream",
     "iter_lines",
     "local_path",
-    "match_files",
-    "open_compressed",
-    "readable_path",
 ]
 
 
@@ -489,19 +486,6 @@ def check_equal_lengths(operation: str, sources: list[str], destinations: list[s
 # -- what sparkbeam's own file transforms call ----------------------------------------------
 
 
-def readable_path(owner: str, path: str) -> str:
-    """``path`` checked against the registered file systems (``file://`` becomes a plain
-    path); a scheme no file system serves is refused naming ``owner`` and the scheme."""
-    from sparkbeam.io.filesystems import FileSystems
-
-    try:
-        FileSystems.get_filesystem(path)
-    except ValueError as error:
-        msg = f"{owner}: {error}"
-        raise ValueError(msg) from None
-    return path[len("file://"):] if path.startswith("file://") else path
-
-
 def local_path(owner: str, path: str) -> str:
     """``path`` as a local path, for the transforms that write with Python's own file API
     (or read with pyarrow): ``file://`` is accepted, other schemes are refused."""
@@ -525,25 +509,6 @@ def output_prefix(owner: str, path: str) -> str:
     if "://" in path and not path.startswith("file://"):
         return path
     return os.path.abspath(local_path(owner, path))
-
-
-def match_files(pattern: str) -> list[str]:
-    """The files (not directories) ``pattern`` matches, sorted, through ``FileSystems``."""
-    from sparkbeam.io.filesystems import FileSystems
-
-    filesystem = FileSystems.get_filesystem(pattern)
-    (result,) = filesystem.match([pattern])
-    return sorted(m.path for m in result.metadata_list if not filesystem.is_directory(m.path))
-
-
-def open_compressed(path: str, mode: str, compression: str) -> IO[bytes]:
-    """A binary stream for ``path`` (``mode`` 'rb' or 'wb') through ``compression``,
-    from the file system ``FileSystems`` picks for it."""
-    from sparkbeam.io.filesystems import FileSystems
-
-    if "r" in mode:
-        return FileSystems.open(path, compression_type=compression)
-    return FileSystems.create(path, compression_type=compression)
 
 
 def iter_lines(handle: IO[bytes], chunk_size: int = 1 << 20) -> Any:

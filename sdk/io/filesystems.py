@@ -5,6 +5,8 @@
 []
 >>> FileSystems.get_scheme("hdfs://namenode/logs"), FileSystems.get_scheme("/tmp/x")
 ('hdfs', None)
+>>> match_files("/no/such/dir/*.csv")
+[]
 
 Plain paths and ``file://`` URLs are served by ``LocalFileSystem``. A path with any other
 scheme needs a file system registered for it; without one, every operation raises a
@@ -49,7 +51,7 @@ from sparkbeam.io.filesystem import (
 )
 from sparkbeam.io.localfilesystem import LocalFileSystem
 
-__all__ = ["FileSystems"]
+__all__ = ["FileSystems", "match_files", "open_compressed", "readable_path"]
 
 FileSystemFactory = Callable[[Any], FileSystem]
 
@@ -268,6 +270,35 @@ def _scheme_of(filesystem_class: type) -> str | None:
     except (NotImplementedError, TypeError):
         return None
     return scheme.lower() if isinstance(scheme, str) else None
+
+
+# -- what sparkbeam's own file transforms call (beside the registry they look up) ----------
+
+
+def readable_path(owner: str, path: str) -> str:
+    """``path`` checked against the registered file systems (``file://`` becomes a plain
+    path); a scheme no file system serves is refused naming ``owner`` and the scheme."""
+    try:
+        FileSystems.get_filesystem(path)
+    except ValueError as error:
+        msg = f"{owner}: {error}"
+        raise ValueError(msg) from None
+    return path[len("file://"):] if path.startswith("file://") else path
+
+
+def match_files(pattern: str) -> list[str]:
+    """The files (not directories) ``pattern`` matches, sorted, through ``FileSystems``."""
+    filesystem = FileSystems.get_filesystem(pattern)
+    (result,) = filesystem.match([pattern])
+    return sorted(m.path for m in result.metadata_list if not filesystem.is_directory(m.path))
+
+
+def open_compressed(path: str, mode: str, compression: str) -> IO[bytes]:
+    """A binary stream for ``path`` (``mode`` 'rb' or 'wb') through ``compression``,
+    from the file system ``FileSystems`` picks for it."""
+    if "r" in mode:
+        return FileSystems.open(path, compression_type=compression)
+    return FileSystems.create(path, compression_type=compression)
 
 
 # Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).

@@ -29,60 +29,19 @@ import attrs
 from sparkbeam import pvalue
 from sparkbeam.core import DoFn, FlatMap, Flatten, GroupByKey, Impulse, Map, ParDo, WindowInto
 from sparkbeam.io import commits
+from sparkbeam.io._file_sinks import (
+    DEFAULT_SHARD_NAME_TEMPLATE,
+    FileSink,
+    check_shard_name_template,
+    shard_file_name,
+)
 from sparkbeam.io.filesystem import output_prefix
+from sparkbeam.io.stepfiles import StepFiles, WriteFilesPerStep
 from sparkbeam.ptransform import PTransform
 from sparkbeam.utils.windowed_value import WindowedValue
 from sparkbeam.window import GlobalWindow, GlobalWindows
 
 __all__ = ["DEFAULT_SHARD_NAME_TEMPLATE", "FileSink", "WriteShardedFiles", "check_shard_name_template", "shard_file_name"]
-
-DEFAULT_SHARD_NAME_TEMPLATE = "-SSSSS-of-NNNNN"
-
-
-
-class FileSink:
-    """Writes one file: ``open(path)`` returns a writer with ``write(element)`` and ``close()``.
-
-    Subclasses must pickle (they travel to the executors).
-    """
-
-    def open(self, path: str) -> Any:
-        raise NotImplementedError
-
-
-def check_shard_name_template(owner: str, template: str | None) -> str:
-    """Beam's default (``-SSSSS-of-NNNNN``) for None; other templates need S and N, or ''."""
-    if template is None:
-        return DEFAULT_SHARD_NAME_TEMPLATE
-    if not isinstance(template, str):
-        msg = f"{owner}: shard_name_template must be a string, got {template!r}"
-        raise TypeError(msg)
-    if "W" in template or "V" in template:
-        msg = f"{owner}: windowed shard names (W or V in shard_name_template={template!r}) are not supported by sparkbeam"
-        raise NotImplementedError(msg)
-    if template and ("S" not in template or "N" not in template):
-        msg = f"{owner}: shard_name_template needs S (shard) and N (count) placeholders, or '', got {template!r}"
-        raise ValueError(msg)
-    return template
-
-
-def shard_file_name(prefix: str, template: str, suffix: str, shard: int, num_shards: int) -> str:
-    """A shard's file name: each run of S (shard) and N (count) in the template, zero-padded.
-
-    >>> shard_file_name("out/part", "-SSSSS-of-NNNNN", ".csv", 2, 10)
-    'out/part-00002-of-00010.csv'
-    """
-    name = template
-    for letter, number in (("S", shard), ("N", num_shards)):
-        start = name.find(letter)
-        if start < 0:
-            continue
-        end = start
-        while end < len(name) and name[end] == letter:
-            end += 1
-        name = name[:start] + str(number).zfill(end - start) + name[end:]
-    return f"{prefix}{name}{suffix}"
-
 
 @attrs.frozen
 class _Written:
@@ -277,9 +236,6 @@ class WriteShardedFiles(PTransform):
             msg = f"{self.owner} writes a PCollection, not {pcoll!r}"
             raise TypeError(msg)
         if not pcoll.is_bounded or "://" in self.prefix:
-            # stepfiles builds on this module, so it is imported only when needed.
-            from sparkbeam.io.stepfiles import StepFiles, WriteFilesPerStep
-
             if pcoll.is_bounded:
                 # A URL (s3a://, hdfs://...) the executors' Python cannot open: the runner
                 # writes the shards through its driver, in this layout.

@@ -45,10 +45,12 @@ from typing import Any
 
 from sparkbeam import pvalue
 from sparkbeam.beam_surface import module_getattr
+from sparkbeam.coders import registry
 from sparkbeam.core import Create, DoFn, FlatMap, GroupByKey, Map, ParDo, WindowInto
 from sparkbeam.ptransform import PTransform
+from sparkbeam.utils.timestamp import MIN_TIMESTAMP
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue, new_windowed_value
-from sparkbeam.window import GlobalWindow, GlobalWindows
+from sparkbeam.window import GlobalWindow, GlobalWindows, TimestampedValue
 
 __all__ = [
     "BoundedSource",
@@ -105,8 +107,6 @@ class BoundedSource(SourceBase):
     yields_plain_values: bool = False
 
     def default_output_coder(self) -> Any:
-        from sparkbeam.coders import registry
-
         return registry.get_coder(object)
 
     def is_bounded(self) -> bool:
@@ -215,16 +215,11 @@ def read_bundle(bundle: SourceBundle) -> Iterator[WindowedValue]:
 
 
 def _global_elements(values: list[Any]) -> list[WindowedValue]:
-    from sparkbeam.utils.timestamp import MIN_TIMESTAMP
-
     # Built in C, with no Python frame per value.
     return list(map(new_windowed_value, zip(values, repeat(MIN_TIMESTAMP.micros), repeat(_GLOBAL), repeat(PANE_INFO_UNKNOWN))))
 
 
 def _as_elements(records: list[Any]) -> list[WindowedValue]:
-    from sparkbeam.utils.timestamp import MIN_TIMESTAMP
-    from sparkbeam.window import TimestampedValue
-
     if not any(map(isinstance, records, repeat(TimestampedValue))):
         return _global_elements(records)  # plain values: the common chunk
     start = MIN_TIMESTAMP.micros
@@ -245,8 +240,6 @@ def read_bundle_values(bundle: SourceBundle) -> Iterator[Any]:
 
 
 def _plain_values(records: list[Any], source: BoundedSource) -> list[Any]:
-    from sparkbeam.window import TimestampedValue
-
     if any(map(isinstance, records, repeat(TimestampedValue))):
         stamped = next(record for record in records if isinstance(record, TimestampedValue))
         msg = (
@@ -416,8 +409,6 @@ def _pre_finalize(unused: Any, sink: Sink, init_result: Any, write_results: Any)
 
 
 def _finalize(unused: Any, sink: Sink, init_result: Any, write_results: Any, min_shards: int, pre_finalize_result: Any) -> Any:
-    from sparkbeam.window import TimestampedValue
-
     write_results = list(write_results)
     # Empty shards up to min_shards, as Beam's WriteImpl writes them (unless skip_if_empty).
     if write_results or not getattr(sink, "skip_if_empty", False):

@@ -36,6 +36,16 @@ import attrs
 
 from sparkbeam import pvalue
 from sparkbeam.beam_surface import module_getattr
+from sparkbeam.io._kafka_codecs import (
+    BYTES_DESERIALIZER,
+    BYTES_SERIALIZER,
+    SERIALIZERS,
+    STRING_DESERIALIZER,
+    STRING_SERIALIZER,
+    KafkaDecode,
+    resolve_codec,
+)
+from sparkbeam.io.streaming import ReadFromKafka
 from sparkbeam.ptransform import PTransform
 
 __all__ = [
@@ -47,78 +57,17 @@ __all__ = [
     "STRING_DESERIALIZER",
     "STRING_SERIALIZER",
     "KafkaDecode",
+    "ReadFromKafka",
     "WriteKafkaSpec",
     "WriteToKafka",
 ]
 
-BYTES_SERIALIZER = "org.apache.kafka.common.serialization.ByteArraySerializer"
-STRING_SERIALIZER = "org.apache.kafka.common.serialization.StringSerializer"
-BYTES_DESERIALIZER = "org.apache.kafka.common.serialization.ByteArrayDeserializer"
-STRING_DESERIALIZER = "org.apache.kafka.common.serialization.StringDeserializer"
 HEADER_RUN = "sparkbeam.run"
 HEADER_STEP = "sparkbeam.step"
 HEADER_ATTEMPT = "sparkbeam.attempt"
 
 #: producer settings Spark's Kafka writer sets itself or refuses
 _SPARK_OWNED = ("key.serializer", "value.serializer")
-
-
-def _identity_bytes(value: Any) -> Any:
-    if value is None or isinstance(value, bytes):
-        return value
-    if isinstance(value, (bytearray, memoryview)):
-        return bytes(value)
-    msg = f"ByteArraySerializer takes bytes, got {type(value).__name__} {value!r:.80}"
-    raise TypeError(msg)
-
-
-def _utf8(value: Any) -> Any:
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        msg = f"StringSerializer takes str, got {type(value).__name__} {value!r:.80}"
-        raise TypeError(msg)
-    return value.encode("utf-8")
-
-
-def _decode_utf8(value: Any) -> Any:
-    return None if value is None else bytes(value).decode("utf-8")
-
-
-def _raw_bytes(value: Any) -> Any:
-    return value
-
-
-def _resolve(owner: str, setting: str, value: Any, names: dict[str, Callable[[Any], Any]]) -> Callable[[Any], Any]:
-    if callable(value):
-        return value
-    if isinstance(value, str) and value in names:
-        return names[value]
-    msg = f"{owner}: {setting} must be one of {', '.join(names)} or a Python function, got {value!r}"
-    raise ValueError(msg)
-
-
-_SERIALIZERS: dict[str, Callable[[Any], Any]] = {BYTES_SERIALIZER: _identity_bytes, STRING_SERIALIZER: _utf8}
-_DESERIALIZERS: dict[str, Callable[[Any], Any]] = {BYTES_DESERIALIZER: _raw_bytes, STRING_DESERIALIZER: _decode_utf8}
-
-
-@attrs.frozen
-class KafkaDecode:
-    """Turns a record's key and value bytes into the element's (run on the executors)."""
-
-    key: Callable[[Any], Any] = _raw_bytes
-    value: Callable[[Any], Any] = _raw_bytes
-
-    @classmethod
-    def of(cls, owner: str, key_deserializer: Any, value_deserializer: Any) -> KafkaDecode | None:
-        key = _resolve(owner, "key_deserializer", key_deserializer, _DESERIALIZERS)
-        value = _resolve(owner, "value_deserializer", value_deserializer, _DESERIALIZERS)
-        if key is _raw_bytes and value is _raw_bytes:
-            return None  # bytes as Spark read them: nothing to do per record
-        return cls(key, value)
-
-    def __call__(self, key: Any, value: Any) -> tuple[Any, Any]:
-        return (None if key is None else self.key(key)), (None if value is None else self.value(value))
 
 
 @attrs.frozen
@@ -181,8 +130,8 @@ class WriteToKafka(PTransform):
         self.spec = WriteKafkaSpec(
             {str(k): str(v) for k, v in producer_config.items()},
             topic,
-            _resolve("WriteToKafka", "key_serializer", key_serializer, _SERIALIZERS),
-            _resolve("WriteToKafka", "value_serializer", value_serializer, _SERIALIZERS),
+            resolve_codec("WriteToKafka", "key_serializer", key_serializer, SERIALIZERS),
+            resolve_codec("WriteToKafka", "value_serializer", value_serializer, SERIALIZERS),
         )
 
     def default_label(self) -> str:
@@ -192,14 +141,5 @@ class WriteToKafka(PTransform):
         return pvalue.PCollection(pcoll.pipeline, is_bounded=pcoll.is_bounded)
 
 
-_beam_names = module_getattr(__name__, "apache_beam.io.kafka")
-
-
-def __getattr__(name: str) -> Any:
-    """``ReadFromKafka`` as Beam's module has it (it lives with the other stream reads,
-    which import this module); Beam's other names of ``apache_beam.io.kafka`` say why not."""
-    if name == "ReadFromKafka":
-        from sparkbeam.io.streaming import ReadFromKafka
-
-        return ReadFromKafka
-    return _beam_names(name)
+# Beam's names this module lacks say they are not supported (sparkbeam.beam_surface).
+__getattr__ = module_getattr(__name__, "apache_beam.io.kafka")

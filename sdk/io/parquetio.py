@@ -36,7 +36,8 @@ from sparkbeam.io.filebased import (
     schema_row_type,
     where,
 )
-from sparkbeam.io.filesystem import local_path, match_files
+from sparkbeam.io.filesystem import local_path
+from sparkbeam.io.filesystems import match_files
 from sparkbeam.io.filewrites import FileSink, WriteShardedFiles
 from sparkbeam.ptransform import PTransform
 

@@ -25,7 +25,7 @@ import os
 import attrs
 
 from sparkbeam import pvalue
-from sparkbeam.io.filewrites import FileSink, shard_file_name
+from sparkbeam.io._file_sinks import FileSink, shard_file_name
 from sparkbeam.ptransform import PTransform
 
 __all__ = ["StepFiles", "WriteFilesPerStep", "step_directory"]

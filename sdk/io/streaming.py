@@ -35,8 +35,8 @@ import attrs
 
 from sparkbeam import pvalue
 from sparkbeam.core import DoFn, ParDo
+from sparkbeam.io._kafka_codecs import BYTES_DESERIALIZER, KafkaDecode
 from sparkbeam.io.filebased import BadRecord, BadRecordError, ExceptionHandling
-from sparkbeam.io.kafka import BYTES_DESERIALIZER, KafkaDecode
 from sparkbeam.io.watermarks import (
     MonotonicWatermarkEstimator,
     WalltimeWatermarkEstimator,

@@ -30,8 +30,8 @@ from sparkbeam.beam_surface import module_getattr
 from sparkbeam.coders.coders import Coder, StrUtf8Coder, ToBytesCoder
 from sparkbeam.core import Create, DoFn, ParDo
 from sparkbeam.io.filebased import Spread
-from sparkbeam.io.filesystem import FileMetadata, compression_name, readable_path
-from sparkbeam.io.filesystems import FileSystems
+from sparkbeam.io.filesystem import FileMetadata, compression_name
+from sparkbeam.io.filesystems import FileSystems, readable_path
 from sparkbeam.io.filewrites import shard_file_name
 from sparkbeam.ptransform import PTransform
 from sparkbeam.typehints import typehints

@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 
 import attrs
 
+from sparkbeam._dofn_params import DoFnParam
 from sparkbeam.beam_surface import module_getattr
 from sparkbeam.typehints import typehints
 
@@ -176,8 +177,6 @@ def _annotation_hint(annotation: Any) -> Any:
 
 
 def _is_dofn_param(default: Any) -> bool:
-    from sparkbeam.dofn import DoFnParam
-
     return isinstance(default, DoFnParam)
 
 

@@ -24,6 +24,7 @@ from typing import Any as _AnyType
 import attrs
 
 from sparkbeam.beam_surface import module_getattr
+from sparkbeam.utils.windowed_value import WindowedValue as RuntimeWindowedValue
 
 __all__ = [
     "KV",
@@ -510,8 +511,6 @@ class WindowedTypeConstraint(TypeConstraint):
         return isinstance(sub, WindowedTypeConstraint) and is_consistent_with(sub.inner_type, self.inner_type)
 
     def type_check(self, instance: _AnyType) -> None:
-        from sparkbeam.utils.windowed_value import WindowedValue as RuntimeWindowedValue
-
         if not isinstance(instance, RuntimeWindowedValue):
             msg = f"Window type-constraint violated. Expected a WindowedValue, received a {type(instance).__name__}."
             raise CompositeTypeHintError(msg)

@@ -17,7 +17,13 @@ from sparkbeam.coders import PickleCoder, VarIntCoder
 from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.runners.core.loop.clock import ManualClock
 from sparkbeam.runners.core.loop.memory import run_in_memory
-from sparkbeam.runners.core.state.user_state import KeyStore, WindowCells, runtime_state
+from sparkbeam.runners.core.state.user_state import (
+    CellForm,
+    KeyStore,
+    WindowCells,
+    register_state_spec,
+    runtime_state,
+)
 from sparkbeam.testing.test_stream import TestStream
 from sparkbeam.transforms import window
 from sparkbeam.transforms.userstate import (
@@ -90,6 +96,42 @@ def test_each_state_kind_reads_what_was_written():
     for cell in (bag, value, total, distinct, ordered):
         cell.clear()
     assert cells.is_empty()
+
+
+class _ForeignBagSpec:
+    """A front end's own spec class, as Beam's are: not a subclass of sparkbeam's."""
+
+    def __init__(self, name, coder):
+        self.name, self.coder = name, coder
+
+
+class _ForeignRuntimeState:
+    """The front end's runtime-state class its cells must also be."""
+
+
+def test_a_front_ends_cells_store_encodings_and_give_its_own_times():
+    # How the Beam front end uses the engine's cells (runners/beam/stateful.py), without Beam.
+    register_state_spec(_ForeignBagSpec, like=BagStateSpec, runtime_bases=(_ForeignRuntimeState,))
+    form = CellForm(encoded=True, micros_of=lambda t, what: int(t * 1_000_000), timestamp_of=lambda micros: ("at", micros))
+    cells = WindowCells()
+    bag = runtime_state(_ForeignBagSpec("bag", PickleCoder()), cells, form)
+    added = ["x"]
+    bag.add(added)
+    added.append("changed after add")
+    assert isinstance(bag, _ForeignRuntimeState)
+    assert cells.cells["bag"] == [PickleCoder().encode(["x"])]  # what the spec's coder encodes
+    read = list(bag.read())
+    assert read == [["x"]] and read[0] is not added  # a decoded copy, never the object added
+    total = runtime_state(CombiningValueStateSpec("total", PickleCoder(), sum), cells, form)
+    total.add(2)
+    total.add(3)
+    # the spec's coder is the accumulator's (sum's accumulator is the list of its inputs)
+    assert (total.read(), cells.cells["total"]) == (5, PickleCoder().encode([2, 3]))
+    ordered = runtime_state(OrderedListStateSpec("ordered", VarIntCoder()), cells, form)
+    ordered.add((2.5, 7))
+    assert list(ordered.read()) == [(("at", 2_500_000), 7)]
+    with pytest.raises(TypeError, match="OrderedListState 'ordered': add takes a"):
+        ordered.add(7)
 
 
 def test_a_key_store_pickles_for_checkpoints():

@@ -12,7 +12,8 @@ import pytest
 import sparkbeam as beam
 from sparkbeam.core import Create, Flatten, GroupByKey, Impulse, ParDo, WindowInto
 from sparkbeam.io.filebased import BadRecord, schema_row_type
-from sparkbeam.io.filesystem import CompressionTypes, compression_name, iter_lines, open_compressed
+from sparkbeam.io.filesystem import CompressionTypes, compression_name, iter_lines
+from sparkbeam.io.filesystems import open_compressed
 from sparkbeam.io.filewrites import check_shard_name_template, shard_file_name
 from tests.io.conftest import listing
 

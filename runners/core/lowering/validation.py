@@ -22,7 +22,7 @@ from typing import Any
 
 from sparkbeam.io.filebased import ReadMatchingFiles
 from sparkbeam.io.fileio import WriteToFiles
-from sparkbeam.io.filesystem import match_files
+from sparkbeam.io.filesystems import match_files
 from sparkbeam.io.filewrites import WriteShardedFiles
 from sparkbeam.io.textio import ReadFromText, WriteToText
 

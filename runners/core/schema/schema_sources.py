@@ -35,7 +35,8 @@ import attrs
 
 from sparkbeam.io.csvio import ReadFromCsv
 from sparkbeam.io.filebased import ReadMatchingFiles
-from sparkbeam.io.filesystem import CompressionTypes, match_files
+from sparkbeam.io.filesystem import CompressionTypes
+from sparkbeam.io.filesystems import match_files
 from sparkbeam.io.parquetio import ReadFromParquet
 from sparkbeam.pipeline import AppliedTransform
 
