@@ -1,6 +1,6 @@
 """A local S3-compatible server for the tests and benchmarks, and what Spark needs to reach it.
 
-The server is moto's (``pip install 'moto[s3,server]'``, in the test extra) in a process of
+The server is moto's (moto's S3 with flask and flask-cors, in the test extra) in a process of
 its own, on loopback and a port the system chooses, with authentication on: one user with
 an access key allowed ``s3:*``, so a wrong key is refused as S3 refuses it. Spark reaches
 it through Hadoop's ``s3a`` connector, ``hadoop-aws`` of the installed PySpark's Hadoop
@@ -88,7 +88,7 @@ class S3Server:
         line = self.process.stdout.readline() if self.process.stdout is not None else ""
         if not line:
             self.stop()
-            msg = "the local S3 server (moto) did not start: is moto[s3,server] installed? pip install -e '.[test]'"
+            msg = "the local S3 server (moto) did not start: are moto[s3], flask and flask-cors installed? pip install -e '.[test]'"
             raise RuntimeError(msg)
         started = json.loads(line)
         self.endpoint = f"http://127.0.0.1:{started['port']}"
