@@ -22,11 +22,13 @@ replaces the partition's state whole.
 
 **Compaction** (``needs_base``): a stage's next checkpoint is a base when the deltas since
 its base hold more than ``DELTA_FRACTION`` of the base's bytes, or after ``MAX_DELTAS``
-deltas: restoring (and cutting the lineage) then reads at most ``1 + DELTA_FRACTION``
-times the base's bytes in at most ``MAX_DELTAS + 1`` files per partition, and every byte of
-state written in a delta costs, amortised, at most ``1 + 1 / DELTA_FRACTION`` bytes
-written. A checkpoint written again at the step of the chain's last file (a run marked
-finished) is a base too, since it replaces that file's directory.
+deltas. The fraction bounds what restoring (and cutting the lineage) reads, ``1 +
+DELTA_FRACTION`` times the base's bytes, and makes a busy stage write, amortised, at most
+``1 + 1 / DELTA_FRACTION`` bytes per byte of delta; the count bounds the files (and tasks)
+a read-back runs per partition, at the price of a base every ``MAX_DELTAS`` checkpoints
+for a large state whose steps touch little. A checkpoint written again at the step of the
+chain's last file (a run marked finished) is a base too, since it replaces that file's
+directory.
 
 Bytes are counted on the executors (an accumulator: a retried task counts twice, which only
 brings a compaction forward).
