@@ -290,10 +290,11 @@ def _structured_run(directory: str, work: str) -> tuple[list[float], dict[str, i
 def stream_part(sizes: list[int], checkpoints: list[str], interval: int, structured: bool) -> None:
     """Per size: sparkbeam with each way of checkpointing (``incremental``: bases and deltas;
     ``full``: a base every time, as before), a checkpoint every ``interval`` steps, and
-    Structured Streaming with RocksDB; the steps that follow a checkpoint apart from the
-    others, and the bytes of keyed state each checkpoint wrote."""
+    Structured Streaming with RocksDB; per kind of small step (it writes a checkpoint after
+    it, it reads the state back from the one before it, neither) the median, and the bytes
+    of keyed state each checkpoint wrote."""
     print(
-        f"{'keys':>9} {'engine':>24} {'first s':>8} {'small p50 s':>11} {'after ckpt':>10} {'others':>7} "
+        f"{'keys':>9} {'engine':>24} {'first s':>8} {'small p50 s':>11} {'writes ckpt':>10} {'reads back':>10} {'plain':>7} "
         f"{'state MB/ckpt':>13} {'bases':>5} {'checked':>8}"
     )
     for size in sizes:
@@ -308,14 +309,20 @@ def stream_part(sizes: list[int], checkpoints: list[str], interval: int, structu
                 sb_seconds, got, written = _sparkbeam_run(directory, work, mode, interval)
                 ok = "yes" if got == expected else f"NO ({len(got)} keys)"
                 small = sb_seconds[1 : 1 + SMALL_STEPS]
-                after = [seconds for step, seconds in enumerate(sb_seconds[: 1 + SMALL_STEPS]) if step > 0 and step % interval == 0]
-                others = [seconds for step, seconds in enumerate(sb_seconds[: 1 + SMALL_STEPS]) if step > 0 and step % interval]
+                # a step's time includes the checkpoint written after it; the step after a
+                # checkpoint reads the state back from its files (the lineage cut)
+                kinds: dict[str, list[float]] = {"writes": [], "reads back": [], "plain": []}
+                for step, seconds in enumerate(sb_seconds[: 1 + SMALL_STEPS]):
+                    if step > 0:
+                        kind = "writes" if (step + 1) % interval == 0 else "reads back" if step % interval == 0 else "plain"
+                        kinds[kind].append(seconds)
+                p50 = {kind: statistics.median(found) if found else float("nan") for kind, found in kinds.items()}
                 smalls[mode] = statistics.median(small) if small else float("nan")
                 # the first checkpoint is every key's (a base either way): the others are the small steps'
                 later = [size_ for size_, _ in written[1:]] or [0]
                 print(
                     f"{size:>9,} {'sparkbeam, ' + mode:>24} {sb_seconds[0]:>8.2f} {smalls[mode]:>11.3f} "
-                    f"{statistics.median(after) if after else float('nan'):>10.3f} {statistics.median(others) if others else float('nan'):>7.3f} "
+                    f"{p50['writes']:>10.3f} {p50['reads back']:>10.3f} {p50['plain']:>7.3f} "
                     f"{statistics.median(later) / 1e6:>13.2f} {sum(base for _, base in written):>5} {ok:>8}"
                 )
             if len(smalls) == 2:
@@ -325,7 +332,7 @@ def stream_part(sizes: list[int], checkpoints: list[str], interval: int, structu
             ss_seconds, ss_got = _structured_run(directory, work)
             ss_small = statistics.median(ss_seconds[1:]) if len(ss_seconds) > 1 else float("nan")
             ss_ok = "yes" if ss_got == expected else f"NO ({len(ss_got)} keys)"
-            print(f"{size:>9,} {'structured, RocksDB':>24} {ss_seconds[0]:>8.2f} {ss_small:>11.3f} {'':>10} {'':>7} {'':>13} {'':>5} {ss_ok:>8}")
+            print(f"{size:>9,} {'structured, RocksDB':>24} {ss_seconds[0]:>8.2f} {ss_small:>11.3f} {'':>10} {'':>10} {'':>7} {'':>13} {'':>5} {ss_ok:>8}")
             ratio = smalls[checkpoints[0]] / ss_small
             print(f"{size:>9,} {'ratio sparkbeam/SS':>24} {'':>8} {ratio:>11.2f}")
         finally:
@@ -342,7 +349,7 @@ def main() -> None:
         "--checkpoints", nargs="+", choices=["incremental", "full"], default=["incremental", "full"],
         help="stream: sparkbeam's checkpoints as bases and deltas, and/or a base every time (as before #27 item 2)",
     )
-    parser.add_argument("--checkpoint_interval", type=int, default=2, help="stream: steps between sparkbeam's checkpoints")
+    parser.add_argument("--checkpoint_interval", type=int, default=3, help="stream: steps between sparkbeam's checkpoints")
     parser.add_argument("--no_structured", action="store_true", help="stream: leave out Structured Streaming")
     args = parser.parse_args()
     if args.target is not None:
