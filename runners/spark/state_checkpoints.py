@@ -17,8 +17,8 @@ it. That is exact because a step that drops a bucket (a split, a merge of empty 
 writes the new buckets covering its range, and those are newer than any checkpoint.
 
 A partition whose state holds anything other than buckets (per-key state restored from an
-older format, elements waiting for side inputs) is written ``full`` even in a delta: it
-replaces the partition's state whole.
+older format, elements waiting for side inputs), or nothing at all, is written ``full`` even
+in a delta: it replaces the partition's state whole.
 
 **Compaction** (``needs_base``): a stage's next checkpoint is a base when the deltas since
 its base hold more than ``DELTA_FRACTION`` of the base's bytes, or after ``MAX_DELTAS``
@@ -112,7 +112,9 @@ def _part(since: int | None, counter: Any, index: int, records: Iterable[tuple[A
     """One partition's part file: its marker, then every record (a base, or a partition
     holding anything but buckets) or the buckets of versions ``>= since``."""
     held = list(records)
-    full = since is None or any(type(record) is not StateBucket for _, record in held)
+    # A partition of buckets always holds one at least (``BucketedPartition.run``): one
+    # with none holds other state, which may have emptied since (parked elements released).
+    full = since is None or not held or any(type(record) is not StateBucket for _, record in held)
     yield _MARK, (FULL if full else DELTA, index)
     written = 0
     for pair in held:

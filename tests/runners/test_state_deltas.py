@@ -51,6 +51,13 @@ def test_a_partition_holding_per_key_state_is_written_whole_even_in_a_delta():
     assert written == [("sparkbeam-state-part", ("full", 0)), *records]
 
 
+def test_an_empty_partition_is_written_whole_so_that_state_which_emptied_is_restored_empty():
+    written, _ = part(5, [])
+    assert written == [("sparkbeam-state-part", ("full", 0))]
+    records = [marked(0, "full"), (0, (0, ("k", KeyedState(1)))), marked(1, "full")]
+    assert list(merge_partition(4, PATHS[:2], 0, iter(records))) == []
+
+
 def marked(position: int, kind: str, index: int = 0):
     return index, (position, ("sparkbeam-state-part", (kind, index)))
 
