@@ -186,7 +186,29 @@ def _write_files(all_batches: list[list[tuple[str, int, int]]], directory: str) 
         os.utime(path, (base + index, base + index))  # Spark takes new files oldest first
 
 
-def _sparkbeam_run(directory: str, work: str) -> tuple[list[float], dict[str, int]]:
+def _counting_writes(checkpoints: str, written: list[tuple[int, bool]]) -> Any:
+    """``state_checkpoints.write_state`` recording the bytes each checkpoint puts on disk
+    for a stage's state, and whether it is a base; with ``checkpoints == "full"``, every
+    checkpoint writes a base (what sparkbeam did before incremental checkpoints, read back
+    whole after it as before)."""
+    import glob
+
+    from sparkbeam.runners.spark import state_checkpoints
+
+    original_write, original_needs = state_checkpoints.write_state, state_checkpoints.needs_base
+
+    def write_state(sc: Any, state: Any, path: str, sealer: Any, since: int | None) -> int:
+        size = original_write(sc, state, path, sealer, since)
+        written.append((sum(os.path.getsize(part) for part in glob.glob(os.path.join(path, "part-*"))), since is None))
+        return size
+
+    state_checkpoints.write_state = write_state
+    if checkpoints == "full":
+        state_checkpoints.needs_base = lambda *_: True
+    return lambda: (setattr(state_checkpoints, "write_state", original_write), setattr(state_checkpoints, "needs_base", original_needs))
+
+
+def _sparkbeam_run(directory: str, work: str, checkpoints: str = "incremental", interval: int = 10) -> tuple[list[float], dict[str, int], list[tuple[int, bool]]]:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from step_probe import probe_steps
 
@@ -194,7 +216,8 @@ def _sparkbeam_run(directory: str, work: str) -> tuple[list[float], dict[str, in
     from sparkbeam.window import FixedWindows
 
     spark = _session()  # the run uses the active session
-    flags = ["--available_now", f"--checkpoint_dir={os.path.join(work, 'sb-checkpoint')}", "--quiet", "--state_partitions=2"]
+    checkpoint_dir = os.path.join(work, f"sb-checkpoint-{checkpoints}")
+    flags = ["--available_now", f"--checkpoint_dir={checkpoint_dir}", "--quiet", "--state_partitions=2", f"--checkpoint_interval={interval}"]
     p = beam.Pipeline(options=beam.PipelineOptions(flags))
     sums = (
         p
@@ -206,11 +229,16 @@ def _sparkbeam_run(directory: str, work: str) -> tuple[list[float], dict[str, in
         | beam.CombinePerKey(sum)
     )
     captured = beam.capture(sums)
-    with probe_steps(spark.sparkContext) as probe:
-        result = p.run()
+    written: list[tuple[int, bool]] = []
+    undo = _counting_writes(checkpoints, written)
+    try:
+        with probe_steps(spark.sparkContext) as probe:
+            result = p.run()
+    finally:
+        undo()
     emitted = [wv.value for wv in result.emissions(captured)]
     got = {key: total for key, total in emitted}
-    return probe.seconds, got
+    return probe.seconds, got, written
 
 
 def _session() -> Any:
@@ -259,8 +287,16 @@ def _structured_run(directory: str, work: str) -> tuple[list[float], dict[str, i
     return seconds, latest
 
 
-def stream_part(sizes: list[int]) -> None:
-    print(f"{'keys':>9} {'engine':>22} {'first s':>8} {'small p50 s':>11} {'checked':>8}")
+def stream_part(sizes: list[int], checkpoints: list[str], interval: int, structured: bool) -> None:
+    """Per size: sparkbeam with each way of checkpointing (``incremental``: bases and deltas;
+    ``full``: a base every time, as before), a checkpoint every ``interval`` steps, and
+    Structured Streaming with RocksDB; per kind of small step (it writes a checkpoint after
+    it, it reads the state back from the one before it, neither) the median, and the bytes
+    of keyed state each checkpoint wrote."""
+    print(
+        f"{'keys':>9} {'engine':>24} {'first s':>8} {'small p50 s':>11} {'writes ckpt':>10} {'reads back':>10} {'plain':>7} "
+        f"{'state MB/ckpt':>13} {'bases':>5} {'checked':>8}"
+    )
     for size in sizes:
         data = batches(size)
         expected = oracle(data)
@@ -268,15 +304,37 @@ def stream_part(sizes: list[int]) -> None:
         try:
             directory = os.path.join(work, "in")
             _write_files(data, directory)
-            sb_seconds, got = _sparkbeam_run(directory, work)
-            ok = "yes" if got == expected else f"NO ({len(got)} keys)"
-            sb_small = statistics.median(sb_seconds[1:]) if len(sb_seconds) > 1 else float("nan")
-            print(f"{size:>9,} {'sparkbeam':>22} {sb_seconds[0]:>8.2f} {sb_small:>11.3f} {ok:>8}")
+            smalls = {}
+            for mode in checkpoints:
+                sb_seconds, got, written = _sparkbeam_run(directory, work, mode, interval)
+                ok = "yes" if got == expected else f"NO ({len(got)} keys)"
+                small = sb_seconds[1 : 1 + SMALL_STEPS]
+                # a step's time includes the checkpoint written after it; the step after a
+                # checkpoint reads the state back from its files (the lineage cut)
+                kinds: dict[str, list[float]] = {"writes": [], "reads back": [], "plain": []}
+                for step, seconds in enumerate(sb_seconds[: 1 + SMALL_STEPS]):
+                    if step > 0:
+                        kind = "writes" if (step + 1) % interval == 0 else "reads back" if step % interval == 0 else "plain"
+                        kinds[kind].append(seconds)
+                p50 = {kind: statistics.median(found) if found else float("nan") for kind, found in kinds.items()}
+                smalls[mode] = statistics.median(small) if small else float("nan")
+                # the first checkpoint is every key's (a base either way): the others are the small steps'
+                later = [size_ for size_, _ in written[1:]] or [0]
+                print(
+                    f"{size:>9,} {'sparkbeam, ' + mode:>24} {sb_seconds[0]:>8.2f} {smalls[mode]:>11.3f} "
+                    f"{p50['writes']:>10.3f} {p50['reads back']:>10.3f} {p50['plain']:>7.3f} "
+                    f"{statistics.median(later) / 1e6:>13.2f} {sum(base for _, base in written):>5} {ok:>8}"
+                )
+            if len(smalls) == 2:
+                print(f"{size:>9,} {'ratio full/incremental':>24} {'':>8} {smalls['full'] / smalls['incremental']:>11.2f}")
+            if not structured:
+                continue
             ss_seconds, ss_got = _structured_run(directory, work)
             ss_small = statistics.median(ss_seconds[1:]) if len(ss_seconds) > 1 else float("nan")
             ss_ok = "yes" if ss_got == expected else f"NO ({len(ss_got)} keys)"
-            print(f"{size:>9,} {'structured, RocksDB':>22} {ss_seconds[0]:>8.2f} {ss_small:>11.3f} {ss_ok:>8}")
-            print(f"{size:>9,} {'ratio sparkbeam/SS':>22} {sb_seconds[0] / ss_seconds[0]:>8.2f} {sb_small / ss_small:>11.2f}")
+            print(f"{size:>9,} {'structured, RocksDB':>24} {ss_seconds[0]:>8.2f} {ss_small:>11.3f} {'':>10} {'':>10} {'':>7} {'':>13} {'':>5} {ss_ok:>8}")
+            ratio = smalls[checkpoints[0]] / ss_small
+            print(f"{size:>9,} {'ratio sparkbeam/SS':>24} {'':>8} {ratio:>11.2f}")
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
@@ -287,6 +345,12 @@ def main() -> None:
     parser.add_argument("--keys", type=int, nargs="+", default=[10_000, 1_000_000])
     parser.add_argument("--stores", nargs="+", choices=["chunks", "buckets"], default=["chunks", "buckets"])
     parser.add_argument("--target", type=int, default=None, help="keys per bucket to aim at (keyed_buckets.TARGET_KEYS)")
+    parser.add_argument(
+        "--checkpoints", nargs="+", choices=["incremental", "full"], default=["incremental", "full"],
+        help="stream: sparkbeam's checkpoints as bases and deltas, and/or a base every time (as before #27 item 2)",
+    )
+    parser.add_argument("--checkpoint_interval", type=int, default=3, help="stream: steps between sparkbeam's checkpoints")
+    parser.add_argument("--no_structured", action="store_true", help="stream: leave out Structured Streaming")
     args = parser.parse_args()
     if args.target is not None:
         from sparkbeam.runners.core.state import keyed_buckets
@@ -295,7 +359,7 @@ def main() -> None:
     if args.part == "partition":
         partition_part(args.keys, args.stores)
     else:
-        stream_part(args.keys)
+        stream_part(args.keys, args.checkpoints, args.checkpoint_interval, not args.no_structured)
 
 
 if __name__ == "__main__":

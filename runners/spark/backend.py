@@ -24,7 +24,7 @@ import functools
 import secrets
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from sparkbeam.io import commits
 from sparkbeam.metrics.execution import MetricUpdates
@@ -55,6 +55,7 @@ from sparkbeam.runners.spark import (
     source_reads,
     sql_plan,
     stage_records,
+    state_checkpoints,
 )
 from sparkbeam.runners.spark.counters import read_and_release
 from sparkbeam.runners.spark.datasets import Dataset, StageRun, step_facts
@@ -63,7 +64,7 @@ from sparkbeam.runners.spark.sealing import Sealer
 from sparkbeam.runners.spark.state_chunks import bucketed_partition, unpack_state
 from sparkbeam.utils.windowed_value import WindowedValue
 
-__all__ = ["SPARK", "Dataset", "SparkBackend", "spark_capabilities"]
+__all__ = ["SPARK", "Dataset", "SparkBackend", "StateWrite", "spark_capabilities"]
 
 #: what the Spark backend runs: per source op type, per strategy, per sink op type
 SPARK = backend_ops("Spark")
@@ -71,6 +72,15 @@ SPARK = backend_ops("Spark")
 #: the longest lineage of keyed state, in steps, that a stream run lets grow between its
 #: checkpoints before a local checkpoint cuts it (``truncate_lineage_now_and_then``)
 LINEAGE_STEPS = 50
+
+
+class StateWrite(NamedTuple):
+    """What a checkpoint wrote of one stage's state: the file's name, whether it is a base
+    (else a delta, ``state_checkpoints.py``) and about how many bytes of state it holds."""
+
+    name: str
+    base: bool
+    size: int
 
 
 def spark_capabilities(*, driver_runs_tiny_stages: bool) -> Capabilities:
@@ -99,6 +109,8 @@ class SparkBackend:
         # partitioners by function identity when it unites state with new elements.
         self.partition_fn = portable_hash
         self.states: dict[int, Any] = {}
+        #: per keyed stage, the checkpoint files its state is read from (base and deltas)
+        self.chains: dict[int, state_checkpoints.Chain] = {}
         self.steps_since_checkpoint: dict[int, int] = {}
         self.checkpoint_every = 16
         #: a stream run cuts keyed state's lineage at each of its checkpoints instead
@@ -291,54 +303,85 @@ class SparkBackend:
         self.broadcasts.clear()
 
     # -- checkpoints ----------------------------------------------------------------------
-    def save_state(self, directory: str, sealer: Sealer) -> dict[int, str]:
-        """Write each grouping stage's keyed state under ``directory``, sealed with
-        ``sealer`` (``sealed_files.py``); {stage id: file name}."""
+    def save_state(self, directory: str, sealer: Sealer, step: int) -> dict[int, StateWrite]:
+        """Write each keyed stage's state under ``directory``, sealed with ``sealer``
+        (``sealed_files.py``): a base, or the delta of the buckets written since the stage's
+        last checkpoint (``state_checkpoints.py``); what each stage wrote."""
         written = {}
         self.sc.setJobGroup(self.job_group, f"checkpoint of the keyed state in {directory}", True)
         for stage_id, state in self.states.items():
-            name = f"state-{stage_id}"
+            chain = self.chains.get(stage_id)
+            base = chain is None or state_checkpoints.needs_base(chain, step, self.num_partitions)
+            since = None if chain is None or base else chain.files[-1][0]
+            name = f"state-{stage_id}" if base else f"delta-{stage_id}"
             with user_errors(self.error_key):
-                sealed_files.save_records(state, commits.join(directory, name), sealer, "state")
-            written[stage_id] = name
+                size = state_checkpoints.write_state(self.sc, state, commits.join(directory, name), sealer, since)
+            written[stage_id] = StateWrite(name, base, size)
         return written
 
-    def read_back_state(self, directory: str, files: dict[int, str], sealer: Sealer) -> None:
-        """After a checkpoint: each stage's keyed state from now on reads the files that
-        ``save_state`` just wrote in ``directory``, each record back into the partition it
-        was written from, so that its lineage starts at those files.
+    def chains_after(self, step: int, written: dict[int, StateWrite]) -> dict[int, state_checkpoints.Chain]:
+        """Each stage's chain of state files once the checkpoint of ``step`` has written
+        ``written`` (``save_state``): a new base, or the chain so far and a delta."""
+        chains = {}
+        for stage_id, (name, base, size) in written.items():
+            chain = self.chains.get(stage_id)
+            if base or chain is None:
+                chains[stage_id] = state_checkpoints.Chain([(step, name)], self.num_partitions, size, 0)
+            else:
+                chains[stage_id] = state_checkpoints.Chain(
+                    [*chain.files, (step, name)], chain.partitions, chain.base_bytes, chain.delta_bytes + size
+                )
+        return chains
+
+    def read_back_state(self, chains: dict[int, state_checkpoints.Chain], path_of: Callable[[int, str], str], sealer: Sealer) -> None:
+        """After a checkpoint: each stage's keyed state from now on reads the files of its
+        chain (``chains_after``; ``path_of(step, name)`` their paths: base and deltas,
+        ``state_checkpoints``), each record back into its partition, so that its lineage
+        starts at those files.
 
         Spark rebuilds a lost cached partition from its lineage. Without this cut, the
         lineage of the state went back through every step since the last truncation, to
         write-ahead-log batches and checkpoint files that pruning deletes (a run restored
         from a checkpoint read its state from files two checkpoints prune); an executor lost
-        then failed the run with a missing file. The files of the newest checkpoint and the
-        log batches after it outlive the next checkpoint (``CheckpointStore.prune`` keeps
-        two), and every later state derives from them alone.
+        then failed the run with a missing file. The files of the newest checkpoint's chains
+        and the log batches after it outlive the next checkpoint (``CheckpointStore.prune``
+        keeps every file the kept manifests name), and every later state derives from them
+        alone.
 
         Costs, once per checkpoint: no write (the checkpoint's files are read), but the next
         step reads the state from the files and shuffles it once into its partitions (the
         cached copy is dropped now) instead of reading it from Spark's cache."""
-        for stage_id, name in files.items():
-            tagged = sealed_files.read_partitions(self.sc, commits.join(directory, name), sealer, "state", self.num_partitions)
-            # Keyed by the partition it came from: portable_hash(i) % n is i for i < n, and the
-            # same partition function makes the next step's union partition by partition.
-            placed = tagged.partitionBy(self.num_partitions, self.partition_fn)
-            state = placed.mapPartitions(stage_records.untagged, preservesPartitioning=True)
-            state.setName(f"stage {stage_id} keyed state, read back from {directory}").persist()
+        for stage_id, chain in chains.items():
+            directories = [path_of(at, file) for at, file in chain.files]
+            state = state_checkpoints.read_chain(self.sc, stage_id, directories, sealer, self.partition_fn, self.num_partitions)
+            state.setName(f"stage {stage_id} keyed state, read back from {directories[-1]}").persist()
             stale = self.state_results.get(stage_id)
             if stale is not None:
                 stale.unpersist()
             self.states[stage_id] = self.state_results[stage_id] = state
             self.steps_since_checkpoint[stage_id] = 0
+        self.chains = dict(chains)  # a stage with no state now starts a new chain
 
     def snapshot(self) -> dict[str, Any]:
         return {"last_summaries": dict(self.last_summaries), "num_partitions": self.num_partitions}
 
-    def restore(self, snapshot: dict[str, Any], state_paths: dict[int, str], sealer: Sealer) -> None:
-        """Load keyed state saved by ``save_state`` (re-partitioned with this run's
-        partitioner); each piece is checked with ``sealer`` before it is unpickled."""
+    def restore(
+        self, snapshot: dict[str, Any], state_paths: dict[int, str], chains: dict[int, state_checkpoints.Chain], path_of: Callable[[int, str], str], sealer: Sealer
+    ) -> None:
+        """Load keyed state: each stage's chain of base and deltas (``state_checkpoints``),
+        or, written by format 5 or earlier, the one file ``state_paths`` names
+        (re-partitioned with this run's partitioner). Each piece is checked with
+        ``sealer`` before it is unpickled."""
         self.last_summaries = dict(snapshot["last_summaries"])
+        self.chains = {}
+        for stage_id, chain in chains.items():
+            directories = [path_of(at, file) for at, file in chain.files]
+            state = state_checkpoints.read_chain(self.sc, stage_id, directories, sealer, self.partition_fn, chain.partitions)
+            if chain.partitions == self.num_partitions:
+                self.chains[stage_id] = chain  # the next checkpoint adds a delta to it
+            else:  # --state_partitions changed: every key placed again, and a new base
+                state = state.mapPartitions(unpack_state).partitionBy(self.num_partitions, self.partition_fn)
+            self.states[stage_id] = self.state_results[stage_id] = state.persist()
         for stage_id, path in state_paths.items():
             # Chunks back to (key, KeyedState), which this run's partitioner places.
             saved = sealed_files.read_records(self.sc, path, sealer, "state").mapPartitions(unpack_state)

@@ -9,7 +9,11 @@ Layout under ``--checkpoint_dir``::
     journal/<step>.json              what each step took: its time and each source's batches
     checkpoints/<step>/              the state to resume at <step>: the loop's (watermarks,
                                      sources, trigger summaries..., ``loop.sealed``) and each
-                                     grouping's keyed state (trigger and timer state live in it)
+                                     grouping's keyed state (trigger and timer state live in it):
+                                     ``state-<stage>`` a base, ``delta-<stage>`` the buckets
+                                     changed since the stage's last checkpoint; the manifest's
+                                     chains name the base and deltas, maybe in earlier
+                                     checkpoints' directories, that make it (``state_checkpoints``)
     checkpoints/<step>.json          the manifest, written last and atomically
     lease/                           which run holds the directory now (``lease.py``)
 
@@ -46,6 +50,7 @@ from sparkbeam.io import commits
 from sparkbeam.runners.core.elements.execution import kind_of
 from sparkbeam.runners.core.plan.plan import StagePlan
 from sparkbeam.runners.spark.sealing import Sealer
+from sparkbeam.runners.spark.state_checkpoints import Chain, StateFileError
 
 __all__ = ["CheckpointError", "CheckpointStore", "pipeline_shape"]
 
@@ -56,14 +61,16 @@ IDENTITY = "sparkbeam-checkpoint.json"
 LOOP_FILE = "loop.sealed"
 #: the lease of the run that holds the directory (``lease.py``)
 LEASE_DIR = "lease"
-# 5: keyed state as records.StateBucket records (keyed_buckets.py), which version 4 would
+# 6: keyed state as a chain of a base and deltas (state_checkpoints.py), named by each
+# manifest's "chains", which version 5 would not read; 5: keyed state as records.StateBucket records (keyed_buckets.py), which version 4 would
 # take for elements; 4: pickled files sealed with the checkpoint key, the shape from
 # stable descriptions; 3: keyed state as records.StateChunk records; 2: as (key,
 # records.KeyedState) pairs
-FORMAT = "sparkbeam-checkpoint/5"
-#: read as they are (their chunks are placed into buckets by the first step), and marked
-#: with FORMAT when claimed, so that the version that wrote them refuses them from then on
-_READABLE_FORMATS = frozenset({FORMAT, "sparkbeam-checkpoint/4"})
+FORMAT = "sparkbeam-checkpoint/6"
+#: read as they are (a manifest with no chains names one file of each stage's whole state,
+#: placed into buckets by the first step; the next checkpoint writes a base), and marked
+#: with FORMAT when claimed, so that the versions that wrote them refuse them from then on
+_READABLE_FORMATS = frozenset({FORMAT, "sparkbeam-checkpoint/5", "sparkbeam-checkpoint/4"})
 _UNSEALED_FORMATS = frozenset({"sparkbeam-checkpoint/2", "sparkbeam-checkpoint/3"})
 
 
@@ -289,6 +296,23 @@ class CheckpointStore:
     def checkpoint_path(self, step: int) -> str:
         return commits.join(self.checkpoints_dir, f"{step:010d}")
 
+    def state_path(self, step: int, name: str) -> str:
+        """A keyed stage's file (a base or a delta) written by the checkpoint of ``step``."""
+        return commits.join(self.checkpoint_path(step), name)
+
+    def chains(self, manifest: dict[str, Any]) -> dict[int, Chain]:
+        """Each stage's chain of state files in ``manifest`` (none in format 5 and before)."""
+        where = self.checkpoint_path(manifest["step"]) + ".json"
+        found = manifest.get("chains") or {}
+        if not isinstance(found, dict):
+            found = {"?": None}  # refused below, naming the manifest
+        try:
+            stages = [(int(stage_id), content) for stage_id, content in found.items()]
+        except ValueError:
+            msg = f"{where}: a keyed stage's chain of state files is not one sparkbeam wrote; restore the manifest from a copy, or start a new --checkpoint_dir"
+            raise StateFileError(msg) from None
+        return {stage_id: Chain.from_json(content, where) for stage_id, content in stages}
+
     def begin(self, step: int) -> str:
         """A fresh hidden directory to write the checkpoint that resumes at ``step`` in;
         ``place`` puts it where it belongs. Written aside, because the keyed state being
@@ -331,6 +355,17 @@ class CheckpointStore:
                 skipped.append(f"{path}: not a manifest sparkbeam wrote (no step or files)")
                 continue
             missing = [name for name in files if not commits.exists(commits.join(self.checkpoint_path(number), str(name)))]
+            try:
+                chains = self.chains(manifest)
+            except StateFileError as error:
+                skipped.append(str(error))
+                continue
+            missing += [
+                f"{commits.join(self.checkpoint_path(at), name)} (stage {stage_id})"
+                for stage_id, chain in chains.items()
+                for at, name in chain.files[:-1]  # the last is this checkpoint's own, in files
+                if not commits.exists(self.state_path(at, name))
+            ]
             if missing:
                 skipped.append(f"{path}: its files {', '.join(map(str, missing))} are missing")
                 continue
@@ -379,19 +414,34 @@ class CheckpointStore:
         return found[0] if found else None
 
     def prune(self) -> dict[str, Any] | None:
-        """Keep the newest ``keep`` checkpoints; returns the oldest kept manifest."""
+        """Keep the newest ``keep`` checkpoints and every state file their chains name (a
+        base or delta of an older checkpoint stays while a kept manifest reads it); returns
+        the oldest kept manifest."""
         manifests = self.manifests()
         kept = manifests[: self.keep]
         if not kept:
             return None
         oldest = kept[-1]["step"]
+        needed: dict[int, set[str]] = {}
+        for manifest in kept:
+            for chain in self.chains(manifest).values():
+                for at, name in chain.files:
+                    needed.setdefault(at, set()).add(name)
         for number in _numbered(self.checkpoints_dir, ".json"):
             if number < oldest:
                 commits.remove(self.checkpoint_path(number) + ".json", missing_ok=True)
         for name in commits.list_names(self.checkpoints_dir):
             stem = name.split(".")[0]
-            if stem.isdigit() and int(stem) < oldest and commits.is_directory(commits.join(self.checkpoints_dir, name)):
-                commits.remove(commits.join(self.checkpoints_dir, name), missing_ok=True)
+            path = commits.join(self.checkpoints_dir, name)
+            if not (stem.isdigit() and int(stem) < oldest and commits.is_directory(path)):
+                continue
+            keep = needed.get(int(stem)) if name == stem else None
+            if not keep:
+                commits.remove(path, missing_ok=True)
+                continue
+            for inner in commits.list_names(path):  # its loop file and unread state go
+                if inner not in keep:
+                    commits.remove(commits.join(path, inner), missing_ok=True)
         for number in _numbered(self.journal_dir, ".json"):
             if number < oldest:
                 commits.remove(commits.join(self.journal_dir, f"{number:010d}.json"), missing_ok=True)

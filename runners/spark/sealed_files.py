@@ -28,7 +28,7 @@ from sparkbeam.io import commits
 from sparkbeam.runners.spark import old_paths
 from sparkbeam.runners.spark.sealing import Sealer
 
-__all__ = ["read_partitions", "read_records", "save_records"]
+__all__ = ["opened", "read_records", "save_records"]
 
 #: a piece closes after this many records or this many pickled bytes, whichever first
 PIECE_RECORDS = 4096
@@ -59,7 +59,7 @@ def save_records(rdd: Any, path: str, sealer: Sealer, purpose: str) -> None:
     commits.restrict(path)
 
 
-def _opened(sealer: Sealer, purpose: str, where: str, lines: Iterable[bytes]) -> Iterator[Any]:
+def opened(sealer: Sealer, purpose: str, where: str, lines: Iterable[bytes]) -> Iterator[Any]:
     for line in lines:
         if not line:
             continue
@@ -85,30 +85,5 @@ def read_records(sc: Any, path: str, sealer: Sealer, purpose: str) -> Any:
     for name in parts:
         where = commits.join(path, name)
         lines = sc.textFile(where, use_unicode=False)
-        rdds.append(lines.mapPartitions(functools.partial(_opened, sealer, purpose, where)))
-    return rdds[0] if len(rdds) == 1 else sc.union(rdds)
-
-
-def _tagged(index: int, records: Iterable[Any]) -> Iterator[tuple[int, Any]]:
-    for record in records:
-        yield index, record
-
-
-def read_partitions(sc: Any, path: str, sealer: Sealer, purpose: str, partitions: int) -> Any:
-    """The records ``save_records`` wrote under ``path`` from an RDD of ``partitions``
-    partitions, each as ``(i, record)`` with ``i`` the partition it was written from (its
-    part file's number), checked as ``read_records`` checks them. Refused naming ``path``
-    if it does not hold one part file per partition."""
-    parts = sorted(name for name in commits.list_names(path) if name.startswith("part-"))
-    if len(parts) != partitions:
-        msg = f"{path}: {len(parts)} part files where {partitions} partitions were written; the checkpoint directory was changed while the run used it"
-        raise OSError(msg)
-    rdds = []
-    for index, name in enumerate(parts):
-        where = commits.join(path, name)
-        # One task per part file up to a block's size (the default of two would split even
-        # a small file, doubling the tasks of the step that reads the state back).
-        lines = sc.textFile(where, minPartitions=1, use_unicode=False)
-        opened = lines.mapPartitions(functools.partial(_opened, sealer, purpose, where))
-        rdds.append(opened.mapPartitions(functools.partial(_tagged, index)))
+        rdds.append(lines.mapPartitions(functools.partial(opened, sealer, purpose, where)))
     return rdds[0] if len(rdds) == 1 else sc.union(rdds)

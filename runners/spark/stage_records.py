@@ -39,7 +39,6 @@ __all__ = [
     "stage_summaries",
     "strip_state",
     "summaries_and",
-    "untagged",
 ]
 
 MAX = MAX_TIMESTAMP.micros
@@ -59,12 +58,6 @@ def strip_state(records: Any) -> Any:
     for key, record in records:
         if is_state(record):  # chunks pass as bytes: nothing is unpickled here
             yield key, record
-
-
-def untagged(records: Any) -> Any:
-    """The records of ``(partition, record)`` pairs (``SparkBackend.read_back_state``)."""
-    for _, record in records:
-        yield record
 
 
 def select(pcoll: int, records: Any) -> Any:

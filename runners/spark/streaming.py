@@ -350,7 +350,7 @@ class StreamRun:
         resume_at = loop.step
         self.lease.check()  # a run that lost the directory's lease writes nothing more to it
         written = self.store.begin(resume_at)
-        state_files = self.backend.save_state(written, self.store.sealer)
+        state_files = self.backend.save_state(written, self.store.sealer, resume_at)
         self.store.write_sealed(
             commits.join(written, LOOP_FILE),
             "loop",
@@ -365,12 +365,16 @@ class StreamRun:
                 "consumed_through": source.consumed_through,
                 "offsets": last.offsets if last is not None else None,
             }
-        directory = self.store.place(resume_at, written)
+        self.store.place(resume_at, written)
+        chains = self.backend.chains_after(resume_at, state_files)
         self.store.commit(
             resume_at,
             {
-                "files": [LOOP_FILE, *state_files.values()],
-                "state": state_files,
+                "files": [LOOP_FILE, *(write.name for write in state_files.values())],
+                # the file each stage's state got in this checkpoint (a base or a delta) ...
+                "state": {stage_id: write.name for stage_id, write in state_files.items()},
+                # ... and the base and deltas that make it (state_checkpoints.py)
+                "chains": {str(stage_id): chain.to_json() for stage_id, chain in chains.items()},
                 "watermarks": watermarks,
                 "sources": sources,
                 "finished": finished,
@@ -378,7 +382,7 @@ class StreamRun:
         )
         # From now on the keyed state's lineage starts at this checkpoint's files, before
         # pruning removes what the lineage reached until now (executor loss, backend.py).
-        self.backend.read_back_state(directory, state_files, self.store.sealer)
+        self.backend.read_back_state(chains, self.store.state_path, self.store.sealer)
         oldest = self.store.prune()
         if oldest is not None:
             for stage_id, intake in self.intakes.items():
@@ -393,7 +397,9 @@ class StreamRun:
         # Unpickled only once its seal checks out (the key is outside the directory).
         saved = old_paths.loads(self.store.read_sealed(commits.join(directory, LOOP_FILE), "loop"))
         loop.restore(saved["loop"])
-        state_paths = {int(k): commits.join(directory, v) for k, v in manifest["state"].items()}
-        self.backend.restore(saved["backend"], state_paths, self.store.sealer)
+        chains = self.store.chains(manifest)
+        # Written by format 5 or earlier: one file of the stage's whole state.
+        state_paths = {int(k): commits.join(directory, v) for k, v in manifest["state"].items() if int(k) not in chains}
+        self.backend.restore(saved["backend"], state_paths, chains, self.store.state_path, self.store.sealer)
         self.restored_step = manifest["step"]
         _LOG.info("restored the checkpoint of step %d from %s", manifest["step"], self.store.root)

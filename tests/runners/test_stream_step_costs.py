@@ -123,13 +123,14 @@ def test_a_streaming_grouping_keeps_bucketed_state_skips_steps_with_nothing_due_
         assert backend.states[grouping.id] is state
 
     sealer = Sealer(os.urandom(32), scope="test")
-    saved = backend.save_state(str(tmp_path), sealer)
+    saved = backend.save_state(str(tmp_path), sealer, loop.step)
+    chains = backend.chains_after(loop.step, saved)  # a base: the stage's first checkpoint
     snapshot = {"loop": loop.snapshot(), "backend": backend.snapshot()}
     backend.close()
     resumed = SparkBackend(spark)
     again = StepLoop(plan, resumed, ManualClock(), batch=False)
     again.restore(snapshot["loop"])
-    resumed.restore(snapshot["backend"], {stage: str(tmp_path / name) for stage, name in saved.items()}, sealer)
+    resumed.restore(snapshot["backend"], {}, chains, lambda _, name: str(tmp_path / name), sealer)
     again.run()
     resumed.close()
     fired = sorted((e.value, e.timestamp.micros, e.step) for e in again.history.emitted_rows(captured))

@@ -121,7 +121,9 @@ class StateBucket:
     in ``payload``, and what a step reads instead of them (``keyed_buckets.py``): the
     bucket's hash range (``depth`` low bits equal to ``prefix``), the hash ``probe`` of the
     process that wrote it, and the fold of its keys' reports (earliest hold with its key
-    and window, next timers, keys and windows held)."""
+    and window, next timers, keys and windows held), and ``version``: the step that wrote it
+    (an incremental checkpoint writes the buckets of versions since the last one; buckets of
+    checkpoint format 5, pickled without it, read as 0)."""
 
     depth: int
     prefix: int
@@ -134,6 +136,7 @@ class StateBucket:
     state_keys: int
     state_windows: int
     payload: bytes
+    version: int = 0
 
 
 @_compact

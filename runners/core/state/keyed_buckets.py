@@ -19,6 +19,11 @@ stateful step report) and how many keys and windows it holds. A step:
 4. hands every other bucket on as the record it came in: its bytes are not unpickled,
    copied in Python, or pickled again key by key.
 
+Every bucket a step writes (run, split, or made by a merge) carries the step's number as
+its ``version``; carried buckets keep theirs, so a checkpoint can write only the buckets
+written since the last one (``runners/spark/state_checkpoints.py``). A bucket that is gone
+(split or merged) is always replaced by newer ones covering its range.
+
 The partition's summary (holds, next timers, state size) is the fold of the headers, so the
 driver's watermark holds and skip decisions stay exact without a scan of every key.
 
@@ -101,6 +106,8 @@ class BucketedPartition:
         self.pack = pack
         self.unpack = unpack
         self.probe = hash_probe()
+        #: what the buckets written by this step are marked with (``StateBucket.version``)
+        self.version = 0
         self.buckets: list[StateBucket] = []
         self.loose: dict[Any, Any] = {}  # key -> state, restored from a checkpoint
         self.new: dict[Any, list[Any]] = {}  # key -> elements (or lifted partials)
@@ -140,6 +147,7 @@ class BucketedPartition:
     def run(self, params: StepParams, run_keys: RunKeys) -> StageSummary:
         """Run the touched buckets' keys with ``run_keys``; the report of all the state kept
         (the fold of every bucket's header)."""
+        self.version = params.step
         buckets = self.buckets or [self._empty(0, 0)]
         index = {(bucket.depth, bucket.prefix): position for position, bucket in enumerate(buckets)}
         depths = sorted({depth for depth, _ in index})
@@ -186,7 +194,7 @@ class BucketedPartition:
 
     # -- buckets ------------------------------------------------------------------------
     def _empty(self, depth: int, prefix: int) -> StateBucket:
-        return StateBucket(depth, prefix, self.probe, None, None, None, None, None, 0, 0, b"")
+        return StateBucket(depth, prefix, self.probe, None, None, None, None, None, 0, 0, b"", self.version)
 
     def _split(
         self, bucket: StateBucket, states: dict[Any, tuple[Any, tuple | None]], new: dict[Any, list[Any]]
@@ -240,7 +248,7 @@ class BucketedPartition:
             entries.append((key, keyed.state, reports[key]))
         header = _header(entries)
         payload = self.pack(entries) if entries else b""
-        return StateBucket(depth, prefix, self.probe, *header, payload)
+        return StateBucket(depth, prefix, self.probe, *header, payload, self.version)
 
 
 def _header(entries: list[tuple[Any, Any, tuple]]) -> tuple[Any, ...]:
