@@ -302,4 +302,8 @@ FULL_MATRIX: dict[str, str] = {
         "combining_state, set_state and value_state stay on Spark in a stream; bag state and an event-time timer stay "
         "in batch on Spark and in the classic-vs-Connect stream pair"
     ),
+    "tests/runners/test_incremental_checkpoints.py::test_a_delta_chain_is_restored_exactly_after_sigkill": (
+        "a base and its deltas restored exactly (test_base_and_deltas_restore_the_state_exactly, same module) and the "
+        "SIGKILL resumes of a stream with keyed state (test_stream_recovery.py) stay"
+    ),
 }
