@@ -28,7 +28,7 @@ from sparkbeam.io import commits
 from sparkbeam.runners.spark import old_paths
 from sparkbeam.runners.spark.sealing import Sealer
 
-__all__ = ["read_partitions", "read_records", "save_records"]
+__all__ = ["open_lines", "read_partitions", "read_records", "save_records", "sealed_lines"]
 
 #: a piece closes after this many records or this many pickled bytes, whichever first
 PIECE_RECORDS = 4096
@@ -112,3 +112,12 @@ def read_partitions(sc: Any, path: str, sealer: Sealer, purpose: str, partitions
         opened = lines.mapPartitions(functools.partial(_opened, sealer, purpose, where))
         rdds.append(opened.mapPartitions(functools.partial(_tagged, index)))
     return rdds[0] if len(rdds) == 1 else sc.union(rdds)
+
+
+#: The line-level halves of ``save_records`` / ``read_records``, for a writer or reader
+#: that is not an RDD (a Spark Connect task writes and reads the same part files):
+#: ``sealed_lines(sealer, purpose, records)`` yields a part file's base64 lines, and
+#: ``open_lines(sealer, purpose, where, lines)`` the records of such lines, each piece
+#: checked before it is unpickled.
+sealed_lines = _sealed_lines
+open_lines = _opened
