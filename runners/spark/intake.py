@@ -48,6 +48,7 @@ from sparkbeam.runners.spark.stream_rows import (
     PER_TRIGGER_LIMITS,
     RAW,
     UNDECODED,
+    functions_of,
     session_local_columns,
     session_time_zone,
     stats_param,
@@ -76,7 +77,7 @@ def _first_cause(failure: Any) -> str:
 # -- on the driver ---------------------------------------------------------------------
 
 
-def _split_lines(text: Any, valid: Any) -> Any:
+def _split_lines(F: Any, text: Any, valid: Any) -> Any:
     """The lines of each whole file as an array column, without their ``\\n`` or ``\\r\\n``
     (the last line's terminator ends it; it starts no empty line); ``valid``: whether the
     file is all UTF-8.
@@ -85,8 +86,8 @@ def _split_lines(text: Any, valid: Any) -> Any:
     U+FFFD; a file with such bytes is split as ISO-8859-1 text instead (one character per
     byte, and no byte of a multi-byte UTF-8 sequence is a line end), each line then taken
     back to its bytes, so that the bad bytes reach the line's dead letter as they were.
+    ``F``: the session's column functions (``functions_of``).
     """
-    from pyspark.sql import functions as F
 
     def split(column: Any) -> Any:
         return F.split(F.regexp_replace(column, r"\r?\n\z", ""), r"\r?\n")
@@ -191,22 +192,21 @@ class StreamIntake:
         _LOG.warning("%s: the source's query is still initialising after %.0fs", self.op.label, timeout)
 
     def _frame(self) -> Any:
-        from pyspark.sql import functions as F
         from pyspark.sql.types import (
             StringType,
             StructField,
-            StructType,
             TimestampNTZType,
             TimestampType,
         )
 
+        F = functions_of(self.spark)
         spec = self.spec
         schema: Any = None
         reader = self.spark.readStream.format("text" if self.by_lines else spec.format)
         for key, value in spec.options:
             reader = reader.option(key, value)
         if spec.format in ("csv", "json", "parquet"):
-            schema = StructType.fromDDL(spec.schema) if spec.schema else self._infer_schema()
+            schema = self.parsed_schema(spec.schema) if spec.schema else self._infer_schema()
             if spec.corrupt_column:
                 if spec.corrupt_column not in schema.fieldNames():
                     schema = schema.add(StructField(spec.corrupt_column, StringType(), True))
@@ -257,6 +257,12 @@ class StreamIntake:
             )
         return frame.select(*session_local_columns(frame), *extra)
 
+    def parsed_schema(self, ddl: str) -> Any:
+        """The source's ``schema='field TYPE, ...'`` as a StructType (parsed by the session's JVM)."""
+        from pyspark.sql.types import StructType
+
+        return StructType.fromDDL(ddl)
+
     @property
     def by_lines(self) -> bool:
         """Read as numbered lines (see ``LINE_FORMATS``), unless a record may span lines."""
@@ -269,8 +275,7 @@ class StreamIntake:
         with ``from_json``/``from_csv`` and the source's options, as its own reader would.
         The file's path, the line's number and its text go along in hidden columns. A line
         number is a fact of the file, so a batch Spark runs again yields the same log."""
-        from pyspark.sql import functions as F
-
+        F = functions_of(self.spark)
         spec = self.spec
         options = dict(spec.options)
         if spec.corrupt_column:
@@ -282,7 +287,7 @@ class StreamIntake:
             F.col("_metadata.file_path").alias(ORIGIN), F.col("value"), F.is_valid_utf8(F.col("value")).alias(UNDECODED)
         )
         lines = files.select(
-            ORIGIN, F.posexplode(_split_lines(F.col("value"), F.col(UNDECODED))).alias(LINE, RAW), UNDECODED
+            ORIGIN, F.posexplode(_split_lines(F, F.col("value"), F.col(UNDECODED))).alias(LINE, RAW), UNDECODED
         ).withColumn(LINE, F.col(LINE) + 1)
         # a line of a file that is not all UTF-8 keeps its bytes if they are not, for its dead letter
         lines = lines.withColumn(UNDECODED, F.when(~F.col(UNDECODED) & ~F.is_valid_utf8(F.col(RAW)), F.col(RAW).cast("binary")))

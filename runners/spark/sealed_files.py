@@ -28,14 +28,16 @@ from sparkbeam.io import commits
 from sparkbeam.runners.spark import old_paths
 from sparkbeam.runners.spark.sealing import Sealer
 
-__all__ = ["opened", "read_records", "save_records"]
+__all__ = ["opened", "read_records", "save_records", "sealed_lines"]
 
 #: a piece closes after this many records or this many pickled bytes, whichever first
 PIECE_RECORDS = 4096
 PIECE_BYTES = 4 << 20
 
 
-def _sealed_lines(sealer: Sealer, purpose: str, records: Iterable[Any]) -> Iterator[bytes]:
+def sealed_lines(sealer: Sealer, purpose: str, records: Iterable[Any]) -> Iterator[bytes]:
+    """A part file's lines for ``records``: pickled in pieces, each sealed and base64-encoded
+    (``save_records`` writes them from an RDD; a Spark Connect task writes the same lines)."""
     buffer: io.BytesIO | None = None
     pickler: pickle.Pickler | None = None
     count = 0
@@ -55,7 +57,7 @@ def _sealed_lines(sealer: Sealer, purpose: str, records: Iterable[Any]) -> Itera
 
 def save_records(rdd: Any, path: str, sealer: Sealer, purpose: str) -> None:
     """Write ``rdd``'s records under ``path`` (a new directory of part files), sealed."""
-    rdd.mapPartitions(functools.partial(_sealed_lines, sealer, purpose)).saveAsTextFile(path)
+    rdd.mapPartitions(functools.partial(sealed_lines, sealer, purpose)).saveAsTextFile(path)
     commits.restrict(path)
 
 

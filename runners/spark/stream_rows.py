@@ -35,6 +35,7 @@ __all__ = [
     "RAW",
     "UNDECODED",
     "event_micros",
+    "functions_of",
     "session_local_columns",
     "session_time_zone",
     "stats_param",
@@ -286,9 +287,22 @@ def _naive_local(data_type: Any) -> Any:
     return None
 
 
+def functions_of(session: Any) -> Any:
+    """PySpark's column functions for ``session``: Spark Connect's own module for a Connect
+    session (``pyspark.sql.functions`` picks its implementation by a process-wide mark that
+    a process with a classic session beside a Connect one does not carry)."""
+    if type(session).__module__.startswith("pyspark.sql.connect"):
+        from pyspark.sql.connect import functions as connect_functions
+
+        return connect_functions
+    from pyspark.sql import functions
+
+    return functions
+
+
 def session_local_columns(frame: Any) -> list[Any]:
     """The frame's columns, with timestamps as naive wall-clock times of the session's zone."""
-    from pyspark.sql import functions as F
+    F = functions_of(frame.sparkSession)
 
     columns = []
     for field in frame.schema.fields:

@@ -119,13 +119,7 @@ class StreamRun:
         self.backend.truncates_at_checkpoints = True
         self.backend.run_id = self.store.checkpoint_id
         self.sources = {rt.stage.id: rt.source for rt in loop.runtimes if isinstance(rt.source, StreamSourceState)}
-        if self.spark.sparkContext.getConf().get("spark.hadoop.cloneConf", "false").lower() != "true":
-            _LOG.warning(
-                "this SparkSession runs with spark.hadoop.cloneConf=false: Spark keeps the JobConf of every "
-                "micro-batch's write-ahead log read (about 100 KB each) until its heap runs low; start the "
-                "session with spark.hadoop.cloneConf=true (sparkbeam does when it starts the session) to keep "
-                "a long stream's memory flat"
-            )
+        self._check_session()
         manifest = self.store.restore_point()
         finished = manifest is not None and bool(manifest.get("finished"))
         if manifest is not None:
@@ -140,16 +134,7 @@ class StreamRun:
         if manifest is not None or self.replay:
             self._remove_sink_leftovers()
         for stage_id, source in self.sources.items():
-            intake = StreamIntake(
-                self.spark,
-                source.op,
-                self.store.source_dir(stage_id),
-                trigger_seconds=self.step_interval,
-                available_now=self.available_now,
-                drop_before=source.drop_before,
-                sealer=self.store.sealer,
-            )
-            self.intakes[stage_id] = intake
+            self.intakes[stage_id] = self._intake(stage_id, source)
         for intake in self.intakes.values():
             intake.start()
         for intake in self.intakes.values():
@@ -166,6 +151,28 @@ class StreamRun:
                 file=sys.stderr,
                 flush=True,
             )
+
+    def _check_session(self) -> None:
+        """Warn about a session setting that hurts a long stream (a Connect run has none to check)."""
+        if self.spark.sparkContext.getConf().get("spark.hadoop.cloneConf", "false").lower() != "true":
+            _LOG.warning(
+                "this SparkSession runs with spark.hadoop.cloneConf=false: Spark keeps the JobConf of every "
+                "micro-batch's write-ahead log read (about 100 KB each) until its heap runs low; start the "
+                "session with spark.hadoop.cloneConf=true (sparkbeam does when it starts the session) to keep "
+                "a long stream's memory flat"
+            )
+
+    def _intake(self, stage_id: int, source: StreamSourceState) -> StreamIntake:
+        """The source's query and write-ahead log (a Spark Connect run makes its own kind)."""
+        return StreamIntake(
+            self.spark,
+            source.op,
+            self.store.source_dir(stage_id),
+            trigger_seconds=self.step_interval,
+            available_now=self.available_now,
+            drop_before=source.drop_before,
+            sealer=self.store.sealer,
+        )
 
     def _news(self) -> bool:
         """With ``--available_now``, once the sources' queries have read what is there:

@@ -87,10 +87,17 @@ def test_an_unreachable_server_named_by_spark_remote_the_variable_is_refused_nam
 # ------------------------------------------------------------------------ refused before the run
 
 
-def test_a_stream_of_a_real_source_is_refused_naming_it(nowhere, tmp_path):
-    p = _pipeline(spark_remote=nowhere, available_now=True)
+def test_a_stream_of_a_source_other_than_files_is_refused_naming_it(nowhere):
+    p = _pipeline(spark_remote=nowhere)
+    beam.capture(p | "Load" >> beam.io.ReadFromRate(5))
+    with pytest.raises(UnsupportedError, match=r"'Load/Read' \(applied at .*test_connect.py:\d+\): a stream of a rate source is not yet under Spark Connect"):
+        p.run()
+
+
+def test_a_stream_of_files_on_a_server_of_another_machine_is_refused_naming_the_option(tmp_path):
+    p = _pipeline(spark_remote="sc://spark.example.invalid:15002", available_now=True)
     beam.capture(p | "Watch" >> beam.io.ReadFromTextStream(str(tmp_path)))
-    with pytest.raises(UnsupportedError, match=r"'Watch/Read' \(applied at .*test_connect.py:\d+\): a stream of a real source \(StreamReadOp.*not yet under Spark Connect"):
+    with pytest.raises(UnsupportedError, match=r"--spark_remote=sc://spark.example.invalid:15002: a stream of real sources .* needs a server on this machine"):
         p.run()
 
 

@@ -44,14 +44,17 @@ def source_records(result, stage: str = "Read/Read"):
     return result.watermarks().for_stage(stage)
 
 
-def test_directory_stream_sums_windows_and_counts_dead_letters(spark, tmp_path):
+def test_directory_stream_sums_windows_and_counts_dead_letters(spark_session_kind, tmp_path):
+    """On both session kinds (a Connect run's log written by DataFrame operations alone,
+    runners/spark/connect/stream_intake.py): the same sums, dead letters, and the source's
+    watermark at each step (one file per step)."""
     directory = tmp_path / "in"
     directory.mkdir()
     for index in range(3):
         lines = [json.dumps({"team": f"t{i % 2}", "score": i, "ts": index * 60 + i}) for i in range(5)]
         unstamped = ['{"team": "t0", "score": 1}'] if index == 1 else []
         write_lines(str(directory / f"f{index}.json"), [*lines, "", "{oops", *unstamped], mtime=1_700_000_000 + index)
-    p = beam.Pipeline(options=options(available_now=True, checkpoint_dir=str(tmp_path / "ck")))
+    p = beam.Pipeline(options=options(available_now=True, **spark_session_kind))
     good, bad = p | "Read" >> beam.io.ReadFromJsonStream(
         str(directory), schema="team STRING, score INT, ts LONG", timestamp="ts", max_files_per_trigger=1
     ).with_exception_handling()
@@ -78,6 +81,12 @@ def test_directory_stream_sums_windows_and_counts_dead_letters(spark, tmp_path):
     assert marks == sorted(marks)
     assert marks[-1] == MAX_TIMESTAMP.micros
     assert set(marks) - {MIN_TIMESTAMP.micros, MAX_TIMESTAMP.micros} <= {4_000_000, 64_000_000, 124_000_000}
+    # max_files_per_trigger=1: a step per file, the last one's end of input included
+    assert [(r.step, r.output_watermark, r.dead_letters) for r in source_records(result)] == [
+        (0, 4_000_000, 1),
+        (1, 64_000_000, 2),
+        (2, MAX_TIMESTAMP.micros, 1),
+    ]
 
 
 def test_missing_timestamp_field_is_refused_before_any_data(spark, tmp_path):

@@ -312,7 +312,16 @@ def test_a_restamp_in_the_global_window_in_a_stream(spark):
 def test_a_stream_on_connect_has_the_classic_session_s_outputs_and_watermark_timeline(spark, connect_server):
     """Fused maps, windowing, a grouping with early and late firings and a stateful DoFn
     with a timer: the same panes at the same steps, and the same timeline record per step
-    and stage, on Spark Connect (keyed state as rows between steps) as on a classic session."""
+    and stage, on Spark Connect (keyed state as rows between steps) as on a classic session.
+
+    With adaptive execution and its partition coalescing on (Spark's defaults, set here so
+    that a changed default cannot hide it): a state row comes back to its partition only if
+    ``repartition(n, "h")`` keeps its ``n`` partitions (keyed_steps.py's anchor)."""
+    from sparkbeam.runners.spark.connect.session import ConnectTarget, connect_session
+
+    session = connect_session(ConnectTarget(connect_server.url, "--spark_remote"))
+    for key in ("spark.sql.adaptive.enabled", "spark.sql.adaptive.coalescePartitions.enabled"):
+        session.conf.set(key, "true")
     ns = _sparkbeam_ns()
     runs = []
     for options in ({}, {"spark_remote": connect_server.url}):

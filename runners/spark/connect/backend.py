@@ -57,6 +57,7 @@ from sparkbeam.runners.core.lowering.ops import (
     CreateOp,
     ImpulseOp,
     ReadTextOp,
+    StreamReadOp,
     TestStreamOp,
     WriteTextOp,
 )
@@ -117,6 +118,11 @@ class ConnectBackend:
         self.states: dict[int, Any] = {}
         #: a stream's keyed stages: stage id -> the summary of its last step that ran
         self.last_summaries: dict[int, StageSummary] = {}
+        #: a real stream's: the key its write-ahead log is sealed with, and the run's id
+        #: (set by ``StreamRun.attach``, ``stream_intake.py``)
+        self.wal_sealer: Any = None
+        self.run_id = secrets.token_hex(16)
+        self.truncates_at_checkpoints = False
 
     def capabilities(self) -> Capabilities:
         return CONNECT.capabilities()
@@ -346,6 +352,20 @@ def _bounded_read(backend: ConnectBackend, op: Any, emission: SourceEmission) ->
     return Frame(read_frame(backend.session, op, backend.num_partitions, backend.error_key))
 
 
+def _write_ahead_log(backend: ConnectBackend, op: Any, emission: SourceEmission) -> Frame:
+    """A real stream's micro-batches of the step, read from its write-ahead log on the
+    server (``stream_intake.py``)."""
+    from sparkbeam.runners.spark.connect.stream_intake import wal_frame
+
+    if not emission.wal_paths:
+        return Frame(None, known_empty=True, size=0)
+    if backend.wal_sealer is None:
+        msg = f"'{op.label}': a write-ahead log is read only by a stream run that holds its key"
+        raise RuntimeError(msg)
+    (pcoll,) = op.outputs
+    return Frame(wal_frame(backend.session, pcoll, emission.wal_paths, backend.wal_sealer, backend.error_key))
+
+
 def _driver_elements(backend: ConnectBackend, op: Any, emission: SourceEmission) -> Frame:
     elements = kind_of(op).driver_elements
     (pcoll,) = op.outputs
@@ -362,3 +382,4 @@ CONNECT.strategies.register(StateStore.HASH_BUCKETS)(bucketed_partition)
 CONNECT.sources.register(TestStreamOp)(keyed_steps.scripted_step)
 CONNECT.sources.register(CreateOp, ImpulseOp)(_driver_elements)
 CONNECT.sources.register(ReadTextOp, BoundedSourceReadOp)(_bounded_read)
+CONNECT.sources.register(StreamReadOp)(_write_ahead_log)

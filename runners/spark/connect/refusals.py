@@ -33,6 +33,30 @@ def _where(op: Op) -> str:
     return f"'{op.label}' (applied at {op.location})"
 
 
+#: the real sources a Connect run reads: a watched folder of files (``stream_intake.py``)
+_FILE_FORMATS = ("text", "csv", "json", "parquet")
+
+
+def _refuse_stream_source(op: Op) -> None:
+    """A real source Connect does not read yet: a broker, a socket, a rate, or a folder
+    that is not the server's own (a URL of another file system)."""
+    spec = getattr(op, "spec", None)
+    form = getattr(spec, "format", None)
+    path = getattr(spec, "path", None)
+    if form not in _FILE_FORMATS or path is None:
+        msg = (
+            f"{_where(op)}: a stream of a {form} source is not yet under Spark Connect, which reads watched "
+            f"folders of files ({', '.join(_FILE_FORMATS)}) as streams; {_INSTEAD}"
+        )
+        raise UnsupportedError(msg)
+    if "://" in path and not path.startswith("file:"):
+        msg = (
+            f"{_where(op)}: a stream of {path!r} is not yet under Spark Connect, which watches the server's local "
+            f"folders (a path or file://); {_INSTEAD}"
+        )
+        raise UnsupportedError(msg)
+
+
 def refuse_what_connect_cannot_run(plan: StagePlan, mode: RunMode, settings: RunSettings) -> None:
     """Raise ``UnsupportedError`` for the first thing of the run the Connect backend does
     not run yet (see the module docs)."""
@@ -44,12 +68,7 @@ def refuse_what_connect_cannot_run(plan: StagePlan, mode: RunMode, settings: Run
         for stage in plan.stages:
             head = stage.head
             if head is not None and kind_of(head).role is Role.SOURCE and kind_of(head).endless:
-                msg = (
-                    f"{_where(head)}: a stream of a real source ({type(head).__name__}: its write-ahead log, "
-                    "journal and checkpoints) is not yet under Spark Connect, which runs TestStream and bounded "
-                    f"sources as a stream; {_INSTEAD}"
-                )
-                raise UnsupportedError(msg)
+                _refuse_stream_source(head)
         if settings.checkpoint_dir is not None:
             msg = (
                 f"--checkpoint_dir={settings.checkpoint_dir}: a stream's checkpoints are not yet under Spark Connect "

@@ -12,13 +12,14 @@ from sparkbeam.runners.core.loop.clock import Clock, ManualClock, WallClock
 from sparkbeam.runners.core.loop.history import run_history
 from sparkbeam.runners.core.loop.side_input_wait import refuse_side_inputs_never_ready
 from sparkbeam.runners.core.loop.steps import StepLoop
+from sparkbeam.runners.core.lowering.errors import UnsupportedError
 from sparkbeam.runners.core.lowering.ops import LoweredPipeline
 from sparkbeam.runners.core.lowering.settings import RunMode, RunSettings
 from sparkbeam.runners.core.plan.physical import plan_physical
 from sparkbeam.runners.core.plan.plan import plan_stages
 from sparkbeam.runners.spark.connect.backend import CONNECT, ConnectBackend
 from sparkbeam.runners.spark.connect.refusals import refuse_what_connect_cannot_run
-from sparkbeam.runners.spark.connect.session import ConnectTarget, connect_session
+from sparkbeam.runners.spark.connect.session import ConnectTarget, connect_session, host_port
 
 if TYPE_CHECKING:
     from sparkbeam.runners.spark.runner import SparkPipelineResult
@@ -46,11 +47,21 @@ def run_on_connect(
     check_picklable(plan)
     # Before the server is reached: a stage the backend cannot run is refused, named.
     physical = plan_physical(plan, mode, CONNECT.capabilities())
+    real_sources = any(kind_of(op).endless for op in lowered.ops)
+    if real_sources:
+        _refuse_remote_stream(target)
     session = connect_session(target)
     backend = ConnectBackend(
         session, num_partitions=settings.state_partitions, overlapping_window_rule=settings.overlapping_window_rule
     )
     history = run_history(lowered, settings, streaming=streaming)
+    stream_run = None
+    if real_sources:
+        from sparkbeam.runners.spark.connect.stream_intake import ConnectStreamRun
+
+        # Real sources: their queries on the server, their batches taken step by step.
+        stream_run = ConnectStreamRun(session, plan, backend, settings)
+        clock = stream_run.clock
     if clock is None:
         # A TestStream scripts processing time; any other stream (of bounded sources, with
         # --streaming) steps on the wall clock, as on a classic session.
@@ -62,10 +73,11 @@ def run_on_connect(
         clock,
         batch=not streaming,
         max_steps=settings.max_steps,
+        hooks=stream_run,
         history=history,
         physical=physical,
     )
-    execution = _Execution(loop, None, backend, [])
+    execution = _Execution(loop, stream_run, backend, [])
     result = result_type(plan, execution)
     if not settings.block_on_run:
         execution.start(settings.job_name or "pipeline")
@@ -76,3 +88,18 @@ def run_on_connect(
         raise execution.error
     return result
 
+
+
+def _refuse_remote_stream(target: ConnectTarget) -> None:
+    """A real stream's write-ahead log is a directory the client lists and the server
+    writes (``stream_intake.py``): only a server on this machine shares it."""
+    if target.url is None:
+        return  # the user's own session: its server's place is not known here
+    host, _ = host_port(target.url)
+    if host not in ("localhost", "127.0.0.1", "::1"):
+        msg = (
+            f"{target.named_by}={target.url}: a stream of real sources under Spark Connect keeps its write-ahead log in "
+            "a directory the client and the server share, so it needs a server on this machine for now; "
+            "run the stream against a local server, or on a classic Spark session"
+        )
+        raise UnsupportedError(msg)

@@ -35,7 +35,7 @@ import attrs
 
 from sparkbeam.runners.core.lowering.settings import RunSettings
 
-__all__ = ["MIN_SERVER_VERSION", "ConnectTarget", "connect_session", "connect_target", "made_active"]
+__all__ = ["MIN_SERVER_VERSION", "ConnectTarget", "connect_session", "connect_target", "host_port", "made_active"]
 
 #: Spark's default Connect port, when a URL gives none
 DEFAULT_PORT = 15002
@@ -87,7 +87,7 @@ def connect_target(settings: RunSettings) -> ConnectTarget | None:
     return None
 
 
-def _host_port(url: str) -> tuple[str, int]:
+def host_port(url: str) -> tuple[str, int]:
     parts = urlsplit(url.split(";", 1)[0].replace("sc://", "http://", 1))
     return parts.hostname or "localhost", parts.port or DEFAULT_PORT
 
@@ -111,7 +111,7 @@ def connect_session(target: ConnectTarget) -> Any:
     kept = _SESSIONS.get(url)
     if kept is not None and not kept.is_stopped:
         return _checked(kept, target)
-    host, port = _host_port(url)
+    host, port = host_port(url)
     try:
         with socket.create_connection((host, port), timeout=PROBE_SECONDS):
             pass
