@@ -11,8 +11,11 @@ output back; the engine's own ``DoFnRunner`` calls the function with the element
 and keeps its fast paths (one call per element, the input's timestamp, windows and pane
 kept by identity, a re-stamped output windowed at once by the ``WindowInto`` that alone
 reads it). So such a ParDo is lowered to ``BeamFnParDoOp`` (``plain_par_do``): the
-engine's ParDo with the user's function, unwrapped from Beam's Map/Filter wrappers, and a
-thin wrapper (``_BeamCall``) that keeps what Beam's runner does differently:
+engine's ParDo with the user's function, unwrapped from Beam's Map/Filter wrappers. The
+engine's fast paths for a Map, FlatMap or Filter call it themselves, told by a
+``DirectCall`` (``BeamFnRunner``) what Beam's runner does differently; the other shapes
+(MapTuple, FlatMapTuple, keyword arguments, DoFn parameters) go through a thin wrapper
+call (``BeamCallable``) that does the same:
 
 - outputs of Beam's types (``TimestampedValue``, ``TaggedOutput``, ``WindowedValue``)
   become the engine's, which the engine then handles as Beam's output handler does
@@ -25,8 +28,7 @@ thin wrapper (``_BeamCall``) that keeps what Beam's runner does differently:
   update is made current for the bundle, not per element;
 - a function that takes Beam's ``DoFn.WindowParam``, ``TimestampParam`` or
   ``PaneInfoParam`` after the element (and nothing else) gets Beam's objects for them,
-  by position, once per window when it takes its window (``_process_with_params``);
-- the fused re-stamping Map calls the user's function itself (``DirectCall``).
+  by position, once per window when it takes its window (``_process_with_params``).
 
 Anything else (a DoFn class with a lifecycle method, side inputs, other DoFn parameters, runtime type checks,
 inputs whose elements may be in several windows, where Beam multiplies a
@@ -288,53 +290,13 @@ def augmented(error: BaseException, label: str) -> BaseException:
 
 
 def _single_call(fn: Callable, label: str, arguments: str) -> Callable:
-    """A Map's or Filter's call: one result per element. ``arguments``: what the engine
-    passes (``_arguments``); the call takes exactly that, as packing costs per element."""
+    """A Map's or Filter's call where the engine calls the DoFn's own function (a
+    MapTuple, keyword arguments, Beam's DoFn parameters): one result per element, made
+    the engine's. ``arguments``: what the engine passes (``_arguments``). A Map or Filter
+    called with the element and positional arguments alone never gets here: the engine's
+    fast paths call the user's function themselves (``BeamFnRunner``'s ``DirectCall``)."""
     converters = _CONVERTERS
     unseen = _UNSEEN
-
-    def as_engine(result: Any) -> Any:
-        convert = converters.get(type(result), unseen)
-        if convert is None:  # a value
-            return result
-        return engine_output(result) if convert is unseen else convert(result)
-
-    # A re-stamped value (Beam's TimestampedValue) is looked for first: it is what a Map
-    # before a WindowInto returns for every element.
-    beam_stamped, stamped = beam_window.TimestampedValue, _stamped
-    if arguments == "element":
-
-        def call_element(value: Any) -> Any:
-            try:
-                result = fn(value)
-            except Exception as error:
-                raise augmented(error, label) from error
-            kind = type(result)
-            if kind is beam_stamped:
-                return stamped(result)
-            convert = converters.get(kind, unseen)
-            if convert is None:  # a value
-                return result
-            return engine_output(result) if convert is unseen else convert(result)
-
-        return call_element
-
-    if arguments == "one":  # Map(fn, x): no tuple packed and unpacked per element
-
-        def call_one(value: Any, argument: Any) -> Any:
-            try:
-                result = fn(value, argument)
-            except Exception as error:
-                raise augmented(error, label) from error
-            kind = type(result)
-            if kind is beam_stamped:
-                return stamped(result)
-            convert = converters.get(kind, unseen)
-            if convert is None:  # a value
-                return result
-            return engine_output(result) if convert is unseen else convert(result)
-
-        return call_one
 
     if arguments == "positional":
 
@@ -355,7 +317,10 @@ def _single_call(fn: Callable, label: str, arguments: str) -> Callable:
             result = fn(*args, **kwargs)
         except Exception as error:
             raise augmented(error, label) from error
-        return as_engine(result)
+        convert = converters.get(type(result), unseen)
+        if convert is None:  # a value
+            return result
+        return engine_output(result) if convert is unseen else convert(result)
 
     # (MapTuple: the engine passes the element's parts, which go on as they are.)
     return call
@@ -438,22 +403,22 @@ class BeamFnRunner(DoFnRunner):
     and Beam's metric updates going to the task's metrics for the whole bundle."""
 
     def __init__(self, op: ParDoOp, emitters: dict[str | None, Emit], side_inputs: SideInputs | None) -> None:
-        super().__init__(op, emitters, side_inputs)
-        self._stop_tracking: Callable[[], None] | None = None
         dofn = op.dofn
+        direct = None
+        if isinstance(dofn, BeamCallable) and not dofn.params and dofn.arguments != "any":
+            # A Map's, FlatMap's or Filter's function called by the engine's own fast paths
+            # (one implementation for both front ends): no wrapper call of ours per element,
+            # Beam's TimestampedValue read as it is, other outputs of Beam's types converted.
+            direct = DirectCall(
+                dofn.beam_fn, _failure_in(dofn.label), beam_window.TimestampedValue, _stamped_parts, engine_output, _CONVERTERS
+            )
+        super().__init__(op, emitters, side_inputs, direct)
+        self._stop_tracking: Callable[[], None] | None = None
         if isinstance(dofn, BeamCallable) and dofn.params:
             # Called with Beam's values of its parameters (not one call per element as the
             # engine's plain DoFns are: never the fused re-stamping Map's call).
             self.plain = False
             self.process = _process_with_params(self, dofn.params)
-        elif isinstance(dofn, BeamCallable) and dofn.shape == "FlatMap" and dofn.arguments == "element" and self.plain:
-            # A FlatMap's (or a DoFn's process's) outputs read in one loop here, not through
-            # the wrapper call's generator and the engine's guard around it.
-            self.process = _process_flat(self, dofn.beam_fn, dofn.label)
-        elif isinstance(dofn, BeamCallable) and dofn.shape == "Map" and dofn.arguments != "any":
-            # The fused re-stamping Map calls the user's function itself and reads Beam's
-            # TimestampedValue as it is: no wrapper call and no engine copy per element.
-            self.direct_call = DirectCall(dofn.beam_fn, _failure_in(dofn.label), beam_window.TimestampedValue, _stamped_parts, engine_output)
 
     def start(self) -> None:
         self._stop_tracking = tracking_for_the_task()
@@ -526,43 +491,6 @@ def _process_with_params(runner: BeamFnRunner, kinds: tuple[str, ...]) -> Callab
                 output(item, wv)
 
     return process
-
-
-def _process_flat(runner: BeamFnRunner, fn: Callable[[Any], Any], label: str) -> Callable[[WindowedValue], None]:
-    """``process`` of a FlatMap called with the element alone: what the wrapper call
-    (``_flat_call``) and the engine's ``_guard_iter`` do, in one frame. A failure of the
-    function or of its iteration is named as Beam names it (``augmented``); a failure
-    downstream, raised by ``output``, is already named and passes as it is."""
-    output, location = runner._output, runner.location
-    converters, unseen = _CONVERTERS, _UNSEEN
-    failure = _failure_in(label)
-
-    def process_flat(wv: WindowedValue) -> None:
-        value = wv[0]
-        try:
-            found = fn(value)
-            if found is None:  # Beam's output handler: no outputs
-                return
-            iterator = iter(found)
-        except UserCodeError:
-            raise
-        except Exception as error:
-            renamed = failure(error)
-            raise UserCodeError(label, location, renamed, value) from renamed
-        while True:
-            try:
-                item = next(iterator)
-            except StopIteration:
-                return
-            except UserCodeError:
-                raise
-            except Exception as error:
-                renamed = failure(error)
-                raise UserCodeError(label, location, renamed, value) from renamed
-            convert = converters.get(type(item), unseen)
-            output(item if convert is None else engine_output(item) if convert is unseen else convert(item), wv)
-
-    return process_flat
 
 
 def _failure_in(label: str) -> Callable[[Exception], BaseException]:

@@ -25,8 +25,11 @@ def sparkbeam_flags(*, streaming: bool = False, **flags: Any) -> list[str]:
     return argv
 
 
-def run_on_sparkbeam(build: Callable[[Any, Any], Any], *, streaming: bool = False, **flags: Any) -> tuple[collections.Counter, Any]:
-    """The builder's output on sparkbeam's runner, and the run's result."""
+def run_on_sparkbeam(
+    build: Callable[[Any, Any], Any], *, streaming: bool = False, canonical_output: bool = False, **flags: Any
+) -> tuple[collections.Counter, Any]:
+    """The builder's output on sparkbeam's runner, and the run's result. ``canonical_output``:
+    as ``run_beam``'s (values recorded as they are: the builder's last step made them canonical)."""
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -34,7 +37,7 @@ def run_on_sparkbeam(build: Callable[[Any, Any], Any], *, streaming: bool = Fals
     output = sparkbeam.capture(build(_beam_ns(), pipeline))
     result = pipeline.run()
     rows = collections.Counter(
-        (canonical(e.value), e.timestamp.micros // 1000, _window_key(w), _pane_key(e.pane))
+        (e.value if canonical_output else canonical(e.value), e.timestamp.micros // 1000, _window_key(w), _pane_key(e.pane))
         for e in result.emissions(output)
         for w in e.windows
     )
@@ -47,13 +50,14 @@ def assert_runners_agree(
     streaming: bool = False,
     beam_runner: str | None = None,
     beam_flags: Sequence[str] = (),
+    canonical_output: bool = False,
     **flags: Any,
 ) -> Any:
-    """Fail with the differences if sparkbeam's output differs from Beam's (``beam_runner``
-    and ``beam_flags``: see ``run_beam``); an empty output fails too (it would prove
-    nothing). Returns sparkbeam's result."""
-    expected = run_beam(build, streaming=streaming, runner=beam_runner, flags=beam_flags)
-    actual, result = run_on_sparkbeam(build, streaming=streaming, **flags)
+    """Fail with the differences if sparkbeam's output differs from Beam's (``beam_runner``,
+    ``beam_flags`` and ``canonical_output``: see ``run_beam``); an empty output fails too
+    (it would prove nothing). Returns sparkbeam's result."""
+    expected = run_beam(build, streaming=streaming, runner=beam_runner, flags=beam_flags, canonical_output=canonical_output)
+    actual, result = run_on_sparkbeam(build, streaming=streaming, canonical_output=canonical_output, **flags)
     if expected != actual:
         missing = sorted((expected - actual).elements(), key=repr)
         unexpected = sorted((actual - expected).elements(), key=repr)

@@ -114,12 +114,12 @@ def test_query_gives_beams_results(query: Query, spark, nexmark_events):
 
     if query.gap is not None:
         with query.gap.expected_failure(f"query{query.number}"):
-            run_on_sparkbeam(build)
+            run_on_sparkbeam(build, canonical_output=True)
         return
     if query.no_oracle is not None:
-        FILE_CHECKS[query.number](*run_on_sparkbeam(build)[:1], nexmark_events)
+        FILE_CHECKS[query.number](*run_on_sparkbeam(build, canonical_output=True)[:1], nexmark_events)
         return
-    assert_runners_agree(build, beam_runner=query.beam_runner)
+    assert_runners_agree(build, beam_runner=query.beam_runner, canonical_output=True)
 
 
 @pytest.fixture(scope="module")
@@ -155,7 +155,7 @@ def test_query_by_import_swap_gives_beams_results(query: Query, spark, nexmark_e
     if query.no_oracle is not None:
         FILE_CHECKS[query.number](actual, nexmark_events)
         return
-    expected = run_beam(lambda ns, p: load_query(query, p, nexmark_events), runner=query.beam_runner)
+    expected = run_beam(lambda ns, p: load_query(query, p, nexmark_events), runner=query.beam_runner, canonical_output=True)
     assert actual == expected, (
         f"query {query.number} by import swap differs from Beam's: missing {sorted((expected - actual).elements(), key=repr)[:5]}, "
         f"unexpected {sorted((actual - expected).elements(), key=repr)[:5]}"

@@ -597,3 +597,19 @@ def test_maps_taking_beams_window_timestamp_or_pane_get_beams_objects_from_the_e
         "Kept": [("k", 2), ("k", 65)],
         "Panes": [([1, 2], beam_wv.PaneInfoTiming.ON_TIME, True), ([65], beam_wv.PaneInfoTiming.ON_TIME, True)],
     }
+
+
+def test_beams_map_filter_and_flatmap_are_called_by_the_engines_fast_paths_with_no_wrapper_call():
+    p = beam_pipeline()
+    doubled = p | beam.Create([0, 1, 2]) | "Double" >> beam.Map(double)
+    pairs = doubled | "Keep" >> beam.Filter(bool) | "Pair" >> beam.FlatMap(lambda x: [x, beam_window.TimestampedValue(-x, 5)])
+    sparkbeam.capture(pairs)
+    plan, loop = run_in_engine(p)
+    assert sorted(emitted_values(plan, loop, pairs)) == [-4, -2, 2, 4]
+    (stage,) = [s for s in plan.stages if any(op.label == "Double" for op in s.body)]
+    body = FusedBody(stage, bare=True)
+    runners = {r.runner.label: r.runner for r in body._runners}
+    assert runners["Double"].direct_call.fn is double  # the user's function, no wrapper call of ours
+    assert runners["Keep"].direct_call.fn is bool
+    assert runners["Keep"].process.__name__ == "process_filter"
+    assert runners["Pair"].process.__name__ == "process_flat"

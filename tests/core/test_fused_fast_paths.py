@@ -156,7 +156,7 @@ def test_timestamped_value_reads_as_beams():
 
 def _count_built(monkeypatch) -> list:
     """Every WindowedValue the DoFn runner and the WindowInto build, recorded."""
-    from sparkbeam.runners.core.elements import dofn_invoker
+    from sparkbeam.runners.core.elements import dofn_invoker, fast_paths
     from sparkbeam.utils.windowed_value import new_windowed_value
 
     built: list = []
@@ -166,6 +166,7 @@ def _count_built(monkeypatch) -> list:
         return new_windowed_value(fields)
 
     monkeypatch.setattr(dofn_invoker, "new_windowed_value", counting)
+    monkeypatch.setattr(fast_paths, "new_windowed_value", counting)
     monkeypatch.setattr(window_assignment, "new_windowed_value", counting)
     return built
 
@@ -351,7 +352,7 @@ def test_a_restamping_map_into_fixed_windows_looks_cached_windows_up_without_cal
 
 @pytest.mark.parametrize("restamping", [True, False])
 def test_values_in_the_global_window_reach_a_restamping_map_as_values_and_anything_else_as_elements(monkeypatch, restamping):
-    from sparkbeam.runners.core.elements import dofn_invoker, fused
+    from sparkbeam.runners.core.elements import dofn_invoker, fast_paths, fused
 
     built: list = []
 
@@ -360,6 +361,7 @@ def test_values_in_the_global_window_reach_a_restamping_map_as_values_and_anythi
         return WindowedValue(*fields)
 
     monkeypatch.setattr(dofn_invoker, "new_windowed_value", counting)
+    monkeypatch.setattr(fast_paths, "new_windowed_value", counting)
     monkeypatch.setattr(fused, "new_windowed_value", counting)
     if restamping:
         transforms = (beam.Map(lambda x: window.TimestampedValue(x, 75)), beam.WindowInto(FixedWindows(60)))
@@ -401,3 +403,17 @@ def test_a_maps_extra_arguments_reach_it_as_given_on_each_one_call_path(extra):
     assert calls == [("a", *extra), ("b", *extra), ("c", *extra)]
     assert all(arg is given for call in calls for arg, given in zip(call[1:], extra))
     assert restamped == [("b", 75 * S), ("c", 75 * S)]
+
+
+def test_a_flatmaps_outputs_are_read_in_its_own_call_and_a_result_that_is_not_iterable_is_named():
+    from sparkbeam.runners.core.lowering.errors import UserCodeError
+
+    body, source = _body(beam.FlatMap(lambda x: [x, x + "!"]))
+    (receive,) = body._receivers[source]
+    assert receive.__name__ == "process_flat"  # no generator between the function and the output
+    assert [wv.value for wv in body.run_bare(source, [_global("a")])] == ["a", "a!"]
+    body, source = _body(beam.FlatMap(lambda x: 5))
+    with pytest.raises(UserCodeError, match="returned 5, which is not iterable"):
+        list(body.run_bare(source, [_global("a")]))
+    body, source = _body(beam.FlatMap(lambda x: None))  # no outputs, as Beam reads it
+    assert list(body.run_bare(source, [_global("a")])) == []

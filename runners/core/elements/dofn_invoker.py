@@ -15,8 +15,6 @@ import inspect
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-import attrs
-
 from sparkbeam.core import _CallableDoFn
 from sparkbeam.dofn import (
     BundleFinalizer,
@@ -26,17 +24,13 @@ from sparkbeam.dofn import (
     is_bundle_finalizer_param,
 )
 from sparkbeam.pvalue import TaggedOutput
-from sparkbeam.runners.core.elements.window_assignment import (
-    GLOBAL_WINDOWS,
-    cached_assignment,
-    fixed_window_parts,
-    restamp_assigner,
-)
+from sparkbeam.runners.core.elements.fast_paths import DirectCall, call_process, map_restamped_into
+from sparkbeam.runners.core.elements.window_assignment import cached_assignment, restamp_assigner
 from sparkbeam.runners.core.lowering.errors import UserCodeError
 from sparkbeam.runners.core.lowering.ops import ParDoOp, SideInputSlot
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue, new_windowed_value
-from sparkbeam.window import FixedWindows, GlobalWindow, GlobalWindows, TimestampedValue, WindowFn
+from sparkbeam.window import GlobalWindow, GlobalWindows, TimestampedValue, WindowFn
 
 __all__ = ["DirectCall", "DoFnRunner", "ElementRunner", "SideInputs", "side_window_for"]
 
@@ -123,31 +117,14 @@ def _param_names(fn: Callable) -> dict[str, Any]:
     }
 
 
-class _NoOutput:
-    """A type no output is of."""
-
-
-@attrs.frozen
-class DirectCall:
-    """How the fused re-stamping Map (``DoFnRunner._map_restamped_into``) calls a front
-    end's function with no wrapper call of the front end's around each call: ``fn`` is
-    called as the Map's function (the element's value, then the Map's arguments);
-    ``failure(error)`` is what its exception becomes before the engine names the
-    transform; an output of ``stamped_type`` (the front end's re-stamped value) is read by
-    ``stamped_parts(output) -> (value, timestamp_micros)``; any other output becomes the
-    engine's through ``as_engine`` (a value stays as it is)."""
-
-    fn: Callable[..., Any]
-    failure: Callable[[Exception], BaseException]
-    stamped_type: type
-    stamped_parts: Callable[[Any], tuple[Any, int]]
-    as_engine: Callable[[Any], Any]
-
-
 class DoFnRunner:
     """Runs one ParDo's DoFn over a bundle, pushing outputs to ``emitters`` by tag."""
 
-    def __init__(self, op: ParDoOp, emitters: dict[str | None, Emit], side_inputs: SideInputs | None) -> None:
+    def __init__(
+        self, op: ParDoOp, emitters: dict[str | None, Emit], side_inputs: SideInputs | None, direct_call: DirectCall | None = None
+    ) -> None:
+        """``direct_call``: how a front end's function is called on the fast paths (see
+        ``DirectCall``); None: the DoFn's own function as it is."""
         self.op = op
         self.label = op.label
         self.location = op.location
@@ -190,15 +167,14 @@ class DoFnRunner:
         #: Whether each element is one call with the element alone: no parameters to fill,
         #: no side inputs, no windows to explode, nothing of the bundle's. Most Maps are.
         self.plain = not self.params and not self.contexts and self.finalizer is None and not self.explode_windows
+        #: how the fast paths call a front end's function itself; None: ``self.fn`` as it is
+        self.direct_call = direct_call
         #: one element through the DoFn (``ElementRunner.process``)
         self.process: Callable[[WindowedValue], None] = self._plain_process() if self.plain else self._process_general
         #: ``process`` of a value's element in the global window at the minimum timestamp
         #: with an unknown pane, given the value alone (``FusedBody.receive_global_values``),
         #: where that is cheaper than building the element; else None
         self.process_global_value: Callable[[Any], None] | None = None
-        #: how the fused re-stamping Map calls a front end's function itself (set by the
-        #: front end's runner before the body joins); None: ``self.fn`` as it is
-        self.direct_call: DirectCall | None = None
 
     # -- lifecycle -------------------------------------------------------------------
     def start(self) -> None:
@@ -259,26 +235,16 @@ class DoFnRunner:
 
     def _plain_process(self) -> Callable[[WindowedValue], None]:
         """``process`` for a plain DoFn (``self.plain``): the same steps as ``_process_one``
-        with what is fixed for the bundle looked up once, since this runs per element."""
+        with what is fixed for the bundle looked up once, since this runs per element. A
+        Map, FlatMap or Filter with no keyword arguments calls its function (the front
+        end's own, ``direct_call``) and reads its outputs in one frame (``_call_process``)."""
         fn, shape, label, location = self.fn, self.shape, self.label, self.location
         args, kwargs = self.op.args, self.op.kwargs
         output, emit = self._output, self.main_emit
         unpack = shape == "MapTuple" or shape == "FlatMapTuple"
         guard_iter = self._guard_iter
-        if shape == "Map" and not kwargs:
-            one_arg, arg = _one_extra_arg(args)
-
-            def process_map(wv: WindowedValue) -> None:
-                value = wv[0]
-                try:
-                    result = fn(value, arg) if one_arg else fn(value, *args)
-                except UserCodeError:
-                    raise
-                except Exception as error:
-                    raise UserCodeError(label, location, error, value) from error
-                output(result, wv)
-
-            return process_map
+        if not kwargs and shape in ("Map", "FlatMap", "Filter"):
+            return call_process(self)
 
         def process(wv: WindowedValue) -> None:
             value = wv[0]
@@ -358,16 +324,22 @@ class DoFnRunner:
         else:
             emit = self.main_emit
         if kind is TimestampedValue:
-            if self._into is not None and emit is self.main_emit:
-                self._restamped_into(item, wv)
-            else:
-                emit(self._restamped(item, wv))
+            self._emit_restamped(item.value, item.timestamp_micros, wv, emit)
         elif kind is WindowedValue:
             emit(item)
         elif item is wv[0]:
             emit(wv)  # the input's own value: its timestamp, windows and pane too, no copy
         else:
             emit(new_windowed_value((item, wv[1], wv[2], wv[3])))
+
+    def _emit_restamped(self, value: Any, micros: int, wv: WindowedValue, emit: Emit) -> None:
+        """An output re-stamped at ``micros`` (a ``TimestampedValue``'s parts) handed to
+        ``emit``: windowed again (``_restamped``), or by the WindowInto that alone reads the
+        main output (``_restamped_into``)."""
+        if self._into is not None and emit is self.main_emit:
+            self._restamped_into(value, micros, wv)
+        else:
+            emit(self._restamped(value, micros, wv))
 
     def window_restamped_into(
         self, assign: Callable[[int], tuple], send: Emit, send_stamped: Callable[[Any, int, tuple], None] | None = None
@@ -382,138 +354,32 @@ class DoFnRunner:
         if self._cached_restamp is not None:
             self._into = (assign, send)
             if self.plain and self.shape == "Map" and not self.op.kwargs:
-                self.process = self._map_restamped_into(assign, send, send_stamped)
+                self.process = map_restamped_into(self, assign, send, send_stamped)
 
-    def _map_restamped_into(
-        self, assign: Callable[[int], tuple], send: Emit, send_stamped: Callable[[Any, int, tuple], None] | None
-    ) -> Callable[[WindowedValue], None]:
-        """``process`` for a plain Map whose re-stamped outputs go straight to the WindowInto
-        (``window_restamped_into``): ``_plain_process``, ``_output`` and ``_restamped_into``
-        in one call per element, which is what the idiom ``Map(... TimestampedValue ...) |
-        WindowInto(...)`` costs. Any other output takes ``_output``. A front end's function
-        is called as ``direct_call`` says, with no wrapper call around it."""
-        label, location, args = self.label, self.location, self.op.args
-        direct = self.direct_call
-        fn = self.fn if direct is None else direct.fn
-        # The front end's re-stamped type and the rest of its hooks (a type no output is of,
-        # for the engine's own function: its outputs are the engine's already).
-        foreign, foreign_parts = (_NoOutput, None) if direct is None else (direct.stamped_type, direct.stamped_parts)
-        failure = None if direct is None else direct.failure
-        as_engine = None if direct is None else direct.as_engine
-        one_arg, arg = _one_extra_arg(args)
-        output = self._output
-        restamped_into = self._restamped_into
-        stamped, unknown, new = TimestampedValue, PANE_INFO_UNKNOWN, new_windowed_value
-        low, high = _MIN_MICROS, _MAX_MICROS
-        # The input's window fn windows a re-stamped output once per input window; global
-        # and fixed windows give one window whatever the timestamp, so one copy per input window.
-        one_window = type(self.op.input_windowfn) in (GlobalWindows, FixedWindows)
-        # Into fixed windows: the cached windows looked up here, with no call per element.
-        fixed = fixed_window_parts(assign)
-        size, offset, cached_windows = fixed if fixed is not None else (0, 0, None)
-
-        def process_map_restamped_into(wv: WindowedValue) -> None:
-            value = wv[0]
-            try:
-                result = fn(value, arg) if one_arg else fn(value, *args)
-            except UserCodeError:
-                raise
-            except Exception as error:
-                raise UserCodeError(label, location, error if failure is None else failure(error), value) from error
-            kind = type(result)
-            if kind is stamped:
-                out, micros = result.value, result.timestamp_micros
-            elif kind is foreign:
-                try:
-                    out, micros = foreign_parts(result)  # type: ignore[misc]
-                except Exception as error:
-                    raise UserCodeError(label, location, error, value) from error
-            else:
-                output(result if as_engine is None else as_engine(result), wv)
-                return
-            if one_window and low <= micros < high:
-                windows = cached_windows(micros - (micros - offset) % size) if cached_windows is not None else None
-                if windows is None:
-                    windows = assign(micros)
-                copies = len(wv[2])
-                if send_stamped is not None:
-                    if copies == 1:
-                        send_stamped(out, micros, windows)
-                    else:
-                        for _ in range(copies):
-                            send_stamped(out, micros, windows)
-                    return
-                element = new((out, micros, windows, unknown))
-                if copies == 1:
-                    send(element)
-                else:
-                    for _ in range(copies):
-                        send(element)
-            else:
-                restamped_into(result if kind is stamped else as_engine(result), wv)  # type: ignore[misc]
-
-        global_windows = GLOBAL_WINDOWS
-
-        def process_global_value(value: Any) -> None:
-            # process_map_restamped_into of the value's element in the global window at the
-            # minimum timestamp (one input window), built only where an output needs it.
-            try:
-                result = fn(value, arg) if one_arg else fn(value, *args)
-            except UserCodeError:
-                raise
-            except Exception as error:
-                raise UserCodeError(label, location, error if failure is None else failure(error), value) from error
-            kind = type(result)
-            if kind is stamped:
-                out, micros = result.value, result.timestamp_micros
-            elif kind is foreign:
-                try:
-                    out, micros = foreign_parts(result)  # type: ignore[misc]
-                except Exception as error:
-                    raise UserCodeError(label, location, error, value) from error
-            else:
-                output(result if as_engine is None else as_engine(result), new((value, low, global_windows, unknown)))
-                return
-            if one_window and low <= micros < high:
-                windows = cached_windows(micros - (micros - offset) % size) if cached_windows is not None else None
-                if windows is None:
-                    windows = assign(micros)
-                if send_stamped is not None:
-                    send_stamped(out, micros, windows)
-                else:
-                    send(new((out, micros, windows, unknown)))
-                return
-            engine_stamped = result if kind is stamped else as_engine(result)  # type: ignore[misc]
-            restamped_into(engine_stamped, new((value, low, global_windows, unknown)))
-
-        self.process_global_value = process_global_value
-        return process_map_restamped_into
-
-    def _restamped_into(self, item: TimestampedValue, wv: WindowedValue) -> None:
+    def _restamped_into(self, value: Any, micros: int, wv: WindowedValue) -> None:
         """``_restamped`` then the WindowInto (``window_restamped_into``): the WindowInto's
         output once per window the re-stamped element would have been in."""
-        micros = item.timestamp_micros
         if not _MIN_MICROS <= micros < _MAX_MICROS:
-            self._restamped(item, wv)  # raises, naming the transform and the timestamp
+            self._restamped(value, micros, wv)  # raises, naming the transform and the timestamp
         into, cached = self._into, self._cached_restamp
         if into is None or cached is None:  # not set up (window_restamped_into): the plain way
-            self.main_emit(self._restamped(item, wv))
+            self.main_emit(self._restamped(value, micros, wv))
             return
         assign, send = into
         count = len(cached(micros)) * len(wv[2])
         if count:
-            out = new_windowed_value((item.value, micros, assign(micros), PANE_INFO_UNKNOWN))
+            out = new_windowed_value((value, micros, assign(micros), PANE_INFO_UNKNOWN))
             for _ in range(count):
                 send(out)
 
-    def _restamped(self, item: TimestampedValue, wv: WindowedValue) -> WindowedValue:
-        """Beam's Python SDK: an output with a new timestamp is windowed again by the input
-        PCollection's window fn (once per input window), and its pane is unknown."""
-        micros = item.timestamp_micros
+    def _restamped(self, value: Any, micros: int, wv: WindowedValue) -> WindowedValue:
+        """Beam's Python SDK: an output with a new timestamp (``value`` re-stamped at
+        ``micros``) is windowed again by the input PCollection's window fn (once per input
+        window), and its pane is unknown."""
         if not _MIN_MICROS <= micros < _MAX_MICROS:
             msg = (
-                f"'{self.label}' (applied at {self.location}) output {item.value!r} with timestamp "
-                f"{item.timestamp!r}, outside [MIN_TIMESTAMP, MAX_TIMESTAMP)"
+                f"'{self.label}' (applied at {self.location}) output {value!r} with timestamp "
+                f"{Timestamp.from_micros(micros)!r}, outside [MIN_TIMESTAMP, MAX_TIMESTAMP)"
             )
             raise UserCodeError(self.label, self.location, ValueError(msg), wv.value)
         cached = self._cached_restamp
@@ -523,12 +389,12 @@ class DoFnRunner:
             if self._assign_restamped is None:
                 self._assign_restamped = restamp_assigner(self.op.input_windowfn)
             try:
-                windows = self._assign_restamped(item.value, micros)
+                windows = self._assign_restamped(value, micros)
             except Exception as error:  # the user's WindowFn
                 raise UserCodeError(self.label, self.location, error, wv.value) from error
         if len(wv[2]) != 1:
             windows = windows * len(wv[2])
-        return new_windowed_value((item.value, micros, windows, PANE_INFO_UNKNOWN))
+        return new_windowed_value((value, micros, windows, PANE_INFO_UNKNOWN))
 
     def _emitter(self, tag: str | None) -> Emit:
         emit = self.emitters.get(tag)
@@ -549,15 +415,18 @@ class DoFnRunner:
         except Exception as error:
             raise UserCodeError(self.label, self.location, error) from error
 
+    def _not_iterable(self, results: Any, element: Any) -> UserCodeError:
+        msg = (
+            f"'{self.label}' (applied at {self.location}) returned {results!r}, which is not iterable; "
+            "a DoFn's process (and a FlatMap's function) must return or yield an iterable"
+        )
+        return UserCodeError(self.label, self.location, TypeError(msg), element)
+
     def _guard_iter(self, results: Iterable[Any], element: Any) -> Iterable[Any]:
         try:
             iterator = iter(results)
         except TypeError:
-            msg = (
-                f"'{self.label}' (applied at {self.location}) returned {results!r}, which is not iterable; "
-                "a DoFn's process (and a FlatMap's function) must return or yield an iterable"
-            )
-            raise UserCodeError(self.label, self.location, TypeError(msg), element) from None
+            raise self._not_iterable(results, element) from None
         while True:
             try:
                 item = next(iterator)
@@ -572,12 +441,3 @@ class DoFnRunner:
 
 def _discard(wv: WindowedValue) -> None:
     return None
-
-
-def _one_extra_arg(args: tuple) -> tuple[bool, Any]:
-    """(True, the argument) when a Map passes its function one argument after the element:
-    ``fn(value, arg)`` is then called as such, about 60 ns cheaper per element in CPython
-    3.11 than ``fn(value, *args)``, which builds the call's arguments anew each time."""
-    if len(args) == 1:
-        return True, args[0]
-    return False, None
