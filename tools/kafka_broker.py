@@ -249,7 +249,9 @@ class KafkaBroker:
         jvm = [self.java, "-Xmx512m", "-XX:TieredStopAtLevel=1", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn"]
         data = self.workdir / "data"
         if not (data / "meta.properties").exists():
-            cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            cluster = "-"
+            while cluster.startswith("-"):  # StorageTool would take it for an option (Kafka's own ids never start so)
+                cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             formatted = subprocess.run(
                 [*jvm, "-cp", classpath, "kafka.tools.StorageTool", "format", "-t", cluster, "-c", str(config)],
                 capture_output=True, text=True, check=False,

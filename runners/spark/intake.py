@@ -35,7 +35,7 @@ from sparkbeam.io import commits
 from sparkbeam.runners.core.lowering.errors import TransformError
 from sparkbeam.runners.core.lowering.ops import StreamReadOp
 from sparkbeam.runners.core.sources.stream_sources import PartitionStats, WalBatch
-from sparkbeam.runners.spark import sealed_files
+from sparkbeam.runners.spark import kafka_rows, sealed_files
 from sparkbeam.runners.spark.checkpoints import CheckpointError, read_json
 from sparkbeam.runners.spark.counters import read_and_release
 from sparkbeam.runners.spark.sealing import Sealer
@@ -350,12 +350,17 @@ class StreamIntake:
         ingest = Timestamp.now().micros
         # The zone Spark used for this batch's casts: the query's own copy of the session conf.
         time_zone = frame.sparkSession.conf.get("spark.sql.session.timeZone")
-        records = frame.rdd.mapPartitions(
-            functools.partial(wal_records, self.spec, ingest, self.drop_before(), time_zone, stats)
-        )
         final = commits.join(self.wal_dir, f"{batch_id:010d}")
         temp = commits.temporary_beside(final)
-        sealed_files.save_records(records, temp, self.sealer, "wal")
+        if kafka_rows.applies(self.spec) and kafka_rows.arrow_ready():  # Kafka's (key, value) pairs: column by column, through Arrow
+            lines = kafka_rows.kafka_wal_lines(frame, self.spec, ingest, self.drop_before(), self.sealer, stats)
+            lines.write.text(temp)
+            commits.restrict(temp)
+        else:
+            records = frame.rdd.mapPartitions(
+                functools.partial(wal_records, self.spec, ingest, self.drop_before(), time_zone, stats)
+            )
+            sealed_files.save_records(records, temp, self.sealer, "wal")
         (total,) = read_and_release(stats)
         kept = sum(entry[0] for entry in total["partitions"].values())
         if kept or total["bad"]:

@@ -86,6 +86,8 @@ def read_records(sc: Any, path: str, sealer: Sealer, purpose: str) -> Any:
     rdds = []
     for name in parts:
         where = commits.join(path, name)
-        lines = sc.textFile(where, use_unicode=False)
+        # One task per part file up to a block's size: the default of two splits even a
+        # small file, doubling the Python tasks (each with its fixed cost) of the step that reads it.
+        lines = sc.textFile(where, minPartitions=1, use_unicode=False)
         rdds.append(lines.mapPartitions(functools.partial(opened, sealer, purpose, where)))
     return rdds[0] if len(rdds) == 1 else sc.union(rdds)

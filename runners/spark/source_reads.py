@@ -19,7 +19,7 @@ from sparkbeam.runners.core.elements.execution import kind_of
 from sparkbeam.runners.core.lowering.ops import BoundedSourceReadOp, Op, ReadTextOp
 from sparkbeam.runners.core.lowering.strategies import SourceRead
 from sparkbeam.runners.core.sources.sources import SourceEmission
-from sparkbeam.runners.spark import textio, worker
+from sparkbeam.runners.spark import kafka_rows, textio, worker
 from sparkbeam.runners.spark.datasets import Dataset
 
 if TYPE_CHECKING:
@@ -76,4 +76,6 @@ def write_ahead_log(backend: SparkBackend, op: Op, emission: SourceEmission) -> 
         msg = f"'{op.label}': a write-ahead log is read only by a stream run that holds its checkpoint's key"
         raise RuntimeError(msg)
     batches = [sealed_files.read_records(sc, path, sealer, "wal") for path in emission.wal_paths]
-    return _dataset(batches[0] if len(batches) == 1 else sc.union(batches))
+    records = batches[0] if len(batches) == 1 else sc.union(batches)
+    # a Kafka batch's columns pieces become elements here, in the same Python pass (kafka_rows.py)
+    return _dataset(records.mapPartitions(kafka_rows.wal_elements))

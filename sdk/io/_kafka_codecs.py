@@ -86,3 +86,10 @@ class KafkaDecode:
 
     def __call__(self, key: Any, value: Any) -> tuple[Any, Any]:
         return (None if key is None else self.key(key)), (None if value is None else self.value(value))
+
+    def many(self, keys: list, values: list) -> list[tuple[Any, Any]]:
+        """``self(key, value)`` of each pair; bytes keys with UTF-8 values (the usual
+        ``StringDeserializer`` read) without a Python call per record."""
+        if self.key is _raw_bytes and self.value is _decode_utf8:
+            return list(zip(keys, [None if value is None else value.decode("utf-8") for value in values]))
+        return list(map(self, keys, values))
