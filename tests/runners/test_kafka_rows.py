@@ -78,7 +78,7 @@ def through_arrow(spec: StreamReadSpec, rows: list[dict], drop_before: int | Non
     halves = [batch.slice(0, 40), batch.slice(40)]
     lines = [line.encode() for out in kafka_rows._pieces(spec, INGEST, drop_before, SEALER, stats, halves) for line in out.column(0).to_pylist()]
     # read back as a step reads the log (sealed_files.read_records, then wal_elements)
-    return list(kafka_rows.wal_elements(sealed_files._opened(SEALER, "wal", "test", lines))), merged(stats)
+    return list(kafka_rows.wal_elements(sealed_files.opened(SEALER, "wal", "test", lines))), merged(stats)
 
 
 def merged(stats: Collected) -> dict:
