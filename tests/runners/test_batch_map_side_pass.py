@@ -47,7 +47,7 @@ def _unwindowed(values):
 
 
 def _count_built_elements(monkeypatch) -> list:
-    from sparkbeam.runners.core.elements import dofn_invoker
+    from sparkbeam.runners.core.elements import dofn_invoker, fast_paths
 
     built: list = []
 
@@ -56,6 +56,7 @@ def _count_built_elements(monkeypatch) -> list:
         return WindowedValue(*fields)
 
     monkeypatch.setattr(dofn_invoker, "new_windowed_value", counting)
+    monkeypatch.setattr(fast_paths, "new_windowed_value", counting)
     monkeypatch.setattr(batch_grouping, "new_windowed_value", counting)
     return built
 

@@ -81,14 +81,13 @@ def test_directory_stream_sums_windows_and_counts_dead_letters(spark_session_kin
     assert marks == sorted(marks)
     assert marks[-1] == MAX_TIMESTAMP.micros
     assert set(marks) - {MIN_TIMESTAMP.micros, MAX_TIMESTAMP.micros} <= {4_000_000, 64_000_000, 124_000_000}
-    # max_files_per_trigger=1: one file per step that reads one, the last one's end of input
-    # included; on a busy machine a classic run may take steps between them that read nothing
-    # (the query had not delivered the next file yet), so those are left out.
-    assert [(r.output_watermark, r.dead_letters) for r in source_records(result) if r.elements_in] == [
-        (4_000_000, 1),
-        (64_000_000, 2),
-        (MAX_TIMESTAMP.micros, 1),
-    ]
+    # max_files_per_trigger=1: one file per step that reads one. On a busy machine a classic
+    # run may take steps between them that read nothing (the query had not delivered the next
+    # file yet), so those are left out, and the end of input may come a step after the last file.
+    read = [(r.output_watermark, r.dead_letters) for r in source_records(result) if r.elements_in]
+    assert [letters for _, letters in read] == [1, 2, 1]
+    assert [mark for mark, _ in read][:2] == [4_000_000, 64_000_000]
+    assert read[2][0] in (124_000_000, MAX_TIMESTAMP.micros)
 
 
 def test_missing_timestamp_field_is_refused_before_any_data(spark, tmp_path):

@@ -346,14 +346,15 @@ def test_waiting_elements_are_checkpointed_with_the_keyed_state_and_restored(spa
     waiting = {r.stage_id: r.side_input_waiting for r in first.history.records() if r.step == first.step - 1 and r.side_input_waiting}
     assert waiting, "nothing waits at the checkpoint: the test would test nothing"
     sealer = Sealer(os.urandom(32), scope="test")
-    saved = first.backend.save_state(str(tmp_path), sealer)
+    saved = first.backend.save_state(str(tmp_path), sealer, first.step)
+    chains = first.backend.chains_after(first.step, saved)  # bases: each stage's first checkpoint
     assert set(waiting) <= set(saved)
     snapshot = cloudpickle.loads(cloudpickle.dumps({"loop": first.snapshot(), "backend": first.backend.snapshot()}))
     first.backend.close()
 
     resumed = StepLoop(plan, SparkBackend(spark), ManualClock(), batch=False)
     resumed.restore(snapshot["loop"])
-    resumed.backend.restore(snapshot["backend"], {stage: str(tmp_path / name) for stage, name in saved.items()}, sealer)
+    resumed.backend.restore(snapshot["backend"], {}, chains, lambda _, name: str(tmp_path / name), sealer)
     resumed.run()
     resumed.backend.close()
     assert emitted(resumed) == emitted(uninterrupted)
