@@ -153,10 +153,7 @@ class SparkBackend:
     def state_store(self, planned: PlannedStage) -> Any:
         """What a keyed stage's tasks build to hold a partition's state for a step, for the
         store the plan chose (``StateStore``): a picklable factory."""
-        if planned.state_store is None:
-            msg = f"'{planned.stage.name}': the physical plan chose no keyed-state store for a keyed stage on Spark; this is a sparkbeam bug"
-            raise RuntimeError(msg)
-        return SPARK.strategies.lookup(planned.state_store)
+        return SPARK.state_store(planned.stage.name, planned.state_store)
 
     # -- sources -----------------------------------------------------------------------
     def source_dataset(self, planned: PlannedStage, emission: SourceEmission) -> Dataset:

@@ -74,6 +74,9 @@ def check_before_start(plan: StagePlan, settings: RunSettings) -> None:
 
 
 class StreamRun:
+    #: what holds each source's query and write-ahead log (``StreamIntake``'s constructor)
+    intake_type: type[StreamIntake] = StreamIntake
+
     def __init__(self, spark: Any, plan: StagePlan, backend: Any, settings: RunSettings, wall: Clock | None = None) -> None:
         self.spark = spark
         self.plan = plan
@@ -163,8 +166,8 @@ class StreamRun:
             )
 
     def _intake(self, stage_id: int, source: StreamSourceState) -> StreamIntake:
-        """The source's query and write-ahead log (a Spark Connect run makes its own kind)."""
-        return StreamIntake(
+        """The source's query and write-ahead log (``intake_type``: a Spark Connect run's is its own)."""
+        return self.intake_type(
             self.spark,
             source.op,
             self.store.source_dir(stage_id),

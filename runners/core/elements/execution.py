@@ -304,6 +304,14 @@ class BackendOps:
             state_stores=frozenset(key for key in self.strategies if isinstance(key, StateStore)),
         )
 
+    def state_store(self, stage_name: str, store: StateStore | None) -> Any:
+        """What a keyed stage's tasks build to hold a partition's state for a step, for the
+        store the physical plan chose: the picklable factory this backend registered."""
+        if store is None:
+            msg = f"'{stage_name}': the physical plan chose no keyed-state store for a keyed stage on {self.name}; this is a sparkbeam bug"
+            raise RuntimeError(msg)
+        return self.strategies.lookup(store)
+
     def runs_keyed(self, kind: OpKind) -> bool:
         """Whether the backend runs a keyed op of this kind: a stateful DoFn's strategy, or
         a grouping's general one."""

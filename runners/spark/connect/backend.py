@@ -130,10 +130,7 @@ class ConnectBackend:
     def state_store(self, planned: PlannedStage) -> Any:
         """What a keyed stage's tasks build to hold a partition's state for a step, for the
         store the plan chose (``StateStore``): a picklable factory."""
-        if planned.state_store is None:
-            msg = f"'{planned.stage.name}': the physical plan chose no keyed-state store for a keyed stage; this is a sparkbeam bug"
-            raise RuntimeError(msg)
-        return CONNECT.strategies.lookup(planned.state_store)
+        return CONNECT.state_store(planned.stage.name, planned.state_store)
 
     # -- datasets ------------------------------------------------------------------------
     def source_dataset(self, planned: PlannedStage, emission: SourceEmission) -> Frame:

@@ -40,7 +40,6 @@ from sparkbeam.io import commits
 from sparkbeam.io.streaming import StreamReadSpec
 from sparkbeam.runners.core.sources.stream_sources import (
     PartitionStats,
-    StreamSourceState,
     WalBatch,
 )
 from sparkbeam.runners.spark import sealed_files
@@ -244,19 +243,10 @@ class ConnectStreamRun(StreamRun):
     Without ``--checkpoint_dir`` (the only way yet, ``refusals.py``) nothing resumes the
     run, so no checkpoint is written: each step's log batches are removed once read."""
 
+    intake_type = ConnectIntake
+
     def _check_session(self) -> None:
         return None  # the session's settings are the server's
-
-    def _intake(self, stage_id: int, source: StreamSourceState) -> StreamIntake:
-        return ConnectIntake(
-            self.spark,
-            source.op,
-            self.store.source_dir(stage_id),
-            trigger_seconds=self.step_interval,
-            available_now=self.available_now,
-            drop_before=source.drop_before,
-            sealer=self.store.sealer,
-        )
 
     def after_step(self, step: int) -> None:
         if not self.temporary:
