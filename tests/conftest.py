@@ -39,18 +39,26 @@ os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 # Every JVM the tests start compiles with the client compiler alone: the session below and the
 # drivers the tests run as processes (stream jobs, notebook kernels, spark-submit) through
-# SPARK_SUBMIT_OPTS, their executor processes (local-cluster, standalone) through a
-# spark-defaults.conf. The tests' JVMs live for minutes and run small jobs, where the
-# optimising compiler's work does not pay back: about a fifth to a third less CPU for the
-# same tests. The xdist workers and the tests' processes inherit both.
+# SPARK_SUBMIT_OPTS, their executor processes (local-cluster, standalone) through the
+# executors' Java options, passed to every PySpark driver by PYSPARK_SUBMIT_ARGS. The tests'
+# JVMs live for minutes and run small jobs, where the optimising compiler's work does not pay
+# back: about a fifth to a third less CPU for the same tests. pytest_configure adds a class
+# archive (tools/jvm_archive.py), which saves most of each JVM's start. The xdist workers and
+# the tests' processes inherit both. (Not through a spark-defaults.conf in SPARK_CONF_DIR:
+# that folder is on the JVMs' class path, and a non-empty folder there turns the archive off.)
 FAST_JVM = "-XX:TieredStopAtLevel=1"
-os.environ.setdefault("SPARK_SUBMIT_OPTS", FAST_JVM)
-if "SPARK_CONF_DIR" not in os.environ:
-    _conf_dir = tempfile.mkdtemp(prefix="sparkbeam-tests-spark-conf-")
-    with open(os.path.join(_conf_dir, "spark-defaults.conf"), "w") as _defaults:
-        _defaults.write(f"spark.executor.extraJavaOptions {FAST_JVM}\n")
-    os.environ["SPARK_CONF_DIR"] = _conf_dir
-    atexit.register(shutil.rmtree, _conf_dir, ignore_errors=True)
+_OWN_JVM_OPTIONS = not any(name in os.environ for name in ("SPARK_SUBMIT_OPTS", "SPARK_CONF_DIR", "PYSPARK_SUBMIT_ARGS"))
+
+
+def _set_jvm_options(options: str) -> None:
+    import shlex
+
+    os.environ["SPARK_SUBMIT_OPTS"] = options
+    os.environ["PYSPARK_SUBMIT_ARGS"] = f"--conf {shlex.quote(f'spark.executor.extraJavaOptions={options}')} pyspark-shell"
+
+
+if _OWN_JVM_OPTIONS:
+    _set_jvm_options(FAST_JVM)
 
 # Checkpoints are sealed with a key kept outside them (runners/spark/checkpoint_key.py): the
 # tests and the stream jobs they start share one key of the test run, not the user's own.
@@ -71,6 +79,12 @@ def pytest_configure(config):
     problem = unmet_test_requirements()
     if problem is not None:
         raise pytest.UsageError(problem)
+    # Once per run, in the process that starts the xdist workers (or the only one), before
+    # any JVM: the class archive, built on first use and cached (tools/jvm_archive.py).
+    if _OWN_JVM_OPTIONS and not hasattr(config, "workerinput") and os.environ.get("SPARKBEAM_TESTS_JVM_ARCHIVE") != "0":
+        from tools.jvm_archive import archive_options, build_archive
+
+        _set_jvm_options(f"{FAST_JVM} {archive_options(build_archive())}".strip())
 
 
 # Whether this run collected tests marked ``objectstore`` or ``kafka``: then the session below

@@ -191,7 +191,7 @@ FULL_MATRIX: dict[str, str] = {
         "the README's example on Connect reads its CSV through ReadFromText (test_connect_files.py) and CSV reads stay on Connect (test_csvio.py); every rule stays on the classic session"
     ),
     'tests/metrics/test_metrics_cluster.py::test_with_spark_s_rpc_encrypted_a_failed_attempt_reports_over_tls': (
-        'metrics from executor processes, a retried task committed once, stay (same module) over plain RPC'
+        'metrics from executor processes, a retried task committed once, stay over plain RPC (tests/runners/test_local_cluster.py)'
     ),
     # Trimmed at session 11 (quiet pytest 16:41 at f5d1864; the budget is 15 minutes with the install):
     # each case below has a sibling of its kind that stays, named beside it.

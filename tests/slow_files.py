@@ -38,7 +38,7 @@ SLOW_FILES: tuple[str, ...] = (
     "tests/compat/test_examples.py",  # 132 s
     "tests/io/test_fileio.py",  # 131 s
     "tests/runners/test_hdfs.py",  # 126 s
-    "tests/metrics/test_metrics_cluster.py",  # 125 s
+    "tests/runners/test_local_cluster.py",  # 78 s and the cluster metrics (125 s on their own local cluster)
     "tests/beam_frontend/test_nexmark.py",  # 105 s
     "tests/runners/test_checkpoint_security.py",  # 101 s
     "tests/runners/test_connect_files.py",  # 99 s
@@ -48,7 +48,6 @@ SLOW_FILES: tuple[str, ...] = (
     "tests/io/test_streaming_sinks.py",  # 86 s
     "tests/beam_frontend/test_fn_runner_suite.py",  # 80 s
     "tests/runners/test_standalone_cluster.py",  # 78 s
-    "tests/runners/test_local_cluster.py",  # 78 s
     "tests/transforms/test_library_surface.py",  # 75 s
     "tests/runners/test_streaming_systems.py",  # 71 s
     "tests/runners/test_connect.py",  # 70 s

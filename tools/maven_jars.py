@@ -25,13 +25,17 @@ import hashlib
 import json
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from xml.sax.saxutils import escape
+
+if __package__ in (None, ""):  # run as a script
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tools.private_cache import private_folder
 
 __all__ = ["MavenFetchError", "cache_root", "fetch"]
 
@@ -53,15 +57,7 @@ def cache_root() -> Path:
 def _private(folder: Path) -> Path:
     """``folder`` created 0700 if missing; refused unless it is a directory of this user's
     that no one else can write (another user's jars would run in our JVMs)."""
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = folder.lstat()
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
-        msg = (
-            f"the Maven jar cache {folder} is not a directory of this user's closed to others "
-            f"(owner uid {info.st_uid}, mode {stat.S_IMODE(info.st_mode):04o}); remove it or set SPARKBEAM_MAVEN_CACHE"
-        )
-        raise MavenFetchError(msg)
-    return folder
+    return private_folder(folder, "the Maven jar cache", "SPARKBEAM_MAVEN_CACHE", MavenFetchError)
 
 
 def _parse(coordinate: str) -> dict[str, str]:

@@ -33,13 +33,17 @@ import os
 import shutil
 import signal
 import socket
-import stat
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+if __package__ in (None, ""):  # run as a script
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tools.private_cache import private_folder
 
 __all__ = ["PRISM_PACKAGE", "PrismBuildError", "PrismServer", "beam_version", "cache_folder", "prism_binary"]
 
@@ -73,15 +77,7 @@ def cache_folder(version: str) -> Path:
 def _private(folder: Path) -> Path:
     """``folder`` created 0700 if missing; refused unless it is a directory of this user's
     that no one else can write (another user's binary would run as us)."""
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    info = folder.lstat()
-    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid() or info.st_mode & 0o022:
-        msg = (
-            f"the Prism cache {folder} is not a directory of this user's closed to others "
-            f"(owner uid {info.st_uid}, mode {stat.S_IMODE(info.st_mode):04o}); remove it or set SPARKBEAM_PRISM_CACHE"
-        )
-        raise PrismBuildError(msg)
-    return folder
+    return private_folder(folder, "the Prism cache", "SPARKBEAM_PRISM_CACHE", PrismBuildError)
 
 
 def prism_binary(version: str | None = None, *, log: Any = None) -> Path:
@@ -216,6 +212,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    if __package__ in (None, ""):  # run as a script
-        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     sys.exit(main())
