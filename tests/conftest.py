@@ -153,10 +153,12 @@ def connect_server(tmp_path_factory):
     PySpark, a child process on 127.0.0.1 at a free port, so that each xdist worker has its
     own and the classic session below keeps working beside it), started when the first test
     asks for it (about 14 s on the 2-core machine) and stopped at the end."""
+    from sparkbeam.runners.spark.connect.session import release_sessions
     from tools.connect_server import ConnectServer
 
     server = ConnectServer(tmp_path_factory.mktemp("connect-server")).start()
     yield server
+    release_sessions()  # while the server answers: released after it, each retried for minutes at exit
     server.stop()
 
 

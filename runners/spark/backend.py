@@ -374,9 +374,11 @@ class SparkBackend:
         for stage_id, chain in chains.items():
             directories = [path_of(at, file) for at, file in chain.files]
             state = state_checkpoints.read_chain(self.sc, stage_id, directories, sealer, self.partition_fn, chain.partitions)
-            if chain.partitions == self.num_partitions:
+            if chain.partitions == self.num_partitions and chain.placement == state_checkpoints.PORTABLE_HASH:
                 self.chains[stage_id] = chain  # the next checkpoint adds a delta to it
-            else:  # --state_partitions changed: every key placed again, and a new base
+            else:
+                # --state_partitions changed, or a Spark Connect run wrote the state (its
+                # partitions hold other keys): every key placed again, and a new base.
                 state = state.mapPartitions(unpack_state).partitionBy(self.num_partitions, self.partition_fn)
             self.states[stage_id] = self.state_results[stage_id] = state.persist()
         for stage_id, path in state_paths.items():

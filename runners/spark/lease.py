@@ -40,7 +40,7 @@ from typing import Any
 from sparkbeam.io import commits
 from sparkbeam.runners.spark.checkpoints import LEASE_DIR, CheckpointError
 
-__all__ = ["HEARTBEAT_SECONDS", "STALE_SECONDS", "CheckpointLease", "LeaseError"]
+__all__ = ["HEARTBEAT_SECONDS", "STALE_SECONDS", "CheckpointLease", "LeaseError", "newest_generation"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -106,6 +106,14 @@ def _when(seconds: float) -> str:
     return datetime.datetime.fromtimestamp(seconds, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+def newest_generation(root: str) -> int | None:
+    """The newest generation of the lease of the checkpoint directory ``root`` (None: never
+    taken). A process that is not the holder (a Spark Connect server's task writing for a
+    run) checks with it that its run still holds the lease."""
+    found = CheckpointLease(root)._generations()
+    return max(found) if found else None
+
+
 class CheckpointLease:
     """The lease of one checkpoint directory (see the module docs)."""
 
@@ -125,6 +133,8 @@ class CheckpointLease:
         self.generation: int | None = None
         self.token = uuid.uuid4().hex
         self.lost: str | None = None  # why this run no longer holds the lease
+        #: why the lease was taken from a run that did not let it go (None: it was free)
+        self.took_over: str | None = None
         self._beats = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -227,6 +237,7 @@ class CheckpointLease:
             if commits.create_new(commits.join(self.directory, f"{generation}.json"), self._holder_bytes()):
                 self.generation = generation
                 if found is not None and reason != "its run ended":
+                    self.took_over = reason
                     _LOG.warning("took over the lease of --checkpoint_dir=%s: %s", self.root, reason)
                 self._beat()
                 self._forget_before(generation)

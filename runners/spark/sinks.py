@@ -63,7 +63,7 @@ from sparkbeam.runners.spark.hadoop_filesystem import HADOOP_SCHEMES
 from sparkbeam.runners.spark.metrics import MetricsChannel, metered_by
 from sparkbeam.utils.windowed_value import WindowedValue
 
-__all__ = ["SparkSink", "check", "write", "write_step", "writes_files"]
+__all__ = ["SparkSink", "check", "step_files", "write", "write_step", "writes_files"]
 
 @attrs.frozen
 class SparkSink:
@@ -99,6 +99,12 @@ _SINKS.register(WriteFilesPerStepOp)(SparkSink(step_files=lambda op: op.files))
 _SINKS.register(WriteTextOp)(SparkSink(step_files=_text_step_files, batch_write=textio.write_text))
 _SINKS.register(WriteKafkaOp)(SparkSink(step_files=None, step_write=_kafka_step))
 _SINKS.register(WriteFilesThroughDriverOp)(SparkSink(step_files=None, step_write=files_through_driver.write_files_through_driver))
+
+
+def step_files(op: Op) -> StepFiles | None:
+    """What ``op``'s sink writes each step, and where (None: a sink of no files)."""
+    files = _SINKS.lookup(op).step_files
+    return None if files is None else files(op)
 
 
 def writes_files(op: Op) -> bool:

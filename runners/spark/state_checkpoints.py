@@ -45,12 +45,29 @@ from sparkbeam.runners.core.grouping.records import StateBucket
 from sparkbeam.runners.spark import sealed_files
 from sparkbeam.runners.spark.sealing import Sealer, UnauthenticatedFileError
 
-__all__ = ["DELTA_FRACTION", "MAX_DELTAS", "Chain", "StateFileError", "merge_partition", "needs_base", "read_chain", "write_state"]
+__all__ = [
+    "DELTA_FRACTION",
+    "MAX_DELTAS",
+    "PORTABLE_HASH",
+    "Chain",
+    "StateFileError",
+    "merge_partition",
+    "needs_base",
+    "opened_part",
+    "part_paths",
+    "part_records",
+    "read_chain",
+    "write_state",
+]
 
 #: compact once the deltas since the base outweigh this fraction of it
 DELTA_FRACTION = 0.5
 #: ... or once this many deltas follow it
 MAX_DELTAS = 16
+
+#: how a chain's partitions were placed when no chain says: partition ``portable_hash(key) %
+#: n``, a classic session's (a Spark Connect run's differ: ``Chain.placement``)
+PORTABLE_HASH = "portable_hash"
 
 _MARK = "sparkbeam-state-part"
 FULL = "full"
@@ -64,13 +81,18 @@ class StateFileError(OSError):
 class Chain:
     """What makes one stage's checkpointed state: ``files``, ``(step, name)`` of its base
     and deltas in order, the partitions they were written with, and the bytes of the base
-    and of the deltas since (for compaction)."""
+    and of the deltas since (for compaction). ``placement`` names which keys a partition
+    holds (``PORTABLE_HASH``, or a Spark Connect run's own): a run that places keys
+    otherwise reads the state back key by key."""
 
-    def __init__(self, files: list[tuple[int, str]], partitions: int, base_bytes: int, delta_bytes: int) -> None:
+    def __init__(
+        self, files: list[tuple[int, str]], partitions: int, base_bytes: int, delta_bytes: int, placement: str = PORTABLE_HASH
+    ) -> None:
         self.files = files
         self.partitions = partitions
         self.base_bytes = base_bytes
         self.delta_bytes = delta_bytes
+        self.placement = placement
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -78,6 +100,7 @@ class Chain:
             "partitions": self.partitions,
             "base_bytes": self.base_bytes,
             "delta_bytes": self.delta_bytes,
+            "placement": self.placement,
         }
 
     @classmethod
@@ -85,8 +108,9 @@ class Chain:
         """A chain from a manifest (data, checked: refused naming ``where``)."""
         try:
             files = [(int(step), str(name)) for step, name in content["files"]]
-            chain = cls(files, int(content["partitions"]), int(content["base_bytes"]), int(content["delta_bytes"]))
-        except (KeyError, TypeError, ValueError):
+            placement = str(content.get("placement", PORTABLE_HASH))
+            chain = cls(files, int(content["partitions"]), int(content["base_bytes"]), int(content["delta_bytes"]), placement)
+        except (AttributeError, KeyError, TypeError, ValueError):
             chain = None
         if chain is None or not chain.files or chain.partitions < 1 or any("/" in name or name.startswith(".") for _, name in files):
             msg = f"{where}: a keyed stage's chain of state files is not one sparkbeam wrote; restore the manifest from a copy, or start a new --checkpoint_dir"
@@ -108,9 +132,10 @@ def _record_bytes(record: Any) -> int:
     return 64  # per-key state or a parked element: a rough count is enough for compaction
 
 
-def _part(since: int | None, counter: Any, index: int, records: Iterable[tuple[Any, Any]]) -> Iterator[Any]:
+def part_records(since: int | None, counter: Any, index: int, records: Iterable[tuple[Any, Any]]) -> Iterator[Any]:
     """One partition's part file: its marker, then every record (a base, or a partition
-    holding anything but buckets) or the buckets of versions ``>= since``."""
+    holding anything but buckets) or the buckets of versions ``>= since``; the bytes
+    written go to ``counter.add`` (an accumulator, or a Spark Connect task's tally)."""
     held = list(records)
     # A partition of buckets always holds one at least (``BucketedPartition.run``): one
     # with none holds other state, which may have emptied since (parked elements released).
@@ -128,7 +153,7 @@ def write_state(sc: Any, state: Any, path: str, sealer: Sealer, since: int | Non
     """Write a stage's state under ``path``: a base (``since`` None) or the delta of the
     buckets written at steps ``>= since``; about how many bytes of state it holds."""
     counter = sc.accumulator(0)
-    sealed_files.save_records(state.mapPartitionsWithIndex(functools.partial(_part, since, counter)), path, sealer, "state")
+    sealed_files.save_records(state.mapPartitionsWithIndex(functools.partial(part_records, since, counter)), path, sealer, "state")
     return int(counter.value)
 
 
@@ -151,7 +176,7 @@ def part_paths(directory: str, partitions: int, stage_id: int) -> list[str]:
     return paths
 
 
-def _opened(sealer: Sealer, path: str, stage_id: int, index: int, position: int, lines: Iterable[bytes]) -> Iterator[tuple[int, tuple[int, Any]]]:
+def opened_part(sealer: Sealer, path: str, stage_id: int, index: int, position: int, lines: Iterable[bytes]) -> Iterator[tuple[int, tuple[int, Any]]]:
     """A part file's records, checked before they are unpickled, tagged with the partition
     and the chain position they belong to; a piece that fails names the stage and partition."""
     try:
@@ -175,7 +200,7 @@ def read_chain(sc: Any, stage_id: int, directories: list[str], sealer: Sealer, p
             # One task per part file up to a block's size (the default of two would split even
             # a small file, doubling the tasks of the step that reads the state back).
             lines = sc.textFile(path, minPartitions=1, use_unicode=False)
-            pieces.append(lines.mapPartitions(functools.partial(_opened, sealer, path, stage_id, index, position)))
+            pieces.append(lines.mapPartitions(functools.partial(opened_part, sealer, path, stage_id, index, position)))
     tagged = pieces[0] if len(pieces) == 1 else sc.union(pieces)
     # Keyed by the partition it came from: portable_hash(i) % n is i for i < n, and the
     # same partition function makes the next step's union partition by partition.

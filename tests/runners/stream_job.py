@@ -1,6 +1,6 @@
 """A real stream run in its own process, for the crash tests: killed with SIGKILL and restarted.
 
-    python stream_job.py INPUT_DIR OUTPUT_DIR CHECKPOINT_DIR TIMELINE_LOG
+    python stream_job.py INPUT_DIR OUTPUT_DIR CHECKPOINT_DIR TIMELINE_LOG [--spark_remote=sc://HOST:PORT]
 
 Reads the JSON-lines files of INPUT_DIR as a stream (one file per micro-batch, available-now
 so the run ends when it has read them all), sums scores per team in 60-second windows, and
@@ -85,10 +85,16 @@ def main(input_dir: str, output_dir: str, checkpoint_dir: str, timeline_log: str
         at = rest.index("--spark_conf")
         extra.append(rest[at + 1])
         del rest[at : at + 2]
+    # ``--spark_remote=sc://...`` among the flags runs it through a Spark Connect server,
+    # whose settings are its own (the tests' server: local[2], two shuffle partitions).
+    remote = any(flag.startswith("--spark_remote") for flag in rest)
+    session = {} if remote else {
+        "spark_master": "local[2]",
+        "spark_conf": ["spark.ui.enabled=false", "spark.sql.shuffle.partitions=2", *extra],
+    }
     options = PipelineOptions(
         rest,
-        spark_master="local[2]",
-        spark_conf=["spark.ui.enabled=false", "spark.sql.shuffle.partitions=2", *extra],
+        **session,
         available_now=True,
         checkpoint_dir=checkpoint_dir,
         checkpoint_interval=3,

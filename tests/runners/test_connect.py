@@ -101,11 +101,13 @@ def test_a_stream_of_files_on_a_server_of_another_machine_is_refused_naming_the_
         p.run()
 
 
-def test_a_stream_s_checkpoint_dir_is_refused_naming_the_option(nowhere, tmp_path):
-    p = _pipeline(spark_remote=nowhere, checkpoint_dir=str(tmp_path / "ckpt"))
+def test_a_stream_s_checkpoint_dir_on_a_cluster_file_system_is_refused_naming_the_option(nowhere, tmp_path):
+    """The server's tasks write a Connect stream's state and log as local files: a local
+    --checkpoint_dir runs (test_stream_recovery.py), an hdfs:// one is refused before the run."""
+    p = _pipeline(spark_remote=nowhere, checkpoint_dir="hdfs://namenode/ckpt")
     events = TestStream().add_elements([("a", 1)]).advance_watermark_to_infinity()
     beam.capture(p | "Events" >> events | beam.GroupByKey())
-    with pytest.raises(UnsupportedError, match=r"--checkpoint_dir=.*ckpt: a stream's checkpoints are not yet under Spark Connect"):
+    with pytest.raises(UnsupportedError, match=r"--checkpoint_dir=hdfs://namenode/ckpt: .* must be a local path or file:// URL \(not yet hdfs://"):
         p.run()
 
 

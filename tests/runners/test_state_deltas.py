@@ -33,7 +33,7 @@ def bucket(depth: int, prefix: int, version: int, payload: bytes = b"x") -> Stat
 
 def part(since, records, index=0):
     counter = Counter()
-    return list(state_checkpoints._part(since, counter, index, iter(records))), counter.value
+    return list(state_checkpoints.part_records(since, counter, index, iter(records))), counter.value
 
 
 def test_a_delta_holds_the_buckets_written_since_the_last_checkpoint_and_a_base_holds_all():

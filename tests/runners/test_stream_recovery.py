@@ -332,3 +332,33 @@ def test_a_finished_stream_started_again_does_nothing_and_says_so(uninterrupted)
     ]
     assert len(timeline(log)) == steps_before  # no step ran
     assert {path: os.stat(path).st_mtime_ns for path in glob.glob(os.path.join(out, "*", "*"))} == outputs
+
+
+# The same job through Spark Connect: the client (the job's process) is what SIGKILL takes
+# down; the server, the tests' (tools/connect_server.py), keeps running with the killed
+# client's query, which the restart fences off (runners/spark/connect/stream_intake.py). The
+# keyed state's checkpoints are the classic format, written by the server's tasks
+# (runners/spark/connect/state_files.py). One kill resumed on Connect in the suite; resuming
+# the Connect checkpoint on a classic session (its keys placed again) in the full matrix.
+@pytest.mark.parametrize(("resume_on", "seed"), [("connect", 5), ("classic", 11)])
+def test_a_killed_spark_connect_client_resumes_exactly(tmp_path, uninterrupted, connect_server, resume_on, seed):
+    _, lines, bad, counts, _ = uninterrupted
+    rng = random.Random(seed)
+    input_dir = str(tmp_path / "in")
+    expected = write_input(input_dir)
+    out, ck, log = str(tmp_path / "out"), str(tmp_path / "ck"), str(tmp_path / "log.jsonl")
+    remote = f"--spark_remote={connect_server.url}"
+    kill_at = rng.randrange(4, FILES)  # after the first checkpoint (every 3 steps): its state is restored
+    assert not run_job(input_dir, out, ck, log, kill_at, remote), "the job finished before the kill"
+    newest = CheckpointStore(ck, []).newest()
+    assert newest is not None
+    chains = newest["chains"]
+    assert chains and all(chain["placement"] == "spark-murmur3(portable_hash)" for chain in chains.values())
+    flags = [remote] if resume_on == "connect" else []
+    assert run_job(input_dir, out, ck, log, None, *flags)
+    assert committed(out, "totals") == lines
+    assert committed(out, "bad") == bad
+    assert totals(committed(out, "totals")) == expected
+    stateful_outputs_are_exact(out, counts)
+    check_watermarks(timeline(log))
+    at_most_one_file_per_step(timeline(log))

@@ -48,6 +48,7 @@ from typing import Any
 import attrs
 
 from sparkbeam.errors import hide_engine_frames
+from sparkbeam.io import commits
 from sparkbeam.metrics.execution import MetricUpdates
 from sparkbeam.runners.core.elements.execution import backend_ops, kind_of
 from sparkbeam.runners.core.loop.steps import StageResult, StageSummary, StepParams
@@ -123,6 +124,9 @@ class ConnectBackend:
         self.wal_sealer: Any = None
         self.run_id = secrets.token_hex(16)
         self.truncates_at_checkpoints = False
+        #: a stream's keyed stages: stage id -> the checkpoint files its state was last
+        #: saved to (base and deltas, ``state_files.py``)
+        self.chains: dict[int, Any] = {}
 
     def capabilities(self) -> Capabilities:
         return CONNECT.capabilities()
@@ -223,15 +227,83 @@ class ConnectBackend:
 
     # -- sinks and bookkeeping -------------------------------------------------------------
     def write(self, stage: Stage, datasets: dict[int, Frame], params: StepParams) -> None:
-        """The stage's sinks, each written and committed on the server (``writes.py``)."""
-        from sparkbeam.runners.spark.connect.writes import write_text
+        """The stage's sinks, each written and committed on the server (``writes.py``): in
+        batch Beam's files, in a stream a directory per step."""
+        from sparkbeam.runners.spark.connect.writes import write_step, write_text
 
         for sink in stage.sinks:
             if not isinstance(sink, WriteTextOp):
                 msg = f"'{sink.label}': the Spark Connect backend writes no {type(sink).__name__} (refused before the run)"
                 raise NotImplementedError(msg)
             (pcoll,) = sink.inputs
-            write_text(self, sink, datasets.get(pcoll, Frame(None, known_empty=True, size=0)))
+            frame = datasets.get(pcoll, Frame(None, known_empty=True, size=0))
+            if params.batch:
+                write_text(self, sink, frame)
+            else:
+                write_step(self, sink, frame, params.step)
+
+    # -- checkpoints (a stream's, ``streaming.StreamRun``) -----------------------------------
+    def save_state(self, directory: str, sealer: Any, step: int) -> dict[int, Any]:
+        """Write each keyed stage's state under ``directory`` in the classic checkpoint format,
+        a base or a delta, from the server's tasks (``state_files.py``); what each wrote."""
+        from sparkbeam.runners.spark.backend import StateWrite
+        from sparkbeam.runners.spark.connect.state_files import PLACEMENT, write_stage_state
+        from sparkbeam.runners.spark.state_checkpoints import needs_base
+
+        written = {}
+        for stage_id, state in self.states.items():
+            chain = self.chains.get(stage_id)
+            base = chain is None or chain.placement != PLACEMENT or needs_base(chain, step, self.num_partitions)
+            since = None if chain is None or base else chain.files[-1][0]
+            name = f"state-{stage_id}" if base else f"delta-{stage_id}"
+            size = write_stage_state(self, stage_id, state, commits.join(directory, name), sealer, since)
+            written[stage_id] = StateWrite(name, base, size)
+        return written
+
+    def chains_after(self, step: int, written: dict[int, Any]) -> dict[int, Any]:
+        """Each stage's chain once the checkpoint of ``step`` wrote ``written``: a new base,
+        or the chain so far and a delta (as ``SparkBackend.chains_after``)."""
+        from sparkbeam.runners.spark.connect.state_files import PLACEMENT
+        from sparkbeam.runners.spark.state_checkpoints import Chain
+
+        chains = {}
+        for stage_id, (name, base, size) in written.items():
+            chain = self.chains.get(stage_id)
+            if base or chain is None:
+                chains[stage_id] = Chain([(step, name)], self.num_partitions, size, 0, PLACEMENT)
+            else:
+                chains[stage_id] = Chain([*chain.files, (step, name)], chain.partitions, chain.base_bytes, chain.delta_bytes + size, PLACEMENT)
+        return chains
+
+    def read_back_state(self, chains: dict[int, Any], path_of: Callable[[int, str], str], sealer: Any) -> None:
+        """After a checkpoint: the chains its next one extends. The state rows are not read
+        back: each step's ``localCheckpoint`` already cut their lineage (a classic run reads
+        them back to cut it, ``SparkBackend.read_back_state``)."""
+        self.chains = dict(chains)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"last_summaries": dict(self.last_summaries), "num_partitions": self.num_partitions}
+
+    def restore(
+        self, snapshot: dict[str, Any], state_paths: dict[int, str], chains: dict[int, Any], path_of: Callable[[int, str], str], sealer: Any
+    ) -> None:
+        """Load each keyed stage's state rows from its chain, on the server
+        (``state_files.load_chain``: what a Connect run cannot read is refused, named)."""
+        from sparkbeam.runners.spark.connect.state_files import load_chain
+        from sparkbeam.runners.spark.state_checkpoints import StateFileError
+
+        if state_paths:
+            stage_id, path = next(iter(state_paths.items()))
+            msg = (
+                f"{path}: the keyed state of stage {stage_id} was written by an earlier sparkbeam (checkpoint format 5 "
+                "or before), which a Spark Connect run does not read; resume it on a classic Spark session"
+            )
+            raise StateFileError(msg)
+        self.last_summaries = dict(snapshot["last_summaries"])
+        self.chains = {}
+        for stage_id, chain in chains.items():
+            self.states[stage_id] = load_chain(self, stage_id, chain, path_of, sealer)
+            self.chains[stage_id] = chain
 
     def end_step(self, step: int) -> None:
         # Dropping the references lets the client release what the server keeps for them

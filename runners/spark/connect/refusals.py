@@ -8,6 +8,7 @@ strategies) and the plan, never kept as a list of its own.
 
 from __future__ import annotations
 
+from sparkbeam.io import commits
 from sparkbeam.runners.core.elements.execution import Role, keyed_strategy, kind_of
 from sparkbeam.runners.core.lowering.errors import UnsupportedError
 from sparkbeam.runners.core.lowering.ops import Op, ReadTextOp, WriteTextOp
@@ -69,10 +70,12 @@ def refuse_what_connect_cannot_run(plan: StagePlan, mode: RunMode, settings: Run
             head = stage.head
             if head is not None and kind_of(head).role is Role.SOURCE and kind_of(head).endless:
                 _refuse_stream_source(head)
-        if settings.checkpoint_dir is not None:
+        if settings.checkpoint_dir is not None and commits.local_path(commits.absolute(settings.checkpoint_dir)) is None:
             msg = (
-                f"--checkpoint_dir={settings.checkpoint_dir}: a stream's checkpoints are not yet under Spark Connect "
-                f"(its keyed state lives on the server, step by step); drop it, or {_INSTEAD}"
+                f"--checkpoint_dir={settings.checkpoint_dir}: a stream's checkpoints under Spark Connect are written by "
+                "the client (journal, manifests, lease) and by the server's Python tasks (keyed state, write-ahead log) "
+                "as local files of this machine, so the directory must be a local path or file:// URL (not yet hdfs://, "
+                f"s3a://...); give a local directory, or {_INSTEAD}"
             )
             raise UnsupportedError(msg)
     for stage in plan.stages:

@@ -49,7 +49,12 @@ def run_on_connect(
     physical = plan_physical(plan, mode, CONNECT.capabilities())
     real_sources = any(kind_of(op).endless for op in lowered.ops)
     if real_sources:
+        from sparkbeam.runners.spark.streaming import check_before_start
+
         _refuse_remote_stream(target)
+        # A checkpoint of another pipeline or key, held by a live run, or outputs it did
+        # not write: refused before the server is reached, as on a classic session.
+        check_before_start(plan, settings)
     session = connect_session(target)
     backend = ConnectBackend(
         session, num_partitions=settings.state_partitions, overlapping_window_rule=settings.overlapping_window_rule
@@ -91,15 +96,16 @@ def run_on_connect(
 
 
 def _refuse_remote_stream(target: ConnectTarget) -> None:
-    """A real stream's write-ahead log is a directory the client lists and the server
-    writes (``stream_intake.py``): only a server on this machine shares it."""
+    """A real stream's write-ahead log and checkpoints are a directory the client lists and
+    the server writes (``stream_intake.py``, ``state_files.py``): only a server on this
+    machine shares it."""
     if target.url is None:
         return  # the user's own session: its server's place is not known here
     host, _ = host_port(target.url)
     if host not in ("localhost", "127.0.0.1", "::1"):
         msg = (
-            f"{target.named_by}={target.url}: a stream of real sources under Spark Connect keeps its write-ahead log in "
-            "a directory the client and the server share, so it needs a server on this machine for now; "
+            f"{target.named_by}={target.url}: a stream of real sources under Spark Connect keeps its write-ahead log and "
+            "checkpoints in a directory the client and the server share, so it needs a server on this machine for now; "
             "run the stream against a local server, or on a classic Spark session"
         )
         raise UnsupportedError(msg)

@@ -35,7 +35,15 @@ import attrs
 
 from sparkbeam.runners.core.lowering.settings import RunSettings
 
-__all__ = ["MIN_SERVER_VERSION", "ConnectTarget", "connect_session", "connect_target", "host_port", "made_active"]
+__all__ = [
+    "MIN_SERVER_VERSION",
+    "ConnectTarget",
+    "connect_session",
+    "connect_target",
+    "host_port",
+    "made_active",
+    "release_sessions",
+]
 
 #: Spark's default Connect port, when a URL gives none
 DEFAULT_PORT = 15002
@@ -123,15 +131,17 @@ def connect_session(target: ConnectTarget) -> Any:
         raise ConnectionError(msg) from None
     session = _checked(_made_quietly(SparkSession, url), target)
     if not _SESSIONS:
-        atexit.register(_stop_kept_sessions)
+        atexit.register(release_sessions)
     _SESSIONS[url] = session
     return session
 
 
-def _stop_kept_sessions() -> None:
+def release_sessions() -> None:
     """Release the kept sessions while the interpreter still runs: left to the session's
     ``__del__`` at shutdown, closing its gRPC channel waits on threads already gone, and the
-    process hangs at exit instead of ending (seen with the example run against a server)."""
+    process hangs at exit instead of ending (seen with the example run against a server).
+    Also called before stopping a server this process started (the tests' fixture): a
+    session released after its server is gone retries for about ten minutes."""
     for url in list(_SESSIONS):
         session = _SESSIONS.pop(url)
         with contextlib.suppress(Exception):

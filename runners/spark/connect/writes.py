@@ -41,7 +41,7 @@ from sparkbeam.runners.core.lowering.errors import UserCodeError
 from sparkbeam.runners.core.lowering.ops import WriteTextOp
 from sparkbeam.runners.spark.connect import tasks
 
-__all__ = ["staging_cleanup_task", "write_text"]
+__all__ = ["staging_cleanup_task", "write_step", "write_text"]
 
 #: a shard a write task staged: JSON of its partition, file and count
 STAGED = -5
@@ -158,3 +158,115 @@ def write_text(backend: Any, op: WriteTextOp, frame: Any) -> list[str]:
             cleanup.collect()
         raise
     return [json.loads(row["chunk"].decode("utf-8")) for row in rows if row["pcoll"] == COMMITTED]
+
+
+# -------------------------------------------------------------- a stream's step directories
+
+
+def step_shard_task(files: Any, staging: str, every_shard: bool, key: bytes, batches: Iterable[Any]) -> Iterator[Any]:
+    """A stream step's shard: the partition's elements to a file of this attempt in the
+    step's staging folder (none for a partition without elements, unless the sink has a
+    fixed number of shards), as a classic step writes it."""
+
+    def work(container: Any) -> Iterator[Any]:
+        partition, attempt = _attempt()
+        path = os.path.join(staging, f"shard-{partition:05d}-{attempt}")
+        writer = None
+        count = 0
+        value = None
+        try:
+            for _, wv in tasks.elements_of(tasks.rows_of(batches), []):
+                value = wv.value
+                if writer is None:
+                    commits.makedirs(staging)
+                    writer = files.sink.open(path)
+                writer.write(value)
+                count += 1
+            if writer is None and every_shard:
+                commits.makedirs(staging)
+                writer = files.sink.open(path)
+        except Exception as error:
+            raise UserCodeError(files.label, files.location, error, value) from error
+        finally:
+            if writer is not None:
+                writer.close()
+        written = path if writer is not None else None
+        yield tasks.batch_of([_json_row(STAGED, {"partition": partition, "path": written, "count": count})])
+
+    return tasks.run_task(key, work)
+
+
+def step_commit_task(files: Any, step: int, staging: str, key: bytes, batches: Iterable[Any]) -> Iterator[Any]:
+    """The step's shards renamed to their names in the staging folder, which then replaces
+    the step's directory at once (``commits.commit_directory``, as a classic step commits:
+    a replayed step rewrites it); nothing at all when no element was written."""
+
+    def work(container: Any) -> Iterator[Any]:
+        staged: dict[int, dict[str, Any]] = {}
+        for kind, _, chunk in tasks.rows_of(batches):
+            if kind == STAGED:
+                shard = json.loads(chunk.decode("utf-8"))
+                if shard["path"] is not None:
+                    staged.setdefault(shard["partition"], shard)
+        final_dir = files.directory(step)
+        if not os.path.exists(staging) and os.path.exists(final_dir) and staged:
+            yield tasks.batch_of([])  # an earlier attempt of this commit committed it
+            return
+        if not any(shard["count"] for shard in staged.values()) and not files.num_shards:
+            commits.commit_directory(None, final_dir)
+            commits.remove(staging, missing_ok=True)
+            yield tasks.batch_of([])
+            return
+        names = []
+        paths = [staged[partition]["path"] for partition in sorted(staged)]
+        for shard, path in enumerate(paths):
+            name = os.path.basename(files.shard_path(step, shard, len(paths)))
+            if os.path.exists(path):
+                commits.commit(path, os.path.join(staging, name))
+            names.append(name)
+        for stray in set(commits.list_names(staging)) - set(names):  # failed attempts' files
+            commits.remove(os.path.join(staging, stray), missing_ok=True)
+        commits.commit_directory(staging, final_dir)
+        yield tasks.batch_of([_json_row(COMMITTED, os.path.join(final_dir, name)) for name in names])
+
+    return tasks.run_task(key, work)
+
+
+def write_step(backend: Any, op: Any, frame: Any, step: int) -> list[str]:
+    """A stream step of a file sink: its own directory (``prefix-step-NNNNNNNN``), written
+    by the step's tasks and committed by one task, as ``write_text`` commits a batch write;
+    the files written."""
+    from sparkbeam.runners.spark.sinks import step_files
+
+    files = step_files(op)
+    if files is None:
+        msg = f"'{op.label}': the Spark Connect backend writes no {type(op).__name__} (refused before the run)"
+        raise NotImplementedError(msg)
+    session, key = backend.session, backend.error_key
+    staging = commits.temporary_beside(files.directory(step))
+    marker = session.createDataFrame([(MARKER, 0, b"")], schema=tasks.ROWS)
+    if frame.known_empty:
+        written = marker
+    else:
+        source = frame.df.repartition(files.num_shards) if files.num_shards else frame.df
+        shard = functools.partial(step_shard_task, _Where(files, op), staging, files.num_shards > 0, key)
+        written = source.mapInArrow(shard, tasks.ROWS).union(marker)
+    committed = written.repartition(1).mapInArrow(functools.partial(step_commit_task, files, step, staging, key), tasks.ROWS)
+    try:
+        with backend.user_errors():
+            rows = committed.collect()
+    except BaseException:
+        cleanup = marker.mapInArrow(functools.partial(staging_cleanup_task, staging), tasks.ROWS)
+        with contextlib.suppress(Exception):  # the write's own failure is the one to report
+            cleanup.collect()
+        raise
+    return [json.loads(row["chunk"].decode("utf-8")) for row in rows if row["pcoll"] == COMMITTED]
+
+
+class _Where:
+    """A sink's ``StepFiles`` with the op's label and location, for a user error's message."""
+
+    def __init__(self, files: Any, op: Any) -> None:
+        self.sink = files.sink
+        self.label = op.label
+        self.location = op.location
