@@ -17,7 +17,13 @@ import pickle
 import pytest
 
 import sparkbeam as beam
-from sparkbeam.runners.core.grouping.records import KeyedState, StateBucket, StateChunk, StateIndex, Summary
+from sparkbeam.runners.core.grouping.records import (
+    KeyedState,
+    StateBucket,
+    StateChunk,
+    StateIndex,
+    Summary,
+)
 from sparkbeam.runners.core.grouping.window_state import KeyState, WindowState
 from sparkbeam.runners.core.lowering.step_values import StageSummary, StepParams, nothing_due
 from sparkbeam.runners.spark import state_chunks
