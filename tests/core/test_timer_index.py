@@ -7,6 +7,7 @@ from __future__ import annotations
 import pickle
 import random
 
+import attrs
 import pytest
 
 from sparkbeam.runners.core.grouping.grouping_step import GroupingRun
@@ -132,3 +133,25 @@ def test_the_due_buckets_are_those_nothing_due_says_are_due():
         params = _params(1, old, old + rng.choice([0, 0, rng.randrange(50)]), now=rng.randrange(100))
         expected = {timer_index.node(bucket) for bucket in buckets if not nothing_due(bucket, params, has_state=True, side_inputs=False)}
         assert timer_index.due(index, params) == expected
+
+
+def test_a_partition_without_its_index_and_with_empty_siblings_has_them_merged_and_steps():
+    records = [(f"k{i}", WindowedValue(1, 1 * S, (IntervalWindow(0, 100),))) for i in range(2_000)]
+    state, _, _, _ = _step(records, _params(1, 0, 1 * S))
+    buckets = [record for _, record in state if type(record) is StateBucket]
+    # Two siblings emptied, as a checkpoint of an older step might hold them, and no index.
+    first = buckets[0]
+    other = next(b for b in buckets if b.depth == first.depth and b.prefix == first.prefix ^ (1 << (first.depth - 1)))
+    emptied = {(first.depth, first.prefix), (other.depth, other.prefix)}
+    restored = [
+        attrs.evolve(b, state_keys=0, state_windows=0, payload=b"", earliest_hold=None, hold_key=None, hold_window=None, next_event_timer=None)
+        if (b.depth, b.prefix) in emptied
+        else b
+        for b in buckets
+    ]
+    lost = first.state_keys + other.state_keys
+    new = [(f"n{i}", WindowedValue(1, 2 * S, (IntervalWindow(0, 100),))) for i in range(50)]
+    after, _, summary, partition = _step([(None, b) for b in restored] + new, _params(2, 1 * S, 2 * S))
+    assert partition.derived == 1
+    assert summary.state_keys == 2_000 - lost + 50
+    assert len([record for _, record in after if type(record) is StateBucket]) <= len(buckets) - 1  # the pair merged

@@ -146,18 +146,18 @@ class BucketedPartition:
         self.version = params.step
         if not self.buckets:
             self.buckets, self.index = [self._empty(0, 0)], None
-        buckets = self.buckets
         index = self.index
-        if index is None or len(index.nodes) != len(buckets):
+        if index is None or len(index.nodes) != len(self.buckets):
             index = self._rebuild()
-        routed = self._route(index, buckets, params)
+        routed = self._route(index, self.buckets, params)
         if routed is None:  # the index does not describe these buckets: derived again
             index = self._rebuild()
-            routed = self._route(index, buckets, params)
+            routed = self._route(index, self.buckets, params)
             if routed is None:
                 msg = "a partition's state index, rebuilt from its buckets, does not place them; this is a sparkbeam bug"
                 raise RuntimeError(msg)
         report = StageSummary()
+        buckets = self.buckets  # as _rebuild left them (empty siblings merged)
         if routed:
             written = list(buckets)
             gone: list[StateBucket] = []
