@@ -4,7 +4,7 @@ The workload (issue #27): a first step opens one day-long window for N distinct 
 small steps of 1,000 events each, half on existing keys, through
 ``WindowInto(FixedWindows(86400)) | CombinePerKey(sum)``.
 
-Two parts:
+Three parts:
 
 ``partition``  one state partition's step as an executor runs it, no Spark: the state carried
                as whole chunks (before #27: every key unpickled, stepped and pickled again
@@ -17,9 +17,18 @@ Two parts:
                Structured Streaming doing ``groupBy(window(ts, '1 day'), key).sum(value)``
                with the RocksDB state store, same files; median small-step seconds of each
                and their ratio; every key's sum checked against plain Python.
+``index``      one state partition of N live keys in hash buckets, as ``partition``, stepped
+               by the code of each of several source trees (``--trees``: e.g. a worktree of
+               main and one of a branch), each in a process of its own, the trees' steps
+               interleaved round by round: a watermark step with nothing due (no elements,
+               the watermark moves a minute, far from the day's end) and a small step (1,000
+               events); CPU and wall of the step (read, run, hand on) and of the step with
+               Spark's copy of the records between steps (pickled and back). Per tree and
+               size: medians, and the ratio to the first tree.
 
     python benchmarks/state_at_scale.py partition --keys 10000 500000
     python benchmarks/state_at_scale.py stream --keys 10000 1000000
+    python benchmarks/state_at_scale.py index --keys 100000 1000000 --trees ../wt-main .
 
 The machine is shared: read the ratios, not the seconds.
 """
@@ -163,7 +172,7 @@ def partition_part(sizes: list[int], stores: list[str]) -> None:
                 walls.append(time.perf_counter() - wall0)
                 cpus.append(time.process_time() - cpu0)
                 reads.append(read)  # chunks: every key kept
-            megabytes = sum(len(record.payload) for _, record in state) / 1e6
+            megabytes = sum(len(getattr(record, "payload", b"")) for _, record in state) / 1e6  # the index has none
             median = statistics.median(walls)
             rows[name] = median
             print(
@@ -172,6 +181,130 @@ def partition_part(sizes: list[int], stores: list[str]) -> None:
             )
         if len(rows) == 2:
             print(f"{size:>9,} {'ratio':>9} chunks/buckets small step: {rows['chunks'] / rows['buckets']:.1f}x")
+
+
+# -- part 3: one partition's steps, one source tree against another --------------------------
+_TREE_CHILD = """
+import importlib.util, sys
+tree = sys.argv[1]
+roots = {"sparkbeam": tree + "/sdk", "sparkbeam.runners": tree + "/runners", "sparkbeam.transforms": tree + "/transforms"}
+
+class _Tree:  # the packages from this tree, as its editable install would map them
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        root = roots.get(name)
+        if root is None:
+            return None
+        return importlib.util.spec_from_file_location(name, root + "/__init__.py", submodule_search_locations=[root])
+
+sys.meta_path.insert(0, _Tree)
+sys.path.insert(0, sys.argv[2])
+import state_at_scale
+state_at_scale.index_child(int(sys.argv[3]))
+"""
+
+
+def index_child(size: int) -> None:
+    """A tree's process: builds the partition's state, says ``ready``, then runs one
+    round (a watermark step with nothing due, a small step) for each ``go`` line read,
+    answering with a line of ``json`` figures."""
+    import json
+
+    import sparkbeam
+    from sparkbeam.runners.core.grouping.grouping_step import GroupingRun
+    from sparkbeam.runners.core.lowering.step_values import StepParams
+    from sparkbeam.runners.core.state.keyed_buckets import BucketedPartition
+    from sparkbeam.runners.spark.state_chunks import pack_bucket, unpack_bucket
+    from sparkbeam.utils.windowed_value import WindowedValue
+    from sparkbeam.window import IntervalWindow
+
+    window = IntervalWindow(0, DAY)
+    data = batches(size)
+
+    def params(step: int) -> StepParams:
+        return StepParams(step, step * 60_000_000, (step + 1) * 60_000_000, step * 60_000_000, 0, False)
+
+    def step(blob: bytes, batch: list[tuple[str, int, int]], number: int) -> tuple[bytes, dict[str, float]]:
+        wall0, cpu0 = time.perf_counter(), time.process_time()
+        state = pickle.loads(blob)  # the next task reads the cached records
+        new = [(key, WindowedValue(value, second * 1_000_000, (window,))) for key, value, second in batch]
+        wall1, cpu1 = time.perf_counter(), time.process_time()
+        partition = BucketedPartition(pack_bucket, unpack_bucket)
+        partition.read([*state, *new])
+        run = GroupingRun(_engine(), params(number))
+        report = partition.run(params(number), run.run_keys)
+        list(run.finish(report))
+        out = list(partition.records())
+        wall2, cpu2 = time.perf_counter(), time.process_time()
+        blob = pickle.dumps(out, pickle.HIGHEST_PROTOCOL)  # the task's output, cached
+        wall3, cpu3 = time.perf_counter(), time.process_time()
+        figures = {
+            "step_wall": wall2 - wall1, "step_cpu": cpu2 - cpu1, "copied_wall": wall3 - wall0, "copied_cpu": cpu3 - cpu0,
+            "touched": partition.touched, "records": len(out),
+        }
+        return blob, figures
+
+    blob, _ = step(pickle.dumps([]), data[0], 0)
+    print("ready", sparkbeam.__file__, flush=True)
+    number = 1
+    for line in sys.stdin:
+        if line.strip() != "go" or number > SMALL_STEPS:
+            break
+        idle_blob, idle = step(blob, [], number)
+        blob, small = step(idle_blob, data[number], number + 1)
+        print(json.dumps({"idle": idle, "small": small}), flush=True)
+        number += 1
+
+
+def index_part(sizes: list[int], trees: list[str]) -> None:
+    import json
+    import subprocess
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    names = [os.path.basename(os.path.abspath(tree)) for tree in trees]
+    print(
+        f"{'keys':>9} {'tree':>22} {'step':>6} {'cpu p50 s':>9} {'wall p50 s':>10} {'+copy cpu s':>11} {'+copy wall s':>12} "
+        f"{'buckets read':>12} {'cpu vs ' + names[0]:>12}"
+    )
+    for size in sizes:
+        children = [
+            subprocess.Popen(
+                [sys.executable, "-c", _TREE_CHILD, os.path.abspath(tree), here, str(size)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+            )
+            for tree in trees
+        ]
+        figures: list[list[dict[str, Any]]] = [[] for _ in trees]
+        try:
+            for tree, child in zip(trees, children):  # built one after the other, not side by side
+                line = child.stdout.readline() if child.stdout else ""
+                if not line.startswith("ready") or not line.split()[1].startswith(os.path.abspath(tree) + os.sep):
+                    msg = f"the process of tree {tree} for {size} keys did not start with its own sparkbeam: {line!r}"
+                    raise RuntimeError(msg)
+            for number in range(SMALL_STEPS):
+                # interleaved, the first tree first in even rounds and last in odd ones
+                order = list(range(len(trees))) if number % 2 == 0 else list(reversed(range(len(trees))))
+                for which in order:
+                    child = children[which]
+                    assert child.stdin is not None and child.stdout is not None
+                    child.stdin.write("go\n")
+                    child.stdin.flush()
+                    figures[which].append(json.loads(child.stdout.readline()))
+        finally:
+            for child in children:
+                if child.stdin:
+                    child.stdin.close()
+                child.wait()
+        for kind in ("idle", "small"):
+            first_cpu = None
+            for name, found in zip(names, figures):
+                rows = [entry[kind] for entry in found]
+                p50 = {field: statistics.median(row[field] for row in rows) for field in rows[0]}
+                first_cpu = first_cpu or p50["step_cpu"]
+                print(
+                    f"{size:>9,} {name:>22} {kind:>6} {p50['step_cpu']:>9.4f} {p50['step_wall']:>10.4f} {p50['copied_cpu']:>11.4f} "
+                    f"{p50['copied_wall']:>12.4f} {int(p50['touched']):>12,} {p50['step_cpu'] / first_cpu:>11.2f}x"
+                )
 
 
 # -- part 2: the stream, beside Structured Streaming with RocksDB ------------------------------
@@ -341,7 +474,7 @@ def stream_part(sizes: list[int], checkpoints: list[str], interval: int, structu
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=["partition", "stream"])
+    parser.add_argument("part", choices=["partition", "stream", "index"])
     parser.add_argument("--keys", type=int, nargs="+", default=[10_000, 1_000_000])
     parser.add_argument("--stores", nargs="+", choices=["chunks", "buckets"], default=["chunks", "buckets"])
     parser.add_argument("--target", type=int, default=None, help="keys per bucket to aim at (keyed_buckets.TARGET_KEYS)")
@@ -351,6 +484,7 @@ def main() -> None:
     )
     parser.add_argument("--checkpoint_interval", type=int, default=3, help="stream: steps between sparkbeam's checkpoints")
     parser.add_argument("--no_structured", action="store_true", help="stream: leave out Structured Streaming")
+    parser.add_argument("--trees", nargs="+", default=["."], help="index: source trees to compare (the first is the reference)")
     args = parser.parse_args()
     if args.target is not None:
         from sparkbeam.runners.core.state import keyed_buckets
@@ -358,6 +492,8 @@ def main() -> None:
         keyed_buckets.TARGET_KEYS, keyed_buckets.MAX_KEYS = args.target, 2 * args.target
     if args.part == "partition":
         partition_part(args.keys, args.stores)
+    elif args.part == "index":
+        index_part(args.keys, args.trees)
     else:
         stream_part(args.keys, args.checkpoints, args.checkpoint_interval, not args.no_structured)
 

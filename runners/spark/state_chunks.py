@@ -26,7 +26,7 @@ from typing import Any
 
 from pyspark import cloudpickle
 
-from sparkbeam.runners.core.grouping.records import KeyedState, StateBucket, StateChunk
+from sparkbeam.runners.core.grouping.records import KeyedState, StateBucket, StateChunk, StateIndex
 from sparkbeam.runners.core.state.keyed_buckets import BucketedPartition
 from sparkbeam.runners.spark import old_paths
 
@@ -109,6 +109,8 @@ def unpack_state(records: Iterable[tuple[Any, Any]]) -> Iterator[tuple[Any, Any]
                 for key, state, _ in unpack_bucket(chunk.payload):
                     yield key, KeyedState(state)
             continue
+        if type(chunk) is StateIndex:  # the buckets' order: derived again where they go
+            continue
         if type(chunk) is not StateChunk:
             yield record
             continue
@@ -121,6 +123,7 @@ def unpack_state(records: Iterable[tuple[Any, Any]]) -> Iterator[tuple[Any, Any]
 
 
 def is_state(record: Any) -> bool:
-    """Whether a record carries keyed state (a bucket, a chunk, or one key's state)."""
+    """Whether a record carries keyed state (a bucket or its partition's index, a chunk, or
+    one key's state)."""
     kind = type(record)
-    return kind is StateBucket or kind is StateChunk or kind is KeyedState
+    return kind is StateBucket or kind is StateIndex or kind is StateChunk or kind is KeyedState

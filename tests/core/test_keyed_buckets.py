@@ -12,7 +12,13 @@ import pytest
 from sparkbeam.combine import CombineFn
 from sparkbeam.runners.core.grouping.grouping import build_grouping_engine
 from sparkbeam.runners.core.grouping.grouping_step import GroupingRun, group_partition
-from sparkbeam.runners.core.grouping.records import KeyedState, Pane, StateBucket, Summary
+from sparkbeam.runners.core.grouping.records import (
+    KeyedState,
+    Pane,
+    StateBucket,
+    StateIndex,
+    Summary,
+)
 from sparkbeam.runners.core.lowering.step_values import StepParams
 from sparkbeam.runners.core.state import keyed_buckets
 from sparkbeam.runners.core.state.keyed_buckets import MAX_KEYS, BucketedPartition
@@ -51,7 +57,8 @@ def _elements(keys, step):
 
 
 def _bucketed_step(records, params):
-    """One step of a bucketed partition: its buckets, panes and summary, and the partition."""
+    """One step of a bucketed partition: its state records (buckets, then their index),
+    panes and summary, and the partition."""
     partition = BucketedPartition(pickle.dumps, pickle.loads)
     partition.read(records)
     run = GroupingRun(_engine(), params)
@@ -59,7 +66,11 @@ def _bucketed_step(records, params):
     out = list(run.finish(report))
     panes = sorted(record.element.value for _, record in out if type(record) is Pane)
     (summary,) = [record.summary for _, record in out if type(record) is Summary]
-    return [bucket for _, bucket in partition.records()], panes, summary, partition
+    return [record for _, record in partition.records()], panes, summary, partition
+
+
+def _buckets(records):
+    return [record for record in records if type(record) is StateBucket]
 
 
 def _whole_step(records, params):
@@ -72,11 +83,13 @@ def _whole_step(records, params):
 
 def test_a_step_reads_only_the_buckets_its_keys_fall_in_and_carries_the_others_as_they_came():
     keys = [f"user-{i}" for i in range(20_000)]
-    buckets, _, summary, _ = _bucketed_step(_elements(keys, 1), _params(1, 0, 10 * S))
+    state, _, summary, _ = _bucketed_step(_elements(keys, 1), _params(1, 0, 10 * S))
+    buckets = _buckets(state)
     assert summary.state_keys == 20_000
     assert all(bucket.state_keys <= MAX_KEYS for bucket in buckets) and len(buckets) >= 20_000 // MAX_KEYS
     touched_keys = [*keys[:50], "new-1", "new-2"]
-    again, _, summary, partition = _bucketed_step([(None, b) for b in buckets] + _elements(touched_keys, 2), _params(2, 10 * S, 20 * S))
+    again, _, summary, partition = _bucketed_step([(None, b) for b in state] + _elements(touched_keys, 2), _params(2, 10 * S, 20 * S))
+    again = _buckets(again)
     assert summary.state_keys == 20_002 and summary.elements_in == 52
     assert partition.touched <= 52 and partition.keys_read <= 52 * MAX_KEYS
     # Of the keys read, only those with new elements run (nothing is due for the others).
@@ -88,14 +101,14 @@ def test_a_step_reads_only_the_buckets_its_keys_fall_in_and_carries_the_others_a
 def test_bucketed_steps_compute_what_a_step_over_every_key_computes():
     rng = random.Random(7)
     keys = [f"k{i}" for i in range(3_000)]
-    buckets: list[StateBucket] = []
+    state: list = []
     whole: list = []
     for step in range(1, 6):
         chosen = rng.sample(keys, 400 if step > 1 else 3_000)
         new = _elements(chosen, step)
         # A last step whose watermark passes the day's end fires every key, from every bucket.
         params = _params(step, (step - 1) * 10 * S, step * 10 * S if step < 5 else 86400 * S)
-        buckets, panes, summary, _ = _bucketed_step([(None, b) for b in buckets] + new, params)
+        state, panes, summary, _ = _bucketed_step([(None, b) for b in state] + new, params)
         whole, whole_panes, whole_summary = _whole_step(whole + new, params)
         assert panes == whole_panes
         assert (summary.elements_in, summary.elements_out, summary.state_keys, summary.next_event_timer) == (
@@ -107,15 +120,16 @@ def test_bucketed_steps_compute_what_a_step_over_every_key_computes():
         assert summary.earliest_hold == whole_summary.earliest_hold
     assert len(panes) == 3_000 and summary.state_keys == 0
     # The day's windows are gone: the empty buckets were merged back into one.
+    buckets = _buckets(state)
     assert len(buckets) == 1 and buckets[0].depth == 0
 
 
 def test_a_bucket_whose_timer_is_due_is_read_though_no_key_of_it_receives_elements():
     early = IntervalWindow(0, 10)
     records = [("a", WindowedValue(1, 1 * S, (early,))), *_elements([f"k{i}" for i in range(500)], 1)]
-    buckets, _, _, _ = _bucketed_step(records, _params(1, 0, 5 * S))
-    (holding,) = [bucket for bucket in buckets if bucket.next_event_timer == 10 * S]
-    _, panes, summary, partition = _bucketed_step([(None, b) for b in buckets], _params(2, 5 * S, 10 * S))
+    state, _, _, _ = _bucketed_step(records, _params(1, 0, 5 * S))
+    (holding,) = [bucket for bucket in _buckets(state) if bucket.next_event_timer == 10 * S]
+    _, panes, summary, partition = _bucketed_step([(None, b) for b in state], _params(2, 5 * S, 10 * S))
     assert panes == [("a", 1)] and partition.touched == 1 and summary.state_keys == 500
     assert partition.keys_run == 1  # the key whose window ended, not its bucket's others
     assert holding.state_keys >= 1
@@ -126,14 +140,15 @@ def test_buckets_written_by_a_process_that_hashes_otherwise_have_every_key_place
     monkeypatch.setattr(keyed_buckets, "_SALT", 12345)  # another seed, as another run's workers might have
     again, _, summary, partition = _bucketed_step([(None, b) for b in buckets] + _elements(["k1"], 2), _params(2, 10 * S, 20 * S))
     assert summary.state_keys == 1_000 and partition.keys_read == 1_000
-    assert all(bucket.probe == keyed_buckets.hash_probe() for bucket in again)
+    assert all(bucket.probe == keyed_buckets.hash_probe() for bucket in _buckets(again))
 
 
 def test_state_restored_per_key_goes_into_buckets():
     states, _, _ = _whole_step(_elements([f"k{i}" for i in range(300)], 1), _params(1, 0, 10 * S))
-    buckets, _, summary, _ = _bucketed_step(states, _params(2, 10 * S, 20 * S))
-    assert summary.state_keys == 300 and sum(bucket.state_keys for bucket in buckets) == 300
-    assert all(type(bucket) is StateBucket for bucket in buckets)
+    state, _, summary, _ = _bucketed_step(states, _params(2, 10 * S, 20 * S))
+    assert summary.state_keys == 300 and sum(bucket.state_keys for bucket in _buckets(state)) == 300
+    # Buckets, then their index.
+    assert [type(record) for record in state] == [StateBucket] * (len(state) - 1) + [StateIndex]
 
 
 @pytest.mark.parametrize("field", ["depth", "payload", "state_keys"])

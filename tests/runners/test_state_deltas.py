@@ -16,7 +16,7 @@ from sparkbeam.runners.spark.state_checkpoints import (
     merge_partition,
     needs_base,
 )
-from tests.core.test_keyed_buckets import S, _bucketed_step, _elements, _params
+from tests.core.test_keyed_buckets import S, _bucketed_step, _buckets, _elements, _params
 
 
 class Counter:
@@ -133,13 +133,15 @@ def test_base_and_deltas_give_exactly_the_buckets_of_every_step_through_splits_a
     rng = random.Random(11)
     keys = [f"k{i}" for i in range(3_000)]
     buckets: list[StateBucket] = []
+    state: list = []  # the buckets, then their index (never written: derived when restored)
     files: list[list] = []
     for step in range(1, 7):
         chosen = keys[:200] if step == 1 else rng.sample(keys, 40 if step < 4 else 1_500)
         params = _params(step, (step - 1) * 10 * S, step * 10 * S if step < 6 else 86400 * S)
         before = {id(b) for b in buckets}
-        buckets, _, _, partition = _bucketed_step([(None, b) for b in buckets] + _elements(chosen, step), params)
-        written, _ = part(None if step == 1 else step, [(None, b) for b in buckets])
+        state, _, _, partition = _bucketed_step([(None, b) for b in state] + _elements(chosen, step), params)
+        buckets = _buckets(state)
+        written, _ = part(None if step == 1 else step, [(None, b) for b in state])
         files.append(written)
         if step > 1:
             # only what the step wrote: the buckets it read (and split) or made by merging

@@ -18,6 +18,8 @@ record                    where                       what it is
 ``StateBucket``           ``None``                    the keys of one hash bucket, pickled
                                                       together, with their holds and timers
                                                       (``keyed_buckets.py``)
+``StateIndex``            ``None``                    a partition's buckets' holds and timers
+                                                      in order (``timer_index.py``)
 ``Pane``                  ``None``                    a pane fired, before the fused body
 ``Parked``                the partition number        an element waiting for side inputs
 ``Summary``               ``None``                    a partition's report of the step
@@ -39,6 +41,7 @@ and faster to pickle.
 from __future__ import annotations
 
 import operator
+from array import array
 from typing import Any, TypeVar
 
 import attrs
@@ -56,6 +59,7 @@ __all__ = [
     "ReleaseAt",
     "StateBucket",
     "StateChunk",
+    "StateIndex",
     "Summary",
     "WindowedValue",
     "group_key",
@@ -137,6 +141,38 @@ class StateBucket:
     state_windows: int
     payload: bytes
     version: int = 0
+
+
+@_compact
+@attrs.frozen(slots=True)
+class StateIndex:
+    """A partition's buckets' headers in order, carried beside its buckets between steps
+    so that a step finds the buckets with a timer due, and the partition's earliest hold and
+    next timers, without reading every header (``runners/core/state/timer_index.py``). Never
+    checkpointed: derived from the headers when missing (after a restore or a read-back).
+
+    Buckets are named by ``node``: ``(1 << depth) | prefix``. ``nodes``: the node of each
+    bucket in the partition's list, in order; ``event_times`` and ``event_nodes``: the next
+    event-time timer of every bucket that has one and its node, sorted by (time, node); the
+    same for ``processing_*`` (next processing-time timers) and ``hold_*`` (earliest holds);
+    ``untimed``: non-empty buckets with no event-time timer (due whenever the watermark
+    moves); ``empties``: the empty buckets (merged with an empty sibling); ``depths``: the
+    depths in use, ascending; ``state_keys``, ``state_windows``: the sums of the headers'.
+    The lists are ``array('q')`` (timestamps in microseconds fit): Spark copies the record
+    every step, and an array pickles as its bytes, a list of pairs per pair."""
+
+    nodes: array
+    event_times: array
+    event_nodes: array
+    processing_times: array
+    processing_nodes: array
+    hold_times: array
+    hold_nodes: array
+    untimed: frozenset[int]
+    empties: frozenset[int]
+    depths: tuple[int, ...]
+    state_keys: int
+    state_windows: int
 
 
 @_compact

@@ -8,10 +8,13 @@ hold among its keys (with the key and window), its earliest event-time and proce
 timer (window ends, triggers, user timers, garbage collection: what the engine and the
 stateful step report) and how many keys and windows it holds. A step:
 
-1. routes each key that receives elements to its bucket by the key's hash (no index to
-   read: the buckets' ranges cover the hash space);
+1. routes each key that receives elements to its bucket by the key's hash (the buckets'
+   ranges cover the hash space; the partition's ``StateIndex`` says where each range's
+   bucket is held);
 2. touches a bucket only if a key of it receives elements, or its header says a timer is
-   due (``step_values.nothing_due``, the rule that skips an idle stage, applied per bucket);
+   due (``step_values.nothing_due``, the rule that skips an idle stage, applied per bucket),
+   found in the ``StateIndex``'s ordered timers without reading the other headers
+   (``timer_index.py``);
 3. unpickles the touched buckets and runs the grouping or the stateful DoFn
    (``GroupingRun``, ``StatefulRun``) on those of their keys that receive elements or
    whose own report has a timer due; the others keep their state and report as they
@@ -24,8 +27,10 @@ its ``version``; carried buckets keep theirs, so a checkpoint can write only the
 written since the last one (``runners/spark/state_checkpoints.py``). A bucket that is gone
 (split or merged) is always replaced by newer ones covering its range.
 
-The partition's summary (holds, next timers, state size) is the fold of the headers, so the
-driver's watermark holds and skip decisions stay exact without a scan of every key.
+The partition's summary (holds, next timers, state size) is the fold of the headers, read
+off the index's heads, so the driver's watermark holds and skip decisions stay exact
+without a scan of every key or every header. The index follows the buckets as a record of
+its own (``records()`` yields it last); a partition that comes without it has it derived.
 
 Ranges: a bucket at ``depth`` d with ``prefix`` p holds the keys whose hash has p as its
 low d bits; the buckets of a partition are prefix-free and cover every hash, so each key
@@ -50,8 +55,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from sparkbeam.runners.core.grouping.records import KeyedState, StateBucket, StateChunk
-from sparkbeam.runners.core.lowering.step_values import StageSummary, StepParams, nothing_due
+from sparkbeam.runners.core.grouping.records import KeyedState, StateBucket, StateChunk, StateIndex
+from sparkbeam.runners.core.lowering.step_values import StageSummary, StepParams
+from sparkbeam.runners.core.state import timer_index
 
 __all__ = ["MAX_KEYS", "TARGET_KEYS", "BucketedPartition", "bucket_hash", "hash_probe"]
 
@@ -75,22 +81,6 @@ def hash_probe() -> int:
     return bucket_hash("sparkbeam state bucket")
 
 
-def _fold(report: StageSummary, bucket: StateBucket) -> None:
-    """Add a bucket's header to ``report`` (as ``StageSummary.merge`` would, in place: a
-    step folds one header per bucket, most of them carried)."""
-    hold = bucket.earliest_hold
-    if hold is not None and (report.earliest_hold is None or hold < report.earliest_hold):
-        report.earliest_hold, report.hold_key, report.hold_window = hold, bucket.hold_key, bucket.hold_window
-    event = bucket.next_event_timer
-    if event is not None and (report.next_event_timer is None or event < report.next_event_timer):
-        report.next_event_timer = event
-    processing = bucket.next_processing_timer
-    if processing is not None and (report.next_processing_timer is None or processing < report.next_processing_timer):
-        report.next_processing_timer = processing
-    report.state_keys += bucket.state_keys
-    report.state_windows += bucket.state_windows
-
-
 #: run_keys(states, new, report, reports): runs a group of keys (``GroupingRun.run_keys``),
 #: each kept key's report in ``reports``
 RunKeys = Callable[[dict[Any, Any], dict[Any, list[Any]], StageSummary, dict[Any, tuple]], Iterable[tuple[Any, KeyedState]]]
@@ -109,12 +99,15 @@ class BucketedPartition:
         #: what the buckets written by this step are marked with (``StateBucket.version``)
         self.version = 0
         self.buckets: list[StateBucket] = []
+        #: the buckets' timers and holds in order, as the last step left it (None: derived)
+        self.index: StateIndex | None = None
         self.loose: dict[Any, Any] = {}  # key -> state, restored from a checkpoint
         self.new: dict[Any, list[Any]] = {}  # key -> elements (or lifted partials)
         #: what the step did, for the benchmark and the tests
         self.touched = 0
         self.keys_read = 0  # keys unpickled
         self.keys_run = 0  # keys stepped (with new elements or a timer due)
+        self.derived = 0  # indexes rebuilt from the headers (none came, or it did not fit)
 
     def read(self, records: Iterable[tuple[Any, Any]]) -> None:
         """Sort a partition's records: buckets, state per key (restored), new elements."""
@@ -124,6 +117,8 @@ class BucketedPartition:
             kind = type(record)
             if kind is StateBucket:
                 buckets.append(record)
+            elif kind is StateIndex:
+                self.index = record
             elif kind is KeyedState:
                 loose[key] = record.state
             elif kind is StateChunk:
@@ -143,54 +138,112 @@ class BucketedPartition:
                     for key, state, _ in unpack(bucket.payload):
                         loose[key] = state
             buckets.clear()
+            self.index = None
 
     def run(self, params: StepParams, run_keys: RunKeys) -> StageSummary:
         """Run the touched buckets' keys with ``run_keys``; the report of all the state kept
-        (the fold of every bucket's header)."""
+        (the fold of every bucket's header, read off the partition's ``StateIndex``)."""
         self.version = params.step
-        buckets = self.buckets or [self._empty(0, 0)]
-        index = {(bucket.depth, bucket.prefix): position for position, bucket in enumerate(buckets)}
-        depths = sorted({depth for depth, _ in index})
-        arriving: dict[int, tuple[dict[Any, Any], dict[Any, list[Any]]]] = {}
+        if not self.buckets:
+            self.buckets, self.index = [self._empty(0, 0)], None
+        index = self.index
+        if index is None or len(index.nodes) != len(self.buckets):
+            index = self._rebuild()
+        routed = self._route(index, self.buckets, params)
+        if routed is None:  # the index does not describe these buckets: derived again
+            index = self._rebuild()
+            routed = self._route(index, self.buckets, params)
+            if routed is None:
+                msg = "a partition's state index, rebuilt from its buckets, does not place them; this is a sparkbeam bug"
+                raise RuntimeError(msg)
+        report = StageSummary()
+        buckets = self.buckets  # as _rebuild left them (empty siblings merged)
+        if routed:
+            written = list(buckets)
+            gone: list[StateBucket] = []
+            placed: list[tuple[int, StateBucket]] = []
+            # In the order the buckets are held, as a scan of them would run them.
+            for position in sorted(routed):
+                bucket = buckets[position]
+                loose, new = routed[position]
+                # key -> (state, its report as the bucket holds it; None: to be run)
+                states: dict[Any, tuple[Any, tuple | None]] = {key: (state, None) for key, state in loose.items()}
+                if bucket.payload:
+                    for key, state, key_report in self.unpack(bucket.payload):
+                        states[key] = (state, key_report)
+                self.touched += 1
+                self.keys_read += len(states)
+                gone.append(bucket)
+                for number, part in enumerate(self._split(bucket, states, new)):
+                    made = self._run_bucket(*part, params, run_keys)
+                    # A split's first part takes its parent's place, the others go last:
+                    # every other bucket keeps its position (the index's stays right).
+                    where = position if number == 0 else len(written)
+                    if number == 0:
+                        written[position] = made
+                    else:
+                        written.append(made)
+                    placed.append((where, made))
+            index = timer_index.updated(index, gone, placed)
+            if any(_merges(index, bucket) for _, bucket in placed):
+                merged = _merge_empty(written, self._empty)
+                if len(merged) != len(written):
+                    written, index = merged, timer_index.build(merged)
+            self.buckets = written
+        self.index = index
+        timer_index.fold(index, self.buckets, report)
+        return report
+
+    def _rebuild(self) -> StateIndex:
+        """The index derived from the headers (after a restore or a read-back, which carry
+        none), empty siblings merged first as a step would have merged them."""
+        self.derived += 1
+        self.buckets = _merge_empty(self.buckets, self._empty)
+        return timer_index.build(self.buckets)
+
+    def _route(
+        self, index: StateIndex, buckets: list[StateBucket], params: StepParams
+    ) -> dict[int, tuple[dict[Any, Any], dict[Any, list[Any]]]] | None:
+        """The position of each bucket to run, with its keys restored per key and its new
+        elements: those a key with elements hashes into, and those with a timer due. None
+        if the index names a bucket at a position that holds another."""
+        routed: dict[int, tuple[dict[Any, Any], dict[Any, list[Any]]]] = {}
+        due = timer_index.due(index, params)
+        if not due and not self.loose and not self.new:
+            return routed  # nothing to open: no bucket's place looked up
+        positions, depths = timer_index.positions(index), index.depths
         for source, is_new in ((self.loose, False), (self.new, True)):
             for key, value in source.items():
                 code = bucket_hash(key)
                 for depth in depths:
-                    position = index.get((depth, code & ((1 << depth) - 1)))
+                    position = positions.get((1 << depth) | (code & ((1 << depth) - 1)))
                     if position is not None:
                         break
                 else:  # the buckets always cover every hash
                     msg = f"no state bucket covers the hash of key {key!r}; this is a sparkbeam bug"
                     raise RuntimeError(msg)
-                group = arriving.get(position)
+                group = routed.get(position)
                 if group is None:
-                    group = arriving[position] = ({}, {})
+                    group = routed[position] = ({}, {})
                 group[1 if is_new else 0][key] = value
-        report = StageSummary()
-        kept: list[StateBucket] = []
-        for position, bucket in enumerate(buckets):
-            group = arriving.get(position)
-            if group is None and nothing_due(bucket, params, has_state=True, side_inputs=False):
-                kept.append(bucket)  # carried as it came: its bytes are not read
-                _fold(report, bucket)
-                continue
-            loose, new = group if group is not None else ({}, {})
-            # key -> (state, its report as the bucket holds it; None: to be run)
-            states: dict[Any, tuple[Any, tuple | None]] = {key: (state, None) for key, state in loose.items()}
-            if bucket.payload:
-                for key, state, key_report in self.unpack(bucket.payload):
-                    states[key] = (state, key_report)
-            self.touched += 1
-            self.keys_read += len(states)
-            for part in self._split(bucket, states, new):
-                kept.append(self._run_bucket(*part, params, run_keys))
-                _fold(report, kept[-1])
-        self.buckets = _merge_empty(kept, self._empty)
-        return report
+        for name in due:
+            position = positions[name]
+            if position not in routed:
+                routed[position] = ({}, {})
+        # Every bucket the step opens is where the index says (so are the carried ones:
+        # the index comes from the same task's output as they do).
+        nodes = index.nodes
+        for position in routed:
+            if timer_index.node(buckets[position]) != nodes[position]:
+                return None
+        return routed
 
-    def records(self) -> Iterator[tuple[None, StateBucket]]:
+    def records(self) -> Iterator[tuple[None, StateBucket | StateIndex]]:
+        """The buckets, then the index of their timers and holds."""
         for bucket in self.buckets:
             yield None, bucket
+        if self.index is not None:
+            yield None, self.index
 
     # -- buckets ------------------------------------------------------------------------
     def _empty(self, depth: int, prefix: int) -> StateBucket:
@@ -311,3 +364,11 @@ def _merge_empty(buckets: list[StateBucket], empty: Callable[[int, int], StateBu
             continue
         out.append(bucket)
     return out
+
+
+def _merges(index: StateIndex, bucket: StateBucket) -> bool:
+    """Whether ``bucket``, just written, is empty beside an empty sibling (to be merged)."""
+    if bucket.state_keys or bucket.payload:
+        return False
+    other = timer_index.sibling(timer_index.node(bucket))
+    return other is not None and other in index.empties

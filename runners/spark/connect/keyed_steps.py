@@ -31,7 +31,7 @@ import pickle
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from sparkbeam.runners.core.grouping.records import StateBucket, Summary
+from sparkbeam.runners.core.grouping.records import StateBucket, StateIndex, Summary
 from sparkbeam.runners.core.loop.steps import StageResult, StageSummary, StepParams
 from sparkbeam.runners.core.plan.plan import Stage
 from sparkbeam.runners.spark.connect import tasks
@@ -40,7 +40,8 @@ from sparkbeam.utils.windowed_value import WindowedValue
 
 __all__ = ["STATE", "keyed_step", "keyed_step_task", "scripted_step", "skip_idle"]
 
-#: a partition's hash bucket of keyed state (a pickled ``StateBucket``), ``h`` its anchor
+#: a partition's hash bucket of keyed state (a pickled ``StateBucket``), or the index of its
+#: buckets' timers and holds (a pickled ``StateIndex``, ``timer_index.py``), ``h`` its anchor
 STATE = -4
 
 
@@ -142,7 +143,7 @@ def keyed_step_task(
         summary = StageSummary()
         for where, record in step:
             kind = type(record)
-            if kind is StateBucket:
+            if kind is StateBucket or kind is StateIndex:
                 if anchor is not None:  # else: no key reached this partition, nothing is kept
                     output.add_row((STATE, anchor, pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)))
             elif kind is Summary:
