@@ -52,8 +52,14 @@ FULL_MATRIX: dict[str, str] = {
     **{f"{_BEAM_TRANSCRIPTS}[{name}]": "a Beam transcript on Spark; its kind stays in the suite" for name in _BEAM_TRANSCRIPTS_LATER},
     **{f"{_OUR_TRANSCRIPTS}[{name}]": "a sparkbeam transcript on Spark; its kind stays in the suite" for name in _OUR_TRANSCRIPTS_LATER},
     "tests/runners/test_stream_recovery.py::test_a_killed_spark_connect_client_resumes_exactly[classic-11]": (
-        "a killed Connect client resumed on Connect stays (the same checkpoint files; the classic restore's "
-        "placing keys again is the --state_partitions change's path)"
+        "the classic restore's placing keys again is the --state_partitions change's path, which stays "
+        "(test_state_deltas.py)"
+    ),
+    # Session 12: about 65 s of a quiet worker (two client starts and the server's first
+    # Python workers) in a file already the longest; the suite is over its 15 minutes.
+    "tests/runners/test_stream_recovery.py::test_a_killed_spark_connect_client_resumes_exactly[connect-5]": (
+        "the classic SIGKILL resume of the same job stays (same module), and Connect streams' steps "
+        "stay (test_streaming_oracle.py, test_real_sources.py)"
     ),
     "tests/runners/test_stream_recovery.py::test_a_file_url_checkpoint_through_hadoop_resumes_after_sigkill": (
         "the checkpoint primitives through Hadoop's API on s3a:// and the SIGKILL resume on local paths stay"

@@ -338,8 +338,9 @@ def test_a_finished_stream_started_again_does_nothing_and_says_so(uninterrupted)
 # down; the server, the tests' (tools/connect_server.py), keeps running with the killed
 # client's query, which the restart fences off (runners/spark/connect/stream_intake.py). The
 # keyed state's checkpoints are the classic format, written by the server's tasks
-# (runners/spark/connect/state_files.py). One kill resumed on Connect in the suite; resuming
-# the Connect checkpoint on a classic session (its keys placed again) in the full matrix.
+# (runners/spark/connect/state_files.py). Both cases are in the full matrix (tests/full_matrix.sh):
+# a kill resumed on Connect, and the Connect checkpoint resumed on a classic session (its keys
+# placed again).
 @pytest.mark.parametrize(("resume_on", "seed"), [("connect", 5), ("classic", 11)])
 def test_a_killed_spark_connect_client_resumes_exactly(tmp_path, uninterrupted, connect_server, resume_on, seed):
     _, lines, bad, counts, _ = uninterrupted
