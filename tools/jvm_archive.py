@@ -35,6 +35,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tools import private_cache
 from tools.private_cache import private_folder
 
 __all__ = ["archive_options", "build_archive", "cached_archive"]
@@ -72,11 +73,7 @@ gateway.proc.wait(timeout=300)
 
 
 def cache_root() -> Path:
-    configured = os.environ.get("SPARKBEAM_CDS_CACHE")
-    if configured:
-        return Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "sparkbeam" / "cds"
+    return private_cache.cache_root("SPARKBEAM_CDS_CACHE", "cds")
 
 
 def _java() -> str:

@@ -35,6 +35,7 @@ from xml.sax.saxutils import escape
 if __package__ in (None, ""):  # run as a script
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from tools import private_cache
 from tools.private_cache import private_folder
 
 __all__ = ["MavenFetchError", "cache_root", "fetch"]
@@ -47,11 +48,7 @@ class MavenFetchError(RuntimeError):
 
 
 def cache_root() -> Path:
-    configured = os.environ.get("SPARKBEAM_MAVEN_CACHE")
-    if configured:
-        return Path(configured)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "sparkbeam" / "maven"
+    return private_cache.cache_root("SPARKBEAM_MAVEN_CACHE", "maven")
 
 
 def _private(folder: Path) -> Path:

@@ -43,7 +43,7 @@ from typing import Any
 if __package__ in (None, ""):  # run as a script
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tools.private_cache import private_folder
+from tools.private_cache import cache_root, private_folder
 
 __all__ = ["PRISM_PACKAGE", "PrismBuildError", "PrismServer", "beam_version", "cache_folder", "prism_binary"]
 
@@ -65,13 +65,7 @@ def beam_version() -> str:
 
 def cache_folder(version: str) -> Path:
     """Where Prism ``version`` is kept: ``<cache>/<version>``, both 0700 and this user's."""
-    configured = os.environ.get("SPARKBEAM_PRISM_CACHE")
-    if configured:
-        root = Path(configured)
-    else:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        root = Path(base) / "sparkbeam" / "prism"
-    return _private(_private(root) / version)
+    return _private(_private(cache_root("SPARKBEAM_PRISM_CACHE", "prism")) / version)
 
 
 def _private(folder: Path) -> Path:

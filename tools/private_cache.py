@@ -12,6 +12,16 @@ import stat
 from pathlib import Path
 
 
+def cache_root(setting: str, name: str) -> Path:
+    """The folder the environment variable ``setting`` names, else
+    ``$XDG_CACHE_HOME/sparkbeam/<name>`` (``~/.cache/sparkbeam/<name>``)."""
+    configured = os.environ.get(setting)
+    if configured:
+        return Path(configured)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "sparkbeam" / name
+
+
 class CacheFolderError(RuntimeError):
     """A cache folder is not a directory of this user's closed to others."""
 

@@ -139,16 +139,26 @@ def write_text(backend: Any, op: WriteTextOp, frame: Any) -> list[str]:
     docs); returns the final file names."""
     from sparkbeam.runners.spark.textio import output_prefix
 
-    session, key = backend.session, backend.error_key
+    key = backend.error_key
     prefix = output_prefix(op)
     staging = commits.temporary_beside(prefix)
-    marker = session.createDataFrame([(MARKER, 0, b"")], schema=tasks.ROWS)
+    shard = functools.partial(write_shard_task, op, staging, key)
+    return _written_and_committed(
+        backend, frame, op.sink.num_shards, shard, functools.partial(commit_task, op, prefix, staging, key), staging
+    )
+
+
+def _written_and_committed(backend: Any, frame: Any, num_shards: int, shard: Any, commit: Any, staging: str) -> list:
+    """``frame`` written by ``shard`` tasks into ``staging`` (in ``num_shards`` partitions
+    if set), then one ``commit`` task given every shard's row and a marker (so it runs for
+    empty input too); what the commit reported. A failed write leaves no staging behind."""
+    marker = backend.session.createDataFrame([(MARKER, 0, b"")], schema=tasks.ROWS)
     if frame.known_empty:
         written = marker
     else:
-        source = frame.df.repartition(op.sink.num_shards) if op.sink.num_shards else frame.df
-        written = source.mapInArrow(functools.partial(write_shard_task, op, staging, key), tasks.ROWS).union(marker)
-    committed = written.repartition(1).mapInArrow(functools.partial(commit_task, op, prefix, staging, key), tasks.ROWS)
+        source = frame.df.repartition(num_shards) if num_shards else frame.df
+        written = source.mapInArrow(shard, tasks.ROWS).union(marker)
+    committed = written.repartition(1).mapInArrow(commit, tasks.ROWS)
     try:
         with backend.user_errors():
             rows = committed.collect()
@@ -242,25 +252,11 @@ def write_step(backend: Any, op: Any, frame: Any, step: int) -> list[str]:
     if files is None:
         msg = f"'{op.label}': the Spark Connect backend writes no {type(op).__name__} (refused before the run)"
         raise NotImplementedError(msg)
-    session, key = backend.session, backend.error_key
+    key = backend.error_key
     staging = commits.temporary_beside(files.directory(step))
-    marker = session.createDataFrame([(MARKER, 0, b"")], schema=tasks.ROWS)
-    if frame.known_empty:
-        written = marker
-    else:
-        source = frame.df.repartition(files.num_shards) if files.num_shards else frame.df
-        shard = functools.partial(step_shard_task, _Where(files, op), staging, files.num_shards > 0, key)
-        written = source.mapInArrow(shard, tasks.ROWS).union(marker)
-    committed = written.repartition(1).mapInArrow(functools.partial(step_commit_task, files, step, staging, key), tasks.ROWS)
-    try:
-        with backend.user_errors():
-            rows = committed.collect()
-    except BaseException:
-        cleanup = marker.mapInArrow(functools.partial(staging_cleanup_task, staging), tasks.ROWS)
-        with contextlib.suppress(Exception):  # the write's own failure is the one to report
-            cleanup.collect()
-        raise
-    return [json.loads(row["chunk"].decode("utf-8")) for row in rows if row["pcoll"] == COMMITTED]
+    shard = functools.partial(step_shard_task, _Where(files, op), staging, files.num_shards > 0, key)
+    commit = functools.partial(step_commit_task, files, step, staging, key)
+    return _written_and_committed(backend, frame, files.num_shards, shard, commit, staging)
 
 
 class _Where:
