@@ -13,16 +13,19 @@ The archive is written by one short run (a Spark session on ``local[2]``, a batc
 and a file stream), with ``-XX:ArchiveClassesAtExit``, into
 ``$SPARKBEAM_CDS_CACHE`` or ``$XDG_CACHE_HOME/sparkbeam/cds`` (``~/.cache/...``): a folder of
 this user's closed to others (0700, checked on every use: a class archive another user could
-write would run as code in our JVMs). Its name holds a hash of the JDK, PySpark's version and
-its jars, so a new JDK or PySpark builds a new one. The JDK checks the archive against the
-class path at every start and silently runs without it where they differ (which is why the
-tests no longer put a ``spark-defaults.conf`` on the class path: a non-empty configuration
-folder there turns sharing off). Nothing of this is for users' runs: the library never sets
-JVM options.
+write would run as code in our JVMs). Its name holds a hash of the JDK and of PySpark's jars
+with their folder: the JDK checks the class path's entries by path, size and time at every
+start and silently runs without the archive where they differ, so each virtual environment
+builds its own (``.ci/run``'s new one too: about 30 s of a quiet machine, once per
+environment), and an archive whose environment is gone is removed when the next is built.
+(The tests no longer put a ``spark-defaults.conf`` on the class path for the same reason: a
+non-empty configuration folder there turns sharing off.) Nothing of this is for users' runs:
+the library never sets JVM options.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -81,9 +84,16 @@ def _java() -> str:
     return os.path.join(home, "bin", "java") if home else (shutil.which("java") or "java")
 
 
+def _jars_folder() -> Path:
+    import pyspark
+
+    return (Path(pyspark.__file__).parent / "jars").resolve()
+
+
 def _key() -> str:
     """A hash of what the archive depends on: the JDK (its version output and path),
-    PySpark's version and its jars (names and sizes)."""
+    PySpark's version and its jars (their folder, names and sizes: the JDK checks the
+    class path's entries by path, so each environment's PySpark needs its own archive)."""
     import pyspark
 
     digest = hashlib.sha256()
@@ -94,7 +104,8 @@ def _key() -> str:
     digest.update(
         f"{os.path.realpath(shutil.which(java) or java)}\n{version.stderr}\n{pyspark.__version__}\n".encode()
     )
-    jars = Path(pyspark.__file__).parent / "jars"
+    jars = _jars_folder()
+    digest.update(f"{jars}\n".encode())
     for jar in sorted(jars.glob("*.jar")):
         digest.update(f"{jar.name} {jar.stat().st_size}\n".encode())
     return digest.hexdigest()[:20]
@@ -140,6 +151,8 @@ def build_archive(*, timeout: float = 600) -> Path | None:
             )
             return None
         os.replace(partial, target)
+        target.with_suffix(".jars").write_text(str(_jars_folder()))
+        _remove_orphans(target.parent)
     except subprocess.TimeoutExpired:
         print(
             f"sparkbeam tests: building the JVM class archive took over {timeout:.0f} s; running without",
@@ -155,6 +168,16 @@ def build_archive(*, timeout: float = 600) -> Path | None:
         file=sys.stderr,
     )
     return target
+
+
+def _remove_orphans(folder: Path) -> None:
+    """Archives whose PySpark is gone (a removed virtual environment: ``.ci/run`` makes a
+    new one each run): about 170 MB each, of no use to anything."""
+    for jars_file in folder.glob("spark-*.jars"):
+        with contextlib.suppress(OSError):
+            if not Path(jars_file.read_text().strip()).is_dir():
+                jars_file.with_suffix(".jsa").unlink(missing_ok=True)
+                jars_file.unlink()
 
 
 def archive_options(archive: Path | None) -> str:
