@@ -6,7 +6,8 @@ it names the step being executed (the transform's label). The running thread's s
 read and named through this module's functions alone, the one API runner code uses:
 ``current_step``; ``enter_step``/``leave_step`` around a run of calls (a chunk of
 elements); ``in_step``/``in_step_1``/``in_step_2`` for a function always called in one step (made once,
-called per element); ``call_in_step`` for one call; ``MetricsEnvironment.step_scope`` as a
+called per element); ``thread_steps`` for a per-element path that names its step inline,
+with no wrapper call (the engine's fast paths); ``call_in_step`` for one call; ``MetricsEnvironment.step_scope`` as a
 ``with`` block. A metric
 updated outside any container (at pipeline construction, in a test calling a DoFn by
 hand) goes nowhere, as in Beam. ``MetricUpdates`` is a container's content: plain,
@@ -47,6 +48,7 @@ __all__ = [
     "in_step_1",
     "in_step_2",
     "leave_step",
+    "thread_steps",
 ]
 
 
@@ -272,6 +274,14 @@ def in_step(step: str, call: Callable[..., Any]) -> Callable[..., Any]:
             current.step = previous
 
     return stepped
+
+
+def thread_steps() -> threading.local:
+    """The holder of every thread's step, for a per-element path that names its step
+    inline, as ``in_step_1`` does but with no call around it: ``holder.__dict__`` is the
+    running thread's own namespace (looked up per call: a path may run in another thread
+    than the one that built it), whose ``"step"`` is the step (absent: none named, ``""``)."""
+    return _CURRENT
 
 
 def in_step_1(step: str, call: Callable[[Any], Any]) -> Callable[[Any], Any]:

@@ -297,6 +297,50 @@ def test_a_body_with_two_dofns_leaves_each_to_name_its_own_step():
     assert steps == [op.label for op in body.stage.body]
 
 
+def test_fast_paths_of_a_chain_name_their_own_steps_with_no_wrapper_and_put_the_callers_back():
+    from sparkbeam.metrics.execution import _CURRENT
+
+    seen: list = []
+
+    def explode(x):
+        # the generator resumes after each output has gone downstream: still in its own step
+        for n in range(2):
+            seen.append(("explode", _CURRENT.step))
+            yield x + n
+        seen.append(("explode", _CURRENT.step))
+
+    class Stamped(DoFn):  # not a fast path: named by a wrapper call, between two fast paths
+        def process(self, element, timestamp=DoFn.TimestampParam):
+            seen.append(("stamped", _CURRENT.step))
+            yield element
+
+    def double(x):
+        seen.append(("double", _CURRENT.step))
+        return 2 * x
+
+    def keep(x):
+        seen.append(("keep", _CURRENT.step))
+        if x > 100:
+            raise ValueError("too big")
+        return True
+
+    body, source = _body(beam.FlatMap(explode), beam.ParDo(Stamped()), beam.Map(double), beam.Filter(keep))
+    labels = dict(zip(("explode", "stamped", "double", "keep"), (op.label for op in body.stage.body)))
+    wrapped = {op.label: body._receivers[op.inputs[0]][0].__name__ == "stepped" for op in body.stage.body}
+    assert wrapped == {labels["explode"]: False, labels["stamped"]: True, labels["double"]: False, labels["keep"]: False}
+    _CURRENT.step = "outer"
+    try:
+        assert [wv.value for wv in body.run_bare(source, [_global(1)])] == [2, 4]
+        assert _CURRENT.step == "outer"
+        assert seen == [(name, labels[name]) for name in ("explode", "stamped", "double", "keep") * 2 + ("explode",)]
+        failing, _ = _body(beam.FlatMap(explode), beam.ParDo(Stamped()), beam.Map(double), beam.Filter(keep))
+        with pytest.raises(Exception, match="too big"):
+            list(failing.run_bare(source, [_global(100)]))
+        assert _CURRENT.step == "outer"  # put back by the body though the failure left a fast path's
+    finally:
+        _CURRENT.step = None
+
+
 def test_a_bare_body_hands_its_outputs_on_a_chunk_at_a_time_in_order():
     from sparkbeam.runners.core.elements.fused import CHUNK
 

@@ -169,6 +169,11 @@ class DoFnRunner:
         self.plain = not self.params and not self.contexts and self.finalizer is None and not self.explode_windows
         #: how the fast paths call a front end's function itself; None: ``self.fn`` as it is
         self.direct_call = direct_call
+        #: the metrics step a fast path names itself around each element (``process_in_step``);
+        #: None: its caller names it
+        self.own_step: str | None = None
+        #: what builds the fast path ``process`` is, when it is one (``process_in_step``)
+        self._fast_path: Callable[[], Callable[[WindowedValue], None]] | None = None
         #: one element through the DoFn (``ElementRunner.process``)
         self.process: Callable[[WindowedValue], None] = self._plain_process() if self.plain else self._process_general
         #: ``process`` of a value's element in the global window at the minimum timestamp
@@ -244,7 +249,8 @@ class DoFnRunner:
         unpack = shape == "MapTuple" or shape == "FlatMapTuple"
         guard_iter = self._guard_iter
         if not kwargs and shape in ("Map", "FlatMap", "Filter"):
-            return call_process(self)
+            self._fast_path = functools.partial(call_process, self)
+            return self._fast_path()
 
         def process(wv: WindowedValue) -> None:
             value = wv[0]
@@ -354,7 +360,21 @@ class DoFnRunner:
         if self._cached_restamp is not None:
             self._into = (assign, send)
             if self.plain and self.shape == "Map" and not self.op.kwargs:
-                self.process = map_restamped_into(self, assign, send, send_stamped)
+                self._fast_path = functools.partial(map_restamped_into, self, assign, send, send_stamped)
+                self.process = self._fast_path()
+
+    def process_in_step(self, step: str) -> Callable[[WindowedValue], None] | None:
+        """``process`` naming the metrics ``step`` itself around each element, the caller's
+        step put back after (``in_step_1``'s work with no call around it: one Python call
+        less per ParDo and element), when ``process`` is a fast path (``fast_paths``);
+        else None, and the caller names the step. Called as the ParDo joins its body, after
+        ``window_restamped_into``."""
+        fast_path = self._fast_path
+        if fast_path is None or not self.plain:  # not a fast path, or replaced by a front end's
+            return None
+        self.own_step = step
+        self.process = fast_path()
+        return self.process
 
     def _restamped_into(self, value: Any, micros: int, wv: WindowedValue) -> None:
         """``_restamped`` then the WindowInto (``window_restamped_into``): the WindowInto's

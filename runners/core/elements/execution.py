@@ -394,11 +394,16 @@ def pardo_joiner(make_runner: Callable[[Any, dict[Any, Receiver], SideInputs | N
         if isinstance(element_runner, DoFnRunner):
             _restamp_into_window_into(op, body, element_runner)
         # Run in its step, so that the DoFn's metric updates land under its label: named by
-        # the body around each element when this is its only user code, else per call.
+        # the body around each element when this is its only user code, else by the
+        # runner's fast path itself where it has one, else per call.
         runner = StepScopedRunner(op.label, element_runner)
         body.add_runner(runner)
         (source,) = op.inputs
-        receiver = element_runner.process if body.scoped_op is op else runner.process
+        if body.scoped_op is op:
+            receiver = element_runner.process
+        else:
+            in_step = getattr(element_runner, "process_in_step", None)
+            receiver = (in_step(op.label) if in_step is not None else None) or runner.process
         body.receive(source, receiver)
         by_value = getattr(element_runner, "process_global_value", None)
         if by_value is not None and receiver is element_runner.process:

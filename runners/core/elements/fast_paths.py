@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from sparkbeam.metrics.execution import thread_steps
 from sparkbeam.runners.core.elements.window_assignment import GLOBAL_WINDOWS, fixed_window_parts
 from sparkbeam.runners.core.lowering.errors import UserCodeError
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
@@ -84,6 +85,9 @@ def call_process(runner: DoFnRunner) -> Callable[[WindowedValue], None]:
     unseen = _UNSEEN
     no_args = not args
     one_arg, arg = one_extra_arg(args)
+    # The metrics step this path names itself around what it runs per element (``own_step``),
+    # put back after as ``in_step_1`` does, with no wrapper call; None: named by its caller.
+    own, steps, unnamed = runner.own_step, thread_steps(), ""
 
     def renamed(error: Exception) -> BaseException:
         return error if failure is None else failure(error)
@@ -92,6 +96,10 @@ def call_process(runner: DoFnRunner) -> Callable[[WindowedValue], None]:
 
         def process_map(wv: WindowedValue) -> None:
             value = wv[0]
+            if own is not None:
+                names = steps.__dict__
+                outer = names.get("step", unnamed)
+                names["step"] = own
             try:
                 result = fn(value) if no_args else fn(value, arg) if one_arg else fn(value, *args)
             except UserCodeError:
@@ -109,9 +117,13 @@ def call_process(runner: DoFnRunner) -> Callable[[WindowedValue], None]:
                         except Exception as error:
                             raise UserCodeError(label, location, error, value) from error
                         restamp(out, micros, wv, main)
+                        if own is not None:
+                            names["step"] = outer
                         return
                     result = as_engine(result) if convert is unseen else convert(result)  # type: ignore[misc]
             output(result, wv)
+            if own is not None:
+                names["step"] = outer
 
         return process_map
 
@@ -119,6 +131,10 @@ def call_process(runner: DoFnRunner) -> Callable[[WindowedValue], None]:
 
         def process_filter(wv: WindowedValue) -> None:
             value = wv[0]
+            if own is not None:
+                names = steps.__dict__
+                outer = names.get("step", unnamed)
+                names["step"] = own
             try:
                 keep = fn(value) if no_args else fn(value, arg) if one_arg else fn(value, *args)
             except UserCodeError:
@@ -128,6 +144,8 @@ def call_process(runner: DoFnRunner) -> Callable[[WindowedValue], None]:
                 raise UserCodeError(label, location, named, value) from named
             if keep:
                 emit(wv)
+            if own is not None:
+                names["step"] = outer
 
         return process_filter
 
@@ -135,6 +153,10 @@ def call_process(runner: DoFnRunner) -> Callable[[WindowedValue], None]:
 
     def process_flat(wv: WindowedValue) -> None:
         value = wv[0]
+        if own is not None:
+            names = steps.__dict__
+            outer = names.get("step", unnamed)
+            names["step"] = own
         try:
             found = fn(value) if no_args else fn(value, arg) if one_arg else fn(value, *args)
         except UserCodeError:
@@ -143,6 +165,8 @@ def call_process(runner: DoFnRunner) -> Callable[[WindowedValue], None]:
             named = renamed(error)
             raise UserCodeError(label, location, named, value) from named
         if found is None:  # no outputs (as Beam's output handler reads it)
+            if own is not None:
+                names["step"] = outer
             return
         try:
             iterator = iter(found)
@@ -157,6 +181,8 @@ def call_process(runner: DoFnRunner) -> Callable[[WindowedValue], None]:
             try:
                 item = next(iterator)
             except StopIteration:
+                if own is not None:
+                    names["step"] = outer
                 return
             except UserCodeError:
                 raise  # from a DoFn downstream, already named
@@ -199,6 +225,15 @@ def map_restamped_into(
     # Into fixed windows: the cached windows looked up here, with no call per element.
     fixed = fixed_window_parts(assign)
     size, offset, cached_windows = fixed if fixed is not None else (0, 0, None)
+    own, steps, unnamed = runner.own_step, thread_steps(), ""
+
+    def in_own_step(wv: WindowedValue) -> None:
+        # Named as ``call_process``'s paths name it (``own_step``), put back after.
+        names = steps.__dict__
+        outer = names.get("step", unnamed)
+        names["step"] = own
+        process_map_restamped_into(wv)
+        names["step"] = outer
 
     def process_map_restamped_into(wv: WindowedValue) -> None:
         value = wv[0]
@@ -273,8 +308,8 @@ def map_restamped_into(
             return
         restamped_into(out, micros, new((value, low, global_windows, unknown)))
 
-    runner.process_global_value = process_global_value
-    return process_map_restamped_into
+    runner.process_global_value = process_global_value if own is None else None
+    return process_map_restamped_into if own is None else in_own_step
 
 
 def one_extra_arg(args: tuple) -> tuple[bool, Any]:

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Iterator
 from itertools import chain, islice, repeat
 from typing import TYPE_CHECKING
 
-from sparkbeam.metrics.execution import enter_step, leave_step
+from sparkbeam.metrics.execution import current_step, enter_step, leave_step
 from sparkbeam.runners.core.elements.dofn_invoker import ElementRunner, SideInputs
 from sparkbeam.runners.core.elements.execution import kind_of
 from sparkbeam.runners.core.elements.window_assignment import GLOBAL_WINDOWS, cached_assignment
@@ -202,6 +202,7 @@ class FusedBody:
         for runner in self._runners:
             runner.start()
         step = self._step
+        outer_step = current_step()
         try:
             receivers = self._receivers
             seen = 0
@@ -226,6 +227,7 @@ class FusedBody:
             self.elements_in += seen
             yield from self._finish()
         finally:
+            leave_step(outer_step)  # a failure leaves a fast path's own step named (process_in_step)
             for runner in self._runners:
                 runner.teardown()
 
@@ -261,6 +263,7 @@ class FusedBody:
         for runner in self._runners:
             runner.start()
         step = self._step
+        outer_step = current_step()
         try:
             receivers = self._receivers.get(pcoll, [])
             (receive,) = receivers if len(receivers) == 1 else (self.sender(pcoll),)
@@ -294,6 +297,7 @@ class FusedBody:
             self.elements_in += seen
             yield list(self._finish())
         finally:
+            leave_step(outer_step)  # as in ``run``
             for runner in self._runners:
                 runner.teardown()
 
