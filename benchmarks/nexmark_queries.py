@@ -1,9 +1,11 @@
-"""Nexmark: Beam's queries, unchanged, in batch on sparkbeam's runner, Beam's local runner and Beam's Prism runner.
+"""Nexmark: Beam's queries, unchanged, in batch on sparkbeam's runner (both front ends), Beam's local runner and Prism.
 
 Each of Beam's Nexmark queries (``apache_beam/testing/benchmarks/nexmark/queries``, as
 installed) runs as Beam's launcher runs it in batch, on one file of events from
 ``sparkbeam.testing.nexmark_generator``, once on Beam's local runner and once with
-``--runner=sparkbeam.SparkRunner`` on the shared SparkSession, and once on Beam's Prism
+``--runner=sparkbeam.SparkRunner`` on the shared SparkSession, once by import swap (Beam's
+Nexmark package copied with its imports pointed at sparkbeam, run on sparkbeam's own SDK:
+``tests/compat/rewrite.py``; ``--no-swap`` leaves it out), and once on Beam's Prism
 runner (tools/prism.py: one job server for the command, LOOPBACK; ``--no-prism`` leaves it
 out); the outputs (with their timestamps, windows and panes) must agree, and the per-query
 times and their ratios are printed::
@@ -58,6 +60,29 @@ def how_prism_differs(on_prism: collections.Counter, ours: collections.Counter) 
     return f"{missing} rows only on Prism, {unexpected} only on sparkbeam" + (", differing only in is_last" if only_last else "")
 
 
+def swapped_package() -> str:
+    """Beam's Nexmark package copied with its imports pointed at sparkbeam (import swap)."""
+    from tests.compat.rewrite import load_rewritten_package
+
+    return load_rewritten_package("apache_beam.testing.benchmarks.nexmark")
+
+
+def run_swapped(build) -> collections.Counter:
+    """A query's rows by import swap, on sparkbeam's own SDK and runner, recorded as
+    ``run_on_sparkbeam(canonical_output=True)`` records them: the query's last step made
+    them canonical (overlapping-window rule off, as Beam's current runners)."""
+    import sparkbeam
+    from sparkbeam.options.pipeline_options import PipelineOptions
+    from tests.oracle import _pane_key, _window_key
+
+    pipeline = sparkbeam.Pipeline(options=PipelineOptions(overlapping_window_rule=False))
+    output = sparkbeam.capture(build(pipeline))
+    result = pipeline.run()
+    return collections.Counter(
+        (e.value, e.timestamp.micros // 1000, _window_key(w), _pane_key(e.pane)) for e in result.emissions(output) for w in e.windows
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=20_000, help="Nexmark events in the file (default 20000)")
@@ -65,10 +90,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--master", default="local[*]", help="Spark master of the shared session (default local[*])")
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--no-prism", action="store_true", help="leave Beam's Prism runner out")
+    parser.add_argument("--no-swap", action="store_true", help="leave the import-swap front end out")
     args = parser.parse_args(argv)
 
     from sparkbeam.testing.nexmark_generator import NexmarkConfig, write_events
-    from tests.beam_frontend.nexmark import QUERIES, load_query
+    from tests.beam_frontend.nexmark import QUERIES, load_query, load_swapped_query
     from tests.beam_frontend.pairs import run_on_sparkbeam
     from tests.oracle import run_beam
 
@@ -96,12 +122,15 @@ def main(argv: list[str] | None = None) -> int:
     # recorded as they are on every runner, so each pays for that step once.
     run_beam(lambda ns, p: load_query(QUERIES[0], p, path), canonical_output=True)
     run_on_sparkbeam(lambda ns, p: load_query(QUERIES[0], p, path), canonical_output=True)
+    swapped = None if args.no_swap else swapped_package()
+    if swapped is not None:
+        run_swapped(lambda p: load_swapped_query(QUERIES[0], p, path, swapped))
     if prism is not None:
         run_beam(lambda ns, p: load_query(QUERIES[0], p, path), runner="PrismRunner", flags=prism, canonical_output=True)
 
     header = (
         f"{'query':<6} {'results':>8} {'Beam s':>8} {'Prism s':>8} {'sparkbeam s':>12} "
-        f"{'Beam/sparkbeam':>15} {'Prism/sparkbeam':>16}  note"
+        f"{'Beam/sparkbeam':>15} {'Prism/sparkbeam':>16} {'swap s':>8} {'Beam/swap':>10}  note"
     )
     print(header)
     print("-" * len(header))
@@ -111,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         name = f"q{query.number}"
         if query.gap is not None:
-            print(f"{name:<6} {'-':>8} {'-':>8} {'-':>8} {'-':>12} {'-':>15} {'-':>16}  not run: {query.gap.reason}")
+            print(f"{name:<6} {'-':>8} {'-':>8} {'-':>8} {'-':>12} {'-':>15} {'-':>16} {'-':>8} {'-':>10}  not run: {query.gap.reason}")
             continue
 
         def build(ns, p, query=query):
@@ -119,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
 
         (ours, _result), our_seconds = timed(lambda build=build: run_on_sparkbeam(build, canonical_output=True))
         if query.no_oracle is not None:
-            print(f"{name:<6} {sum(ours.values()):>8} {'-':>8} {'-':>8} {our_seconds:>12.2f} {'-':>15} {'-':>16}  {query.no_oracle}")
+            print(f"{name:<6} {sum(ours.values()):>8} {'-':>8} {'-':>8} {our_seconds:>12.2f} {'-':>15} {'-':>16} {'-':>8} {'-':>10}  {query.no_oracle}")
             continue
         theirs, beam_seconds = timed(lambda build=build, query=query: run_beam(build, runner=query.beam_runner, canonical_output=True))
         agrees = theirs == ours
@@ -136,10 +165,17 @@ def main(argv: list[str] | None = None) -> int:
                 if on_prism != ours:
                     notes.append(f"DISAGREES with Prism: {how_prism_differs(on_prism, ours)}")
                     agrees = False
+        swap_cell, swap_ratio = "-", "-"
+        if swapped is not None and query.compared_step is None:  # a step's output is compared by label in Beam's graph alone
+            by_swap, swap_seconds = timed(lambda query=query: run_swapped(lambda p: load_swapped_query(query, p, path, swapped)))
+            swap_cell, swap_ratio = f"{swap_seconds:.2f}", f"{beam_seconds / swap_seconds:.2f}x"
+            if by_swap != theirs:
+                notes.append("import swap DISAGREES with Beam's runner")
+                agrees = False
         status = status or (0 if agrees else 1)
         print(
             f"{name:<6} {sum(ours.values()):>8} {beam_seconds:>8.2f} {prism_cell:>8} {our_seconds:>12.2f} "
-            f"{beam_seconds / our_seconds:>14.2f}x {prism_ratio:>16}  {'; '.join(notes)}"
+            f"{beam_seconds / our_seconds:>14.2f}x {prism_ratio:>16} {swap_cell:>8} {swap_ratio:>10}  {'; '.join(notes)}"
         )
         if theirs != ours:
             # What differs, so that a disagreement can be looked into without a rerun.
@@ -150,8 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     if load > (os.cpu_count() or 1) * (1 - BUSY_ELSEWHERE_WARNING):
         print(f"warning: load average {load:.2f} on {os.cpu_count()} cores: other processes inflate these timings")
     print(
-        "Beam/sparkbeam, Prism/sparkbeam above 1x: sparkbeam is faster. Times: build, run and results "
-        "on the driver, one run each."
+        "Beam/sparkbeam, Prism/sparkbeam, Beam/swap above 1x: sparkbeam is faster (swap: by import "
+        "swap, on sparkbeam's own SDK). Times: build, run and results on the driver, one run each."
     )
     spark.stop()
     return status
