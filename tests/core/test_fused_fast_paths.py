@@ -341,6 +341,21 @@ def test_fast_paths_of_a_chain_name_their_own_steps_with_no_wrapper_and_put_the_
         _CURRENT.step = None
 
 
+def test_a_dofn_whose_process_is_all_it_runs_per_element_takes_the_flatmaps_fast_path():
+    class Split(DoFn):
+        def setup(self):
+            self.sep = ","
+
+        def process(self, element):
+            yield from element.split(self.sep)
+
+    runner = DoFnRunner(_pardo(Split()), {None: (out := []).append}, None)
+    assert runner.process.__name__ == "process_flat"
+    runner.start()
+    runner.process(_global("a,b"))
+    assert [wv.value for wv in out] == ["a", "b"]
+
+
 def test_a_bare_body_hands_its_outputs_on_a_chunk_at_a_time_in_order():
     from sparkbeam.runners.core.elements.fused import CHUNK
 

@@ -242,13 +242,15 @@ class DoFnRunner:
         """``process`` for a plain DoFn (``self.plain``): the same steps as ``_process_one``
         with what is fixed for the bundle looked up once, since this runs per element. A
         Map, FlatMap or Filter with no keyword arguments calls its function (the front
-        end's own, ``direct_call``) and reads its outputs in one frame (``_call_process``)."""
+        end's own, ``direct_call``) and reads its outputs in one frame (``_call_process``); so
+        does a DoFn's ``process`` (its lifecycle methods are called around the bundle alike)."""
         fn, shape, label, location = self.fn, self.shape, self.label, self.location
         args, kwargs = self.op.args, self.op.kwargs
         output, emit = self._output, self.main_emit
         unpack = shape == "MapTuple" or shape == "FlatMapTuple"
         guard_iter = self._guard_iter
-        if not kwargs and shape in ("Map", "FlatMap", "Filter"):
+        # A DoFn whose process is all it runs per element is called as a FlatMap of it.
+        if not kwargs and shape in ("Map", "FlatMap", "Filter", "DoFn"):
             self._fast_path = functools.partial(call_process, self)
             return self._fast_path()
 
