@@ -229,6 +229,17 @@ def uninterrupted(tmp_path_factory, spark):
     return expected, committed(str(base / "out"), "totals"), committed(str(base / "out"), "bad"), counts, str(base / "out")
 
 
+def output_is_the_uninterrupted_runs(out: str, log: str, uninterrupted) -> None:
+    """What the runs of a stream killed and resumed committed into ``out`` is exactly what
+    the uninterrupted run committed, and the watermarks they logged never went back."""
+    expected, lines, bad, counts, _ = uninterrupted
+    assert committed(out, "totals") == lines
+    assert committed(out, "bad") == bad
+    assert totals(committed(out, "totals")) == expected
+    stateful_outputs_are_exact(out, counts)
+    check_watermarks(timeline(log))
+
+
 def test_uninterrupted_run_matches_plain_python(uninterrupted):
     expected, lines, bad, counts, out = uninterrupted
     assert totals(lines) == expected
@@ -248,7 +259,6 @@ def test_uninterrupted_run_matches_plain_python(uninterrupted):
 def test_a_signal_stops_the_stream_at_a_checkpoint_and_after_a_kill_the_restarts_resume_exactly(
     tmp_path, uninterrupted, signum, seed, kills
 ):
-    expected, lines, bad, counts, _ = uninterrupted
     rng = random.Random(seed)
     input_dir = str(tmp_path / "in")
     write_input(input_dir)
@@ -284,11 +294,7 @@ def test_a_signal_stops_the_stream_at_a_checkpoint_and_after_a_kill_the_restarts
         if finished:
             break
     assert restarts >= 1, "no kill happened: the job finished before the first chosen step"
-    assert committed(out, "totals") == lines
-    assert committed(out, "bad") == bad
-    assert totals(committed(out, "totals")) == expected
-    stateful_outputs_are_exact(out, counts)
-    check_watermarks(timeline(log))
+    output_is_the_uninterrupted_runs(out, log, uninterrupted)
     at_most_one_file_per_step(timeline(log))
 
 
@@ -296,7 +302,6 @@ def test_a_file_url_checkpoint_through_hadoop_resumes_after_sigkill(tmp_path, un
     """--checkpoint_dir=file:///... served by Hadoop's FileSystem API: the write-ahead log's
     metadata, the journal and the checkpoints go through it (its .crc files prove it) and a
     run killed with SIGKILL resumes exactly."""
-    expected, lines, bad, counts, _ = uninterrupted
     input_dir = str(tmp_path / "in")
     write_input(input_dir)
     out, ck, log = str(tmp_path / "out"), str(tmp_path / "ck"), str(tmp_path / "log.jsonl")
@@ -307,11 +312,7 @@ def test_a_file_url_checkpoint_through_hadoop_resumes_after_sigkill(tmp_path, un
     assert glob.glob(os.path.join(ck, "checkpoints", ".*.json.crc"))
     # the kill's temporary step folders were removed at recovery; empty steps made none
     assert [name for name in os.listdir(out) if name.startswith(".sparkbeam-")] == []
-    assert committed(out, "totals") == lines
-    assert committed(out, "bad") == bad
-    assert totals(committed(out, "totals")) == expected
-    stateful_outputs_are_exact(out, counts)
-    check_watermarks(timeline(log))
+    output_is_the_uninterrupted_runs(out, log, uninterrupted)
 
 
 def test_a_finished_stream_started_again_does_nothing_and_says_so(uninterrupted):
@@ -343,10 +344,9 @@ def test_a_finished_stream_started_again_does_nothing_and_says_so(uninterrupted)
 # placed again).
 @pytest.mark.parametrize(("resume_on", "seed"), [("connect", 5), ("classic", 11)])
 def test_a_killed_spark_connect_client_resumes_exactly(tmp_path, uninterrupted, connect_server, resume_on, seed):
-    _, lines, bad, counts, _ = uninterrupted
     rng = random.Random(seed)
     input_dir = str(tmp_path / "in")
-    expected = write_input(input_dir)
+    write_input(input_dir)
     out, ck, log = str(tmp_path / "out"), str(tmp_path / "ck"), str(tmp_path / "log.jsonl")
     remote = f"--spark_remote={connect_server.url}"
     kill_at = rng.randrange(4, FILES)  # after the first checkpoint (every 3 steps): its state is restored
@@ -357,9 +357,5 @@ def test_a_killed_spark_connect_client_resumes_exactly(tmp_path, uninterrupted, 
     assert chains and all(chain["placement"] == "spark-murmur3(portable_hash)" for chain in chains.values())
     flags = [remote] if resume_on == "connect" else []
     assert run_job(input_dir, out, ck, log, None, *flags)
-    assert committed(out, "totals") == lines
-    assert committed(out, "bad") == bad
-    assert totals(committed(out, "totals")) == expected
-    stateful_outputs_are_exact(out, counts)
-    check_watermarks(timeline(log))
+    output_is_the_uninterrupted_runs(out, log, uninterrupted)
     at_most_one_file_per_step(timeline(log))
