@@ -69,6 +69,12 @@ def stored(spark, url: str) -> dict[str, bytes]:
     return found
 
 
+def _is_directory(spark, url: str) -> bool:
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(url)
+    return bool(path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).isDirectory(path))
+
+
 def test_the_checkpoint_primitives_work_on_hdfs(cluster, spark):
     from sparkbeam.runners.spark.hadoop_filesystem import HadoopFileSystem
 
@@ -217,10 +223,20 @@ def test_a_short_stream_keeps_its_checkpoints_log_journal_and_step_folders_on_hd
     assert len(folders) == 2, folders  # a step per file
     kept = stored(spark, checkpoint)
     assert "sparkbeam-checkpoint.json" in kept
-    for part in ("checkpoints/", "journal/", "lease/", "sources/0/wal/", "sources/0/spark/offsets/"):
+    for part in ("checkpoints/", "journal/", "lease/", "sources/0/spark/offsets/", "sources/0/spark/commits/"):
         assert any(key.startswith(part) for key in kept), (part, sorted(kept))
-    newest = CheckpointStore(checkpoint, []).newest()
-    assert newest is not None and newest["finished"]
+    manifests = CheckpointStore(checkpoint, []).manifests()
+    assert manifests and manifests[0]["finished"]
+    # The write-ahead log is on hdfs:// too: Spark commits a batch only once its log entry
+    # is written there, and a checkpoint's pruning removes exactly the batches the oldest
+    # kept checkpoint has consumed (how many steps ran, and so which batches remain, depends
+    # on timing: the two files' batches are gone once a checkpoint after both is the oldest).
+    committed = {int(leaf) for key in kept if key.startswith("sources/0/spark/commits/") and (leaf := key.rsplit("/", 1)[1]).isdigit()}
+    assert committed >= {0, 1}, sorted(kept)
+    consumed = int(manifests[-1]["sources"]["0"]["consumed_through"])
+    logged = {int(key.split("/")[3].split(".")[0]) for key in kept if key.startswith("sources/0/wal/")}
+    assert logged == {b for b in committed if b > consumed}, (consumed, sorted(kept))
+    assert _is_directory(spark, f"{checkpoint}/sources/0/wal")
 
 
 def test_a_stream_keeps_its_checkpoints_log_journal_and_step_folders_on_hdfs(cluster, tmp_path, spark):
