@@ -60,6 +60,19 @@ def _set_jvm_options(options: str) -> None:
 if _OWN_JVM_OPTIONS:
     _set_jvm_options(FAST_JVM)
 
+# Beam's Pipeline makes a folder in the temporary directory for every pipeline and removes it
+# only when the pipeline runs (``apache_beam/pipeline.py``); the oracle and translation tests
+# build many Beam pipelines they never run. So whatever a test process puts in the temporary
+# directory without a place of its own goes into a private folder of that process, removed
+# when it ends: a test run leaves nothing behind, and removes nothing another run wrote.
+# pytest's own ``tmp_path`` folders stay under the system's (kept for a failure's inspection,
+# and reachable by the other users of tests/other_user.py).
+SYSTEM_TEMP = tempfile.gettempdir()
+os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", SYSTEM_TEMP)
+os.environ.setdefault("SPARKBEAM_TESTS_SYSTEM_TEMP", SYSTEM_TEMP)
+tempfile.tempdir = tempfile.mkdtemp(prefix="sparkbeam-tests-tmp-")
+atexit.register(shutil.rmtree, tempfile.tempdir, ignore_errors=True)
+
 # Checkpoints are sealed with a key kept outside them (runners/spark/checkpoint_key.py): the
 # tests and the stream jobs they start share one key of the test run, not the user's own.
 if "SPARKBEAM_CHECKPOINT_KEY_FILE" not in os.environ:

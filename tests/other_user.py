@@ -109,7 +109,8 @@ def run_as(uid: int, function: Callable[..., Any], *args: Any, timeout: float = 
 def shared_temp_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """A new folder that every user may create names in, sticky as ``/tmp`` is, made the
     temporary directory of this process (and of the children it forks)."""
-    base = tempfile.gettempdir()
+    # the system's temporary directory: the test process's own (tests/conftest.py) is private
+    base = os.environ.get("SPARKBEAM_TESTS_SYSTEM_TEMP") or tempfile.gettempdir()
     shared = tempfile.mkdtemp(prefix="sparkbeam-test-users-", dir=base)
     os.chmod(shared, 0o777 | stat.S_ISVTX)
     monkeypatch.setattr(tempfile, "tempdir", shared)
