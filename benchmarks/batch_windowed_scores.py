@@ -43,6 +43,7 @@ from workloads import (
     busy_warning,
     cell,
     compare,
+    connect_remote,
     expected_totals,
     failure,
     generate_events,
@@ -61,7 +62,7 @@ from workloads import (
 
 RunFn = Callable[["Workload"], list[Row]]
 
-ALL_PEERS = ("sparkbeam", "sparkbeam-rows", "beam", "prism", "beam-on-sparkbeam", "dataframe", "rdd")
+ALL_PEERS = ("sparkbeam", "sparkbeam-connect", "sparkbeam-rows", "beam", "prism", "beam-on-sparkbeam", "dataframe", "rdd")
 
 
 @attrs.frozen
@@ -115,15 +116,19 @@ def add_pairs(left: tuple[int, int], right: tuple[int, int]) -> tuple[int, int]:
 # -- the peers: each prepare_* does its imports (untimed) and returns the timed run --------
 
 
-def prepare_sparkbeam(bench: Bench) -> RunFn:
+def prepare_sparkbeam(bench: Bench, connect: bool = False) -> RunFn:
+    """``connect``: the same pipeline through Spark Connect, on this command's one local
+    Connect server (``connect_remote``), the classic session's master and widths."""
     import sparkbeam as beam
     from sparkbeam import window
 
     class CountAndSum(CountAndSumLogic, beam.CombineFn):
         pass
 
+    where = {"spark_remote": connect_remote(bench)} if connect else {"spark_master": bench.master}
+
     def run(workload: Workload) -> list[Row]:
-        options = beam.PipelineOptions(spark_master=bench.master, state_partitions=bench.partitions)
+        options = beam.PipelineOptions(state_partitions=bench.partitions, **where)
         pipeline = beam.Pipeline(options=options)
         if workload.path is not None:
             stamped = (
@@ -288,6 +293,7 @@ def prepare_rdd(bench: Bench) -> RunFn:
 
 PREPARE: dict[str, Callable[[Bench], RunFn]] = {
     "sparkbeam": prepare_sparkbeam,
+    "sparkbeam-connect": lambda bench: prepare_sparkbeam(bench, connect=True),
     "sparkbeam-rows": prepare_sparkbeam_rows,
     "beam": prepare_beam,
     "prism": lambda bench: prepare_beam(bench, runner="prism"),
@@ -298,6 +304,7 @@ PREPARE: dict[str, Callable[[Bench], RunFn]] = {
 
 DESCRIBE = {
     "sparkbeam": "sparkbeam on Spark: Read -> Map(TimestampedValue) -> FixedWindows(60) -> CombinePerKey",
+    "sparkbeam-connect": "the sparkbeam peer's pipeline through Spark Connect (--spark_remote), on a local Connect server this command starts (tools/connect_server.py) with the same master and widths",
     "sparkbeam-rows": "sparkbeam on Spark, schema'd: ReadFromCsv (or Create(Rows) with --rows-source memory) -> AssignTimestamps -> FixedWindows(60) -> GroupBy.aggregate_field (a Spark SQL plan)",
     "beam": "Apache Beam, FnApiRunner in this process, same pipeline, results written to a file",
     "prism": "the beam peer's apache_beam pipeline unchanged on Beam's Prism runner (tools/prism.py; Go, its own process, SDK worker LOOPBACK in this one)",

@@ -83,12 +83,12 @@ def measure_idle(peers: dict[str, Peer], count: int) -> bool:
 
 
 def format_idle(figures: list[IdleFigure]) -> str:
-    header = f"{'peer':<10} {'kind of step with no data':<44} {'steps':>5} {'median s':>9} {'mean s':>9} {'by diff s':>9} {'jobs/step':>9}"
+    header = f"{'peer':<17} {'kind of step with no data':<52} {'steps':>5} {'median s':>9} {'mean s':>9} {'by diff s':>9} {'jobs/step':>9}"
     lines = [header, "-" * len(header)]
     for f in figures:
         note = f"  {f.note}" if f.note else ""
         lines.append(
-            f"{f.peer:<10} {f.kind:<44} {f.steps:>5} {cell(f.median_seconds, '.4f'):>9} {cell(f.mean_seconds, '.4f'):>9} "
+            f"{f.peer:<17} {f.kind:<52} {f.steps:>5} {cell(f.median_seconds, '.4f'):>9} {cell(f.mean_seconds, '.4f'):>9} "
             f"{f.differential_seconds:>9.4f} {cell(f.jobs_per_step, '.1f'):>9}{note}"
         )
     return "\n".join(lines)

@@ -21,10 +21,11 @@ from workloads import (
     Bench,
     CountAndSumLogic,
     Row,
+    connect_remote,
     pickle_by_value,
 )
 
-__all__ = ["SparkbeamPeer"]
+__all__ = ["SparkbeamConnectPeer", "SparkbeamPeer"]
 
 
 class SparkbeamPeer(Peer):
@@ -51,15 +52,23 @@ class SparkbeamPeer(Peer):
         self.combine_fn = CountAndSum
         self.bench = bench
 
+    #: the peer's name in the tables
+    name = "sparkbeam"
+    #: whether its Spark jobs run in this command's classic session (not on a Connect server),
+    #: where the step probe's job groups can count them
+    jobs_here = True
+
+    def where(self) -> dict[str, str]:
+        """The pipeline option that says where it runs."""
+        return {"spark_master": self.bench.master}
+
     def stream(self, script: Script) -> tuple[Any, list[str]]:
         """The TestStream of ``script`` and the kind of each of its events (one per step)."""
         return test_stream(script, self.test_stream, self.window.TimestampedValue, self.timestamp.from_micros)
 
     def execute(self, stream: Any) -> tuple[Any, Any]:
         beam = self.beam
-        options = beam.PipelineOptions(
-            streaming=True, spark_master=self.bench.master, state_partitions=self.bench.partitions
-        )
+        options = beam.PipelineOptions(streaming=True, state_partitions=self.bench.partitions, **self.where())
         pipeline = beam.Pipeline(options=options)
         totals = beam.capture(
             pipeline
@@ -89,7 +98,7 @@ class SparkbeamPeer(Peer):
         seconds = time.perf_counter() - started
         steps = result.watermarks().steps
         details = [
-            f"sparkbeam: {steps} steps from result.watermarks(); its step loop took "
+            f"{self.name}: {steps} steps from result.watermarks(); its step loop took "
             f"{result.seconds:.2f} s of the {seconds:.2f} s (the rest: planning, reading the emissions)"
         ]
 
@@ -104,17 +113,21 @@ class SparkbeamPeer(Peer):
         by_kind: dict[str, list[tuple[float, int, int]]] = {}
         for step, seconds in enumerate(probe.seconds):
             kind = kinds[step] if step < len(kinds) else "after the script"
-            jobs, tasks = jobs_and_tasks(sc, probe.group(step))
+            jobs, tasks = jobs_and_tasks(sc, probe.group(step)) if self.jobs_here else (0, 0)
             by_kind.setdefault(kind, []).append((seconds, jobs, tasks))
         lines = []
         names = {"data": "steps with data", "watermark": "watermark-only steps"}
         for kind, figures in by_kind.items():
             times = [f[0] for f in figures]
-            lines.append(
-                f"  {len(figures):>3} {names.get(kind, kind)}: mean {statistics.fmean(times):.3f} s, "
-                f"median {statistics.median(times):.3f} s, max {max(times):.3f} s; "
+            jobs = (
                 f"Spark jobs {sum(f[1] for f in figures)} ({sum(f[1] for f in figures) / len(figures):.1f}/step), "
                 f"tasks {sum(f[2] for f in figures) / len(figures):.1f}/step"
+                if self.jobs_here
+                else "Spark jobs: on the Connect server, not counted"
+            )
+            lines.append(
+                f"  {len(figures):>3} {names.get(kind, kind)}: mean {statistics.fmean(times):.3f} s, "
+                f"median {statistics.median(times):.3f} s, max {max(times):.3f} s; {jobs}"
             )
         # A few slow steps can carry most of the time (lineage recomputed, a big closure):
         # name them, with their share of the loop.
@@ -188,16 +201,36 @@ class SparkbeamPeer(Peer):
             jobs = sum(jobs_and_tasks(sc, probe.group(step))[0] for step in range(1, count + 1))
             figures.append(
                 IdleFigure(
-                    "sparkbeam",
+                    self.name,
                     label,
                     count,
                     statistics.median(idle_times),
                     statistics.fmean(idle_times),
                     per_step,
-                    jobs / count,
+                    jobs / count if self.jobs_here else None,
                 )
             )
         return figures
+
+
+class SparkbeamConnectPeer(SparkbeamPeer):
+    """The sparkbeam peer's pipeline through Spark Connect (``--spark_remote``), on this
+    command's one local Connect server (``connect_remote``: the classic session's master and
+    widths), so that the two say what Connect adds per step."""
+
+    describe = (
+        "the sparkbeam peer's pipeline through Spark Connect (--spark_remote), on a local Connect "
+        "server this command starts (tools/connect_server.py) with the same master and widths"
+    )
+    name = "sparkbeam-connect"
+    jobs_here = False
+
+    def __init__(self, bench: Bench) -> None:
+        super().__init__(bench)
+        self.remote = connect_remote(bench)
+
+    def where(self) -> dict[str, str]:
+        return {"spark_remote": self.remote}
 
 
 # Executors cannot import this module (only the driver has benchmarks/ on its path).

@@ -15,7 +15,7 @@ def format_table(outcomes: list[Outcome]) -> str:
     timed = [o for o in outcomes if o.seconds is not None and not o.disagrees]
     reference = next((o for o in timed if o.peer == "sparkbeam"), None)
     header = (
-        f"{'peer':<10} {'events':>9} {'seconds':>8} {'events/s':>9} {'steps':>5} {'s/step':>7} "
+        f"{'peer':<17} {'events':>9} {'seconds':>8} {'events/s':>9} {'steps':>5} {'s/step':>7} "
         f"{'vs sparkbeam':>12} {'CPU s':>7} {'others':>6}  result"
     )
     lines = [header, "-" * len(header)]
@@ -23,7 +23,7 @@ def format_table(outcomes: list[Outcome]) -> str:
     for o in outcomes:
         if o.seconds is None:
             lines.append(
-                f"{o.peer:<10} {o.events:>9,} {'-':>8} {'-':>9} {'-':>5} {'-':>7} {'-':>12} {'-':>7} {'-':>6}  {o.problem}"
+                f"{o.peer:<17} {o.events:>9,} {'-':>8} {'-':>9} {'-':>5} {'-':>7} {'-':>12} {'-':>7} {'-':>6}  {o.problem}"
             )
             continue
         ratio = "-"
@@ -35,7 +35,7 @@ def format_table(outcomes: list[Outcome]) -> str:
         steps = o.steps or 0
         per_step = f"{o.seconds / steps:.3f}" if steps else "-"
         lines.append(
-            f"{o.peer:<10} {o.events:>9,} {o.seconds:>8.2f} {o.events / o.seconds:>9,.0f} {steps:>5} "
+            f"{o.peer:<17} {o.events:>9,} {o.seconds:>8.2f} {o.events / o.seconds:>9,.0f} {steps:>5} "
             f"{per_step:>7} {ratio:>12} {cell(o.cpu_seconds, '.1f'):>7} {cell(o.others_cores, '.2f'):>6}  "
             f"{o.problem or 'agrees'}{runs_note(o.runs)}"
         )

@@ -31,7 +31,7 @@ from streaming_idle import measure_idle
 from streaming_peer import Peer
 from streaming_runs import Outcome, measure
 from streaming_script import Script, make_script
-from streaming_sparkbeam import SparkbeamPeer
+from streaming_sparkbeam import SparkbeamConnectPeer, SparkbeamPeer
 from streaming_structured import StructuredPeer
 from streaming_table import format_table
 from workloads import (
@@ -48,10 +48,11 @@ from workloads import (
     stop_bench,
 )
 
-ALL_PEERS = ("sparkbeam", "beam", "prism", "structured")
+ALL_PEERS = ("sparkbeam", "sparkbeam-connect", "beam", "prism", "structured")
 
 PEERS: dict[str, Callable[[Bench], Peer]] = {
     "sparkbeam": SparkbeamPeer,
+    "sparkbeam-connect": SparkbeamConnectPeer,
     "beam": BeamPeer,
     "prism": PrismPeer,
     "structured": StructuredPeer,

@@ -53,10 +53,11 @@ __all__ = [
     "busy_warning",
     "cell",
     "compare",
+    "connect_remote",
     "expected_totals",
     "failure",
     "generate_events",
-        "make_workdir",
+    "make_workdir",
     "parse_common",
     "pickle_by_value",
     "prepare_peers",
@@ -216,6 +217,38 @@ def require_apache_beam() -> None:
     except ImportError as error:
         msg = f"Apache Beam is not installed ({error}); pip install apache-beam"
         raise PeerUnavailable(msg) from None
+
+
+_CONNECT: list[Any] = []  # the one Spark Connect server of this command, once started
+
+
+def connect_remote(bench: Bench) -> str:
+    """The ``--spark_remote`` URL of this command's one Spark Connect server
+    (tools/connect_server.py: pip's PySpark, loopback, the bench's master and shuffle width,
+    so that a Connect peer has the cores and partitions of the classic ones), started on
+    first use before anything is timed (its CPU counts in the peer's, as a child of this
+    process) and stopped when the command exits. ``PeerUnavailable`` without the
+    ``connect`` extra's client packages or when the server does not start."""
+    if not _CONNECT:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        if root not in sys.path:
+            sys.path.append(root)
+        try:
+            import grpc  # noqa: F401  (the Connect client's transport: pip install 'sparkbeam[connect]')
+        except ImportError as error:
+            msg = f"the Spark Connect client is not installed ({error}); pip install 'sparkbeam[connect]'"
+            raise PeerUnavailable(msg) from None
+        from tools.connect_server import ConnectServer, ConnectServerError
+
+        conf = {"spark.sql.shuffle.partitions": str(bench.partitions), "spark.default.parallelism": str(bench.partitions)}
+        server = ConnectServer(os.path.join(bench.workdir, "connect-server"), master=bench.master, conf=conf)
+        try:
+            server.start()
+        except ConnectServerError as error:
+            raise PeerUnavailable(str(error)) from None
+        atexit.register(server.stop)
+        _CONNECT.append(server)
+    return str(_CONNECT[0].url)
 
 
 _PRISM: list[Any] = []  # the one Prism job server of this command, once started
