@@ -26,6 +26,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from pyspark import StorageLevel
+
 from sparkbeam.io import commits
 from sparkbeam.metrics.execution import MetricUpdates
 from sparkbeam.runners.core.elements.execution import backend_ops
@@ -72,6 +74,18 @@ SPARK = backend_ops("Spark")
 #: the longest lineage of keyed state, in steps, that a stream run lets grow between its
 #: checkpoints before a local checkpoint cuts it (``truncate_lineage_now_and_then``)
 LINEAGE_STEPS = 50
+
+#: How every RDD the backend caches is kept (``SparkBackend.keep``): keyed state, parked elements, what
+#: a restore or a checkpoint's lineage cut reads back, and a step's RDDs read by several
+#: jobs. PySpark's default, MEMORY_ONLY, drops a block that does not fit in the storage
+#: memory and recomputes it when read: for keyed state that is every step since the last
+#: lineage cut run again (user code included), and its reads of log batches or checkpoint
+#: files that pruning may have deleted since. MEMORY_AND_DISK writes such a block to the
+#: executor's local disk instead (``spark.local.dir``), read back at disk speed. PySpark's
+#: records are pickled bytes already, so there is no ``_SER`` level to choose (this one is
+#: serialised); no replication, which would copy all the state to a second executor every
+#: step to save a rebuild from the checkpoint's files that only executor loss needs.
+KEPT = StorageLevel.MEMORY_AND_DISK
 
 
 class StateWrite(NamedTuple):
@@ -227,11 +241,15 @@ class SparkBackend:
         run = StageRun(planned, inputs, params, side_inputs, side, facts)
         return self.strategy(choose(planned, facts))(self, run)
 
+    def keep(self, rdd: Any) -> Any:
+        """``rdd`` persisted at ``KEPT``: the one way the backend and its strategies cache an
+        RDD (``rdd.persist()`` would be MEMORY_ONLY)."""
+        return rdd.persist(KEPT)
+
     def once(self, records: Any) -> Any:
         """Persist an RDD that several jobs or RDDs read (before deriving them, or PySpark
         fuses its function into each reader and runs it once per reader), for this step."""
-        records.persist()
-        self.step_cache.append(records)
+        self.step_cache.append(self.keep(records))
         return records
 
     def truncate_lineage_now_and_then(self, stage_id: int, state: Any) -> None:
@@ -351,7 +369,7 @@ class SparkBackend:
         for stage_id, chain in chains.items():
             directories = [path_of(at, file) for at, file in chain.files]
             state = state_checkpoints.read_chain(self.sc, stage_id, directories, sealer, self.partition_fn, self.num_partitions)
-            state.setName(f"stage {stage_id} keyed state, read back from {directories[-1]}").persist()
+            self.keep(state.setName(f"stage {stage_id} keyed state, read back from {directories[-1]}"))
             stale = self.state_results.get(stage_id)
             if stale is not None:
                 stale.unpersist()
@@ -380,11 +398,11 @@ class SparkBackend:
                 # --state_partitions changed, or a Spark Connect run wrote the state (its
                 # partitions hold other keys): every key placed again, and a new base.
                 state = state.mapPartitions(unpack_state).partitionBy(self.num_partitions, self.partition_fn)
-            self.states[stage_id] = self.state_results[stage_id] = state.persist()
+            self.states[stage_id] = self.state_results[stage_id] = self.keep(state)
         for stage_id, path in state_paths.items():
             # Chunks back to (key, KeyedState), which this run's partitioner places.
             saved = sealed_files.read_records(self.sc, path, sealer, "state").mapPartitions(unpack_state)
-            state = saved.partitionBy(self.num_partitions, self.partition_fn).persist()
+            state = self.keep(saved.partitionBy(self.num_partitions, self.partition_fn))
             self.states[stage_id] = state
             self.state_results[stage_id] = state
 

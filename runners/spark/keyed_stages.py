@@ -107,7 +107,7 @@ def _keyed_step(backend: SparkBackend, run: StageRun, keyed: Any, step: Any) -> 
     # (a checkpoint costs a write of the state, so not every step).
     # Persisting first also stops PySpark from pipelining the next mapPartitions into
     # this one, which would leave the checkpoint unwritten.
-    result.setName(f"{stage.name} (keyed state and panes)").persist()
+    backend.keep(result.setName(f"{stage.name} (keyed state and panes)"))
     backend.truncate_lineage_now_and_then(stage.id, result)
     backend.states[stage.id] = result.mapPartitions(stage_records.strip_state, preservesPartitioning=True)
     stale = backend.state_results.get(stage.id)
@@ -190,7 +190,7 @@ def side_input_wait(backend: SparkBackend, run: StageRun) -> StageResult:
             "partition (their partitioners differ); this is a sparkbeam bug"
         )
         raise RuntimeError(msg)
-    parked.persist()
+    backend.keep(parked)
     backend.truncate_lineage_now_and_then(stage.id, parked)  # as grouping state
     # One job: the summaries and wanted outputs of both passes, and the new parked state.
     wanted = run.planned.collected

@@ -190,7 +190,7 @@ def test_the_spark_backend_hands_a_batch_grouping_the_body_it_alone_reads(monkey
     class _Rdd:
         """Records nothing; stands in for every RDD the backend derives (no Spark)."""
 
-        def persist(self):
+        def persist(self, storageLevel=None):  # the backend names its level (backend.KEPT)
             return self
 
         def mapPartitions(self, function, preservesPartitioning=False):
