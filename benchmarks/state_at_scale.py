@@ -36,6 +36,7 @@ The machine is shared: read the ratios, not the seconds.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import pickle
 import random
@@ -44,6 +45,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from typing import Any
 
 DAY = 86400
@@ -319,6 +321,49 @@ def _write_files(all_batches: list[list[tuple[str, int, int]]], directory: str) 
         os.utime(path, (base + index, base + index))  # Spark takes new files oldest first
 
 
+class _PeakRss:
+    """Peak resident memory, sampled twice a second while a run lasts, of this process (the
+    Python driver; it also holds the benchmark's events and expected sums, so read its growth
+    over the run) and of the JVM it started (in ``local[2]`` the driver and the executors)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        import psutil
+
+        self.me = psutil.Process()
+        self.start = self.python = self.me.memory_info().rss
+        self.jvm = 0
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        import psutil
+
+        while not self.done.wait(0.5):
+            try:
+                self.python = max(self.python, self.me.memory_info().rss)
+                jvms = [child for child in self.me.children(recursive=True) if child.name() == "java"]
+                self.jvm = max(self.jvm, sum(child.memory_info().rss for child in jvms))
+            except psutil.Error:
+                continue  # a process ended between the listing and the reading
+
+    def __enter__(self) -> _PeakRss:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.done.set()
+        self.thread.join()
+
+    def columns(self) -> str:
+        return f"{self.python / 2**20:>8.0f} {(self.python - self.start) / 2**20:>+7.0f} {self.jvm / 2**20:>7.0f}"
+
+
+def _load() -> str:
+    return "/".join(f"{load:.1f}" for load in os.getloadavg())
+
+
 def _counting_writes(checkpoints: str, written: list[tuple[int, bool]]) -> Any:
     """``state_checkpoints.write_state`` recording the bytes each checkpoint puts on disk
     for a stage's state, and whether it is a base; with ``checkpoints == "full"``, every
@@ -341,7 +386,9 @@ def _counting_writes(checkpoints: str, written: list[tuple[int, bool]]) -> Any:
     return lambda: (setattr(state_checkpoints, "write_state", original_write), setattr(state_checkpoints, "needs_base", original_needs))
 
 
-def _sparkbeam_run(directory: str, work: str, checkpoints: str = "incremental", interval: int = 10) -> tuple[list[float], dict[str, int], list[tuple[int, bool]]]:
+def _sparkbeam_run(
+    directory: str, work: str, checkpoints: str = "incremental", interval: int = 10
+) -> tuple[list[float], dict[str, int], list[tuple[int, bool]], _PeakRss]:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     from step_probe import probe_steps
 
@@ -365,13 +412,32 @@ def _sparkbeam_run(directory: str, work: str, checkpoints: str = "incremental", 
     written: list[tuple[int, bool]] = []
     undo = _counting_writes(checkpoints, written)
     try:
-        with probe_steps(spark.sparkContext) as probe:
+        with _PeakRss() as rss, probe_steps(spark.sparkContext) as probe, _steps_told(probe):
             result = p.run()
     finally:
         undo()
     emitted = [wv.value for wv in result.emissions(captured)]
     got = {key: total for key, total in emitted}
-    return probe.seconds, got, written
+    return probe.seconds, got, written, rss
+
+
+@contextlib.contextmanager
+def _steps_told(probe: Any) -> Iterator[None]:
+    """Each step's seconds on stderr as it ends (with the load average): a run of millions
+    of keys takes many minutes, and one stopped before its end still says how far it got."""
+    from sparkbeam.runners.core.loop.steps import StepLoop
+
+    timed = StepLoop.run_step
+
+    def run_step(loop: Any) -> None:
+        timed(loop)
+        print(f"  sparkbeam step {len(probe.seconds) - 1}: {probe.seconds[-1]:.2f} s, load {_load()}", file=sys.stderr, flush=True)
+
+    StepLoop.run_step = run_step  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        StepLoop.run_step = timed  # type: ignore[method-assign]
 
 
 def _session() -> Any:
@@ -387,7 +453,7 @@ def _session() -> Any:
     )
 
 
-def _structured_run(directory: str, work: str) -> tuple[list[float], dict[str, int]]:
+def _structured_run(directory: str, work: str) -> tuple[list[float], dict[str, int], list[int], _PeakRss]:
     from pyspark.sql import functions as F
 
     spark = _session()
@@ -413,14 +479,36 @@ def _structured_run(directory: str, work: str) -> tuple[list[float], dict[str, i
         .trigger(availableNow=True)
         .start()
     )
-    query.awaitTermination()
-    seconds = [p["durationMs"].get("triggerExecution", 0) / 1000 for p in query.recentProgress if p["numInputRows"] > 0]
+    with _PeakRss() as rss:
+        query.awaitTermination()
+    batches_run = [p for p in query.recentProgress if p["numInputRows"] > 0]
+    seconds = [p["durationMs"].get("triggerExecution", 0) / 1000 for p in batches_run]
+    # What each batch's commit copied into the checkpoint folder (RocksDB's new SST files
+    # and the snapshot's metadata), as its state operator reports it.
+    copied = [
+        sum(int(op.get("customMetrics", {}).get("rocksdbBytesCopied", 0)) for op in p.get("stateOperators", [])) for p in batches_run
+    ]
     # Update mode: each key's row again whenever its sum changes; sums only grow here.
     latest = {row.key: row.total for row in spark.sql("SELECT key, max(total) AS total FROM state_at_scale GROUP BY key").collect()}
-    return seconds, latest
+    return seconds, latest, copied, rss
 
 
-def stream_part(sizes: list[int], checkpoints: list[str], interval: int, structured: bool) -> None:
+def _structured_row(size: int, directory: str, work: str, expected: dict[str, int]) -> float:
+    """Structured Streaming's run on the files, its row printed; its median small batch."""
+    ss_seconds, ss_got, copied, ss_rss = _structured_run(directory, work)
+    ss_small = statistics.median(ss_seconds[1:]) if len(ss_seconds) > 1 else float("nan")
+    ss_ok = "yes" if ss_got == expected else f"NO ({len(ss_got)} keys)"
+    # every batch commits a RocksDB version: the median over the small batches
+    ss_bytes = statistics.median(copied[1:]) / 1e6 if len(copied) > 1 else float("nan")
+    print(
+        f"{size:>9,} {'structured, RocksDB':>24} {ss_seconds[0]:>8.2f} {ss_small:>11.3f} {'':>10} {'':>10} {'':>7} "
+        f"{ss_bytes:>13.2f} {'':>5} {ss_ok:>8} {ss_rss.columns()}  {_load()}",
+        flush=True,
+    )
+    return ss_small
+
+
+def stream_part(sizes: list[int], checkpoints: list[str], interval: int, structured: bool, structured_first: bool = False) -> None:
     """Per size: sparkbeam with each way of checkpointing (``incremental``: bases and deltas;
     ``full``: a base every time, as before), a checkpoint every ``interval`` steps, and
     Structured Streaming with RocksDB; per kind of small step (it writes a checkpoint after
@@ -428,7 +516,7 @@ def stream_part(sizes: list[int], checkpoints: list[str], interval: int, structu
     of keyed state each checkpoint wrote."""
     print(
         f"{'keys':>9} {'engine':>24} {'first s':>8} {'small p50 s':>11} {'writes ckpt':>10} {'reads back':>10} {'plain':>7} "
-        f"{'state MB/ckpt':>13} {'bases':>5} {'checked':>8}"
+        f"{'state MB/ckpt':>13} {'bases':>5} {'checked':>8} {'py MB':>8} {'py +MB':>7} {'jvm MB':>7}  load 1/5/15 min"
     )
     for size in sizes:
         data = batches(size)
@@ -438,8 +526,11 @@ def stream_part(sizes: list[int], checkpoints: list[str], interval: int, structu
             directory = os.path.join(work, "in")
             _write_files(data, directory)
             smalls = {}
+            print(f"{size:>9,} files written, load {_load()}", flush=True)
+            if structured and structured_first:
+                ss_small = _structured_row(size, directory, work, expected)
             for mode in checkpoints:
-                sb_seconds, got, written = _sparkbeam_run(directory, work, mode, interval)
+                sb_seconds, got, written, rss = _sparkbeam_run(directory, work, mode, interval)
                 ok = "yes" if got == expected else f"NO ({len(got)} keys)"
                 small = sb_seconds[1 : 1 + SMALL_STEPS]
                 # a step's time includes the checkpoint written after it; the step after a
@@ -456,16 +547,15 @@ def stream_part(sizes: list[int], checkpoints: list[str], interval: int, structu
                 print(
                     f"{size:>9,} {'sparkbeam, ' + mode:>24} {sb_seconds[0]:>8.2f} {smalls[mode]:>11.3f} "
                     f"{p50['writes']:>10.3f} {p50['reads back']:>10.3f} {p50['plain']:>7.3f} "
-                    f"{statistics.median(later) / 1e6:>13.2f} {sum(base for _, base in written):>5} {ok:>8}"
+                    f"{statistics.median(later) / 1e6:>13.2f} {sum(base for _, base in written):>5} {ok:>8} {rss.columns()}  {_load()}",
+                    flush=True,
                 )
             if len(smalls) == 2:
                 print(f"{size:>9,} {'ratio full/incremental':>24} {'':>8} {smalls['full'] / smalls['incremental']:>11.2f}")
             if not structured:
                 continue
-            ss_seconds, ss_got = _structured_run(directory, work)
-            ss_small = statistics.median(ss_seconds[1:]) if len(ss_seconds) > 1 else float("nan")
-            ss_ok = "yes" if ss_got == expected else f"NO ({len(ss_got)} keys)"
-            print(f"{size:>9,} {'structured, RocksDB':>24} {ss_seconds[0]:>8.2f} {ss_small:>11.3f} {'':>10} {'':>10} {'':>7} {'':>13} {'':>5} {ss_ok:>8}")
+            if not structured_first:
+                ss_small = _structured_row(size, directory, work, expected)
             ratio = smalls[checkpoints[0]] / ss_small
             print(f"{size:>9,} {'ratio sparkbeam/SS':>24} {'':>8} {ratio:>11.2f}")
         finally:
@@ -484,6 +574,10 @@ def main() -> None:
     )
     parser.add_argument("--checkpoint_interval", type=int, default=3, help="stream: steps between sparkbeam's checkpoints")
     parser.add_argument("--no_structured", action="store_true", help="stream: leave out Structured Streaming")
+    parser.add_argument(
+        "--structured_first", action="store_true",
+        help="stream: run Structured Streaming before sparkbeam (a long run stopped in sparkbeam's steps still has its peer)",
+    )
     parser.add_argument("--trees", nargs="+", default=["."], help="index: source trees to compare (the first is the reference)")
     args = parser.parse_args()
     if args.target is not None:
@@ -495,7 +589,7 @@ def main() -> None:
     elif args.part == "index":
         index_part(args.keys, args.trees)
     else:
-        stream_part(args.keys, args.checkpoints, args.checkpoint_interval, not args.no_structured)
+        stream_part(args.keys, args.checkpoints, args.checkpoint_interval, not args.no_structured, args.structured_first)
 
 
 if __name__ == "__main__":
