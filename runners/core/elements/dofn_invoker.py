@@ -420,8 +420,9 @@ class DoFnRunner:
             else:
                 copy = new((item, micros, windows, unknown))
             send(copy)
-            for _ in range(len(before) - 1):
-                send(copy)
+            if len(before) > 1:  # rare: no loop built per element
+                for _ in range(len(before) - 1):
+                    send(copy)
 
         return output_windowed
 
