@@ -36,6 +36,7 @@ from typing import Any
 from sparkbeam.io.filebased import BadRecord
 from sparkbeam.io.kafka import KafkaDecode
 from sparkbeam.io.streaming import StreamReadSpec
+from sparkbeam.runners.spark.metrics import task_container
 from sparkbeam.runners.spark.sealed_files import PIECE_RECORDS
 from sparkbeam.runners.spark.sealing import Sealer
 from sparkbeam.runners.spark.stream_rows import EVENT_MICROS, PARTITION
@@ -159,6 +160,7 @@ def _pieces(
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    task_container()  # the task's start, where a reused worker's long-lived objects are frozen (worker_gc)
     per_partition: dict[str, list[int]] = {}
     dropped = bad_count = 0
     low, high = MIN_TIMESTAMP.micros, MAX_TIMESTAMP.micros

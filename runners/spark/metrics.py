@@ -29,6 +29,7 @@ from pyspark.accumulators import AccumulatorParam
 
 from sparkbeam.metrics.execution import MetricsContainer, MetricsEnvironment, MetricUpdates
 from sparkbeam.runners.core.lowering import errors
+from sparkbeam.runners.spark import worker_gc
 from sparkbeam.runners.spark.attempt_reports import ReportChannel
 
 __all__ = ["MetricsChannel", "MetricsParam", "metered", "metered_by", "task_container", "task_failed", "with_channel"]
@@ -111,6 +112,8 @@ def task_container() -> _Task:
     if _TASK is None or _TASK.attempt != attempt:
         _TASK = _Task(attempt)
         MetricsEnvironment.install(_TASK.container)
+        if attempt is not None:  # a Python worker's task, not the driver's
+            worker_gc.task_starts()
     return _TASK
 
 

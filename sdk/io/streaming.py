@@ -29,7 +29,7 @@ to a dead-letter output instead, counted in the timeline (``dead_letters``):
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -160,6 +160,10 @@ class _StreamRead(PTransform):
 
 
 class _RouteBadRecords(DoFn):
+    #: The engine's promise (``fast_paths.pass_on_all_but``): every element of another type
+    #: is output unchanged, so only a ``BadRecord`` calls ``process``.
+    _engine_routes_only: ClassVar[tuple[type, ...]] = (BadRecord,)
+
     def __init__(self, owner: str, dead_letter_tag: str | None) -> None:
         self.owner = owner
         self.dead_letter_tag = dead_letter_tag

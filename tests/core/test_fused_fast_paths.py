@@ -15,6 +15,7 @@ from sparkbeam.runners.core.elements import window_assignment
 from sparkbeam.runners.core.elements.dofn_invoker import DoFnRunner
 from sparkbeam.runners.core.elements.fused import FusedBody
 from sparkbeam.runners.core.elements.window_assignment import GLOBAL_WINDOWS, cached_assignment
+from sparkbeam.runners.core.lowering.errors import UserCodeError
 from sparkbeam.runners.core.lowering.ops import ParDoOp, lower
 from sparkbeam.runners.core.plan.plan import plan_stages
 from sparkbeam.transforms import core
@@ -476,3 +477,102 @@ def test_a_flatmaps_outputs_are_read_in_its_own_call_and_a_result_that_is_not_it
         list(body.run_bare(source, [_global("a")]))
     body, source = _body(beam.FlatMap(lambda x: None))  # no outputs, as Beam reads it
     assert list(body.run_bare(source, [_global("a")])) == []
+
+
+def test_maptuple_and_flatmaptuple_take_the_fast_paths_and_name_their_failures():
+    pairs = DoFnRunner(_pardo(core.MapTuple(lambda key, value: (key, value + 1)).fn), {None: (out := []).append}, None)
+    flat = DoFnRunner(_pardo(core.FlatMapTuple(lambda key, value: [key] * value).fn), {None: out.append}, None)
+    assert (pairs.process.__name__, flat.process.__name__) == ("process_map", "process_flat")
+    pairs.process(_global(("a", 1)))
+    flat.process(_global(("b", 2)))
+    assert [wv.value for wv in out] == [("a", 2), "b", "b"]
+    with pytest.raises(UserCodeError, match="'P'"):
+        pairs.process(_global(("a", 1, 2)))  # three parts for two parameters
+
+
+def _map_then_window(windowfn, *, also_capture_the_mapped: bool, fn=lambda x: x + "!"):
+    """``Create | WindowInto(FixedWindows(10)) | Map(fn) | WindowInto(windowfn)``; the Map's
+    output also captured (read by two: not windowed at once) or not."""
+    pipeline = beam.Pipeline()
+    pcoll = pipeline | beam.Create([0]) | "Input" >> beam.WindowInto(FixedWindows(10))
+    mapped = pcoll | "Shout" >> beam.Map(fn)
+    beam.capture(mapped | "Minutes" >> beam.WindowInto(windowfn))
+    if also_capture_the_mapped:
+        beam.capture(mapped)
+    (stage,) = plan_stages(lower(pipeline)).stages
+    shout = next(op for op in stage.body if op.label == "Shout")
+    minutes = next(op for op in stage.body if op.label == "Minutes")
+    return stage, shout.inputs[0], minutes.outputs[0]
+
+
+@pytest.mark.parametrize("windowfn", [FixedWindows(60), window.SlidingWindows(60, 20), GlobalWindows()], ids=["fixed", "sliding", "global"])
+@pytest.mark.parametrize("copies", [0, 1, 2])
+def test_a_maps_outputs_read_only_by_window_into_are_windowed_at_once_as_the_two_steps_window_them(monkeypatch, windowfn, copies):
+    windows = (IntervalWindow(0, 10), IntervalWindow(10, 20))[:copies]
+    element = WindowedValue("a", 75 * S, windows, PANE_INFO_UNKNOWN)
+    fused_stage, windowed, _ = _map_then_window(windowfn, also_capture_the_mapped=False)
+    plain_stage, _, minutes = _map_then_window(windowfn, also_capture_the_mapped=True)
+    plain = [wv for pcoll, wv in FusedBody(plain_stage).run([(windowed, element)]) if pcoll == minutes]
+    built = _count_built(monkeypatch)
+    fused = [wv for _, wv in FusedBody(fused_stage).run([(windowed, element)])]
+    assert fused == plain
+    windows_of_75 = tuple(windowfn.assign(window.WindowFn.AssignContext(window.Timestamp.of(75), "a!")))
+    assert fused == [WindowedValue("a!", 75 * S, windows_of_75, PANE_INFO_UNKNOWN)] * copies
+    assert len(built) == min(copies, 1)  # the WindowInto's output alone, once for all its copies
+
+
+def test_a_map_into_window_into_sends_an_unchanged_element_on_as_it_is_and_other_outputs_the_long_way():
+    element = _global("a")
+    stage, windowed, _ = _map_then_window(GlobalWindows(), also_capture_the_mapped=False, fn=lambda x: x)
+    (out,) = [wv for _, wv in FusedBody(stage).run([(windowed, element)])]
+    assert out is element
+    stage, windowed, _ = _map_then_window(FixedWindows(60), also_capture_the_mapped=False, fn=lambda x: window.TimestampedValue(x, 75))
+    (out,) = [wv for _, wv in FusedBody(stage).run([(windowed, element)])]
+    assert out == WindowedValue("a", 75 * S, (IntervalWindow(60, 120),), PANE_INFO_UNKNOWN)
+
+
+def _router(dead_letter_tag):
+    from sparkbeam.io.streaming import _RouteBadRecords
+
+    op = attrs.evolve(_pardo(_RouteBadRecords("ReadFromKafka 'Read'", dead_letter_tag)), outputs=(1, 2), output_tags=(None, "bad"))
+    good: list = []
+    bad: list = []
+    return DoFnRunner(op, {None: good.append, "bad": bad.append}, None), good, bad
+
+
+def test_a_stream_reads_router_hands_good_elements_on_with_no_call_and_routes_bad_records_through_its_process():
+    from sparkbeam.io.filebased import BadRecord
+
+    runner, good, bad = _router("bad")
+    assert runner.process.__name__ == "process_pass_on"
+    runner.start()
+    element = _global(("k", "v"))
+    failure = BadRecord("kafka t-0 offset 3", None, "b'x'", "UnicodeDecodeError: ...")
+    stamped = _global(TimestampedValue("v", 75))  # read by its type by the DoFn's outputs: through process
+    for wv in (element, _global(failure), stamped):
+        runner.process(wv)
+    assert good[0] is element
+    assert good[1] == WindowedValue("v", 75 * S, GLOBAL_WINDOWS, PANE_INFO_UNKNOWN)
+    assert [wv.value for wv in bad] == [failure]
+    in_step = runner.process_in_step("Read/Records")
+    assert in_step is not None and in_step.__name__ == "process_pass_on"
+
+
+def test_a_stream_reads_router_without_dead_letters_stops_at_a_bad_record_naming_the_read():
+    from sparkbeam.io.filebased import BadRecord
+
+    runner, good, _ = _router(None)
+    runner.start()
+    runner.process(_global("fine"))
+    with pytest.raises(UserCodeError, match=r"ReadFromKafka 'Read': bad record at kafka t-0 offset 3.*with_exception_handling"):
+        runner.process(_global(BadRecord("kafka t-0 offset 3", None, "b'x'", "UnicodeDecodeError: ...")))
+    assert [wv.value for wv in good] == ["fine"]
+
+
+def test_a_body_of_a_stream_reads_router_and_one_map_names_the_maps_step_around_its_chunks():
+    from sparkbeam.io.streaming import _RouteBadRecords
+
+    body, source = _body(beam.ParDo(_RouteBadRecords("ReadFromKafka 'Read'", None)), beam.Map(lambda x: x * 2))
+    _router, double = body.stage.body
+    assert body.scoped_op is double  # the router runs no user code
+    assert [wv.value for wv in body.run_bare(source, [_global(1), _global(2)])] == [2, 4]

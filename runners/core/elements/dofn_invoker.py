@@ -24,8 +24,17 @@ from sparkbeam.dofn import (
     is_bundle_finalizer_param,
 )
 from sparkbeam.pvalue import TaggedOutput
-from sparkbeam.runners.core.elements.fast_paths import DirectCall, call_process, map_restamped_into
-from sparkbeam.runners.core.elements.window_assignment import cached_assignment, restamp_assigner
+from sparkbeam.runners.core.elements.fast_paths import (
+    DirectCall,
+    call_process,
+    map_restamped_into,
+    pass_on_all_but,
+)
+from sparkbeam.runners.core.elements.window_assignment import (
+    cached_assignment,
+    fixed_window_parts,
+    restamp_assigner,
+)
 from sparkbeam.runners.core.lowering.errors import UserCodeError
 from sparkbeam.runners.core.lowering.ops import ParDoOp, SideInputSlot
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP, Timestamp
@@ -164,6 +173,9 @@ class DoFnRunner:
         #: (assignment, send) of the WindowInto that alone reads the main output, when the
         #: re-stamped outputs go straight to it (``window_restamped_into``)
         self._into: tuple[Callable[[int], tuple], Emit] | None = None
+        #: the same for every output, when the fast paths window the main output at once
+        #: (``output_function``)
+        self._window_into: tuple[Callable[[int], tuple], Emit] | None = None
         #: Whether each element is one call with the element alone: no parameters to fill,
         #: no side inputs, no windows to explode, nothing of the bundle's. Most Maps are.
         self.plain = not self.params and not self.contexts and self.finalizer is None and not self.explode_windows
@@ -250,8 +262,12 @@ class DoFnRunner:
         unpack = shape == "MapTuple" or shape == "FlatMapTuple"
         guard_iter = self._guard_iter
         # A DoFn whose process is all it runs per element is called as a FlatMap of it.
-        if not kwargs and shape in ("Map", "FlatMap", "Filter", "DoFn"):
-            self._fast_path = functools.partial(call_process, self)
+        if not kwargs and shape in ("Map", "FlatMap", "Filter", "DoFn", "MapTuple", "FlatMapTuple"):
+            routed = getattr(type(self.dofn), "_engine_routes_only", None) if shape == "DoFn" and self.direct_call is None else None
+            if routed:  # the engine's own router: only the routed types reach its process
+                self._fast_path = functools.partial(pass_on_all_but, self, tuple(routed))
+            else:
+                self._fast_path = functools.partial(call_process, self)
             return self._fast_path()
 
         def process(wv: WindowedValue) -> None:
@@ -358,12 +374,57 @@ class DoFnRunner:
         have received, windowed by the input's window fn, is never built. Only where that
         window fn is built in too: a user's may fail or read the value. ``send_stamped``:
         what reads the WindowInto's output takes an element's parts (``FusedBody.
-        stamped_sender``), so a plain Map's outputs into fixed windows are not built either."""
+        stamped_sender``), so a plain Map's outputs into fixed windows are not built either.
+        The fast paths' other outputs are windowed at once too (``output_function``)."""
+        # The outputs that keep their input's timestamp are windowed at once too (``_output_windowed``),
+        # by the fast paths, which look their output function up when they are built: built again here.
+        self._window_into = (assign, send)
         if self._cached_restamp is not None:
             self._into = (assign, send)
             if self.plain and self.shape == "Map" and not self.op.kwargs:
                 self._fast_path = functools.partial(map_restamped_into, self, assign, send, send_stamped)
                 self.process = self._fast_path()
+                return
+        if self._fast_path is not None and self.plain:
+            self.process = self._fast_path()
+
+    def output_function(self) -> Callable[[Any, WindowedValue], None]:
+        """What the fast paths hand each output to, with its input element: ``_output``, or,
+        when a WindowInto of a built-in window fn alone reads the main output
+        (``window_restamped_into``), ``_output`` and that WindowInto in one call for an output
+        that keeps its input's timestamp: the windows of that timestamp once per input window
+        (such a window fn reads the timestamp alone) with an unknown pane, the element in
+        between never built. A tagged, re-stamped or windowed output goes through ``_output``."""
+        output = self._output
+        if self._window_into is None:
+            return output
+        assign, send = self._window_into
+        fixed = fixed_window_parts(assign)
+        size, offset, cached_windows = fixed if fixed is not None else (0, 0, None)
+        unknown, new = PANE_INFO_UNKNOWN, new_windowed_value
+        by_type = frozenset((TaggedOutput, TimestampedValue, WindowedValue))
+
+        def output_windowed(item: Any, wv: WindowedValue) -> None:
+            if type(item) in by_type:
+                output(item, wv)
+                return
+            before = wv[2]
+            if not before:
+                return  # in no window: the WindowInto has nothing to assign
+            micros = wv[1]
+            windows = cached_windows(micros - (micros - offset) % size) if cached_windows is not None else None
+            if windows is None:
+                windows = assign(micros)
+            if item is wv[0] and windows is before and wv[3] is unknown:
+                copy = wv  # what the WindowInto would have sent on as it is
+            else:
+                copy = new((item, micros, windows, unknown))
+            send(copy)
+            if len(before) > 1:  # rare: no loop built per element
+                for _ in range(len(before) - 1):
+                    send(copy)
+
+        return output_windowed
 
     def process_in_step(self, step: str) -> Callable[[WindowedValue], None] | None:
         """``process`` naming the metrics ``step`` itself around each element, the caller's

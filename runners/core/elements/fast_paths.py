@@ -1,9 +1,11 @@
-"""The engine's fast paths for a plain Map, FlatMap or Filter, for both front ends.
+"""The engine's fast paths for a plain Map, FlatMap, Filter, MapTuple or FlatMapTuple, for both front ends.
 
 A ``DoFnRunner`` whose DoFn is plain (no parameters to fill, no side inputs, nothing of the
 bundle's) runs each element as one call of its function, its outputs read in the same
 frame (``call_process``); a Map whose re-stamped outputs only a WindowInto of a built-in
-window fn reads windows them at once (``map_restamped_into``). A front end whose functions
+window fn reads windows them at once (``map_restamped_into``), and so do these paths with
+their other outputs (``DoFnRunner.output_function``); the engine's own dead-letter router
+hands every element but a bad record on with no call of its DoFn (``pass_on_all_but``). A front end whose functions
 output values of its own types (Beam's ``TimestampedValue``, ``TaggedOutput``,
 ``WindowedValue``) and whose failures it names its own way says how with a ``DirectCall``:
 the same paths then call its user's function with no wrapper call around it (README, "How
@@ -18,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from sparkbeam.metrics.execution import thread_steps
+from sparkbeam.pvalue import TaggedOutput
 from sparkbeam.runners.core.elements.window_assignment import GLOBAL_WINDOWS, fixed_window_parts
 from sparkbeam.runners.core.lowering.errors import UserCodeError
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP, MIN_TIMESTAMP
@@ -27,7 +30,7 @@ from sparkbeam.window import FixedWindows, GlobalWindows, TimestampedValue
 if TYPE_CHECKING:  # a type only: the runner builds these paths for itself
     from sparkbeam.runners.core.elements.dofn_invoker import DoFnRunner
 
-__all__ = ["DirectCall", "call_process", "map_restamped_into", "one_extra_arg"]
+__all__ = ["DirectCall", "call_process", "map_restamped_into", "one_extra_arg", "pass_on_all_but"]
 
 Emit = Callable[[WindowedValue], None]
 _MIN_MICROS = MIN_TIMESTAMP.micros
@@ -80,11 +83,13 @@ def call_process(runner: DoFnRunner) -> Callable[[WindowedValue], None]:
     as_engine = None if direct is None else direct.as_engine
     foreign = _NoOutput if direct is None else direct.stamped_type
     foreign_parts = None if direct is None else direct.stamped_parts
-    output, emit, main = runner._output, runner.main_emit, runner.main_emit
+    output, emit, main = runner.output_function(), runner.main_emit, runner.main_emit
     restamp = runner._emit_restamped
     unseen = _UNSEEN
     no_args = not args
     one_arg, arg = one_extra_arg(args)
+    # MapTuple and FlatMapTuple: the function takes the element's parts (``fn(*value)``).
+    unpack = shape == "MapTuple" or shape == "FlatMapTuple"
     # The metrics step this path names itself around what it runs per element (``own_step``),
     # put back after as ``in_step_1`` does, with no wrapper call; None: named by its caller.
     own, steps, unnamed = runner.own_step, thread_steps(), ""
@@ -92,7 +97,7 @@ def call_process(runner: DoFnRunner) -> Callable[[WindowedValue], None]:
     def renamed(error: Exception) -> BaseException:
         return error if failure is None else failure(error)
 
-    if shape == "Map":
+    if shape == "Map" or shape == "MapTuple":
 
         def process_map(wv: WindowedValue) -> None:
             value = wv[0]
@@ -101,7 +106,10 @@ def call_process(runner: DoFnRunner) -> Callable[[WindowedValue], None]:
                 outer = names.get("step", unnamed)
                 names["step"] = own
             try:
-                result = fn(value) if no_args else fn(value, arg) if one_arg else fn(value, *args)
+                if unpack:
+                    result = fn(*value, *args)
+                else:
+                    result = fn(value) if no_args else fn(value, arg) if one_arg else fn(value, *args)
             except UserCodeError:
                 raise
             except Exception as error:
@@ -158,7 +166,10 @@ def call_process(runner: DoFnRunner) -> Callable[[WindowedValue], None]:
             outer = names.get("step", unnamed)
             names["step"] = own
         try:
-            found = fn(value) if no_args else fn(value, arg) if one_arg else fn(value, *args)
+            if unpack:
+                found = fn(*value, *args)
+            else:
+                found = fn(value) if no_args else fn(value, arg) if one_arg else fn(value, *args)
         except UserCodeError:
             raise
         except Exception as error:
@@ -198,6 +209,26 @@ def call_process(runner: DoFnRunner) -> Callable[[WindowedValue], None]:
     return process_flat
 
 
+def pass_on_all_but(runner: DoFnRunner, routed: tuple[type, ...]) -> Callable[[WindowedValue], None]:
+    """``process`` of a DoFn whose class promises (``_engine_routes_only``) that it outputs every
+    element whose value is not of a ``routed`` type unchanged to its main output, as a
+    stream read's dead-letter router does: such an element is handed on as it is, with no
+    call of the DoFn, which sees only the others (through ``call_process``). A value the
+    runner's ``_output`` reads by its type (a tagged, re-stamped or windowed output) goes
+    through the DoFn too, so what the DoFn's ``yield element`` would do is kept exactly."""
+    process_routed = call_process(runner)
+    through_process = frozenset((*routed, TaggedOutput, TimestampedValue, WindowedValue))
+    emit = runner.main_emit
+
+    def process_pass_on(wv: WindowedValue) -> None:
+        if type(wv[0]) in through_process:
+            process_routed(wv)
+        else:
+            emit(wv)
+
+    return process_pass_on
+
+
 def map_restamped_into(
     runner: DoFnRunner, assign: Callable[[int], tuple], send: Emit, send_stamped: Callable[[Any, int, tuple], None] | None
 ) -> Callable[[WindowedValue], None]:
@@ -215,7 +246,7 @@ def map_restamped_into(
     failure = None if direct is None else direct.failure
     as_engine = None if direct is None else direct.as_engine
     one_arg, arg = one_extra_arg(args)
-    output = runner._output
+    output = runner.output_function()
     restamped_into = runner._restamped_into
     stamped, unknown, new = TimestampedValue, PANE_INFO_UNKNOWN, new_windowed_value
     low, high = _MIN_MICROS, _MAX_MICROS

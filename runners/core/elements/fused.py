@@ -312,9 +312,10 @@ class FusedBody:
 
 def _only_user_code(body: Iterable[object]) -> ParDoOp | None:
     """The ParDo that is the body's only user code (the other ops are WindowIntos of a
-    built-in window fn, Flattens and ops that run no user code), or None. A ParDo is one
-    whose kind says ``pardo_joiner`` joins it (``OpKind.body_code``): the engine's own, or
-    a front end's that runs the same way; one that joins its own way is not known to."""
+    built-in window fn, Flattens, the engine's routers and ops that run no user code), or
+    None. A ParDo is one whose kind says ``pardo_joiner`` joins it (``OpKind.body_code``):
+    the engine's own, or a front end's that runs the same way; one that joins its own way
+    is not known to."""
     pardos = []
     for op in body:
         kind = type(op)
@@ -324,7 +325,14 @@ def _only_user_code(body: Iterable[object]) -> ParDoOp | None:
         elif kind is not FlattenOp:
             code = kind_of(op).body_code
             if code == "pardo":
-                pardos.append(op)
+                if not _routes_only(op):
+                    pardos.append(op)
             elif code != "none":
                 return None
     return pardos[0] if len(pardos) == 1 else None
+
+
+def _routes_only(op: object) -> bool:
+    """Whether a ParDo is the engine's own router (its DoFn's class declares
+    ``_engine_routes_only``: a stream read's dead letters), which runs no user code."""
+    return bool(getattr(type(getattr(op, "dofn", None)), "_engine_routes_only", None))
