@@ -50,13 +50,14 @@ def write_input(directory: str) -> collections.Counter:
     return write_input_and_counts(directory)[0]
 
 
-def write_input_and_counts(directory: str) -> tuple[collections.Counter, collections.Counter]:
-    """The input files; the totals and the record counts per (team, window start) they must produce."""
+def write_input_and_counts(directory: str, files: int = FILES) -> tuple[collections.Counter, collections.Counter]:
+    """The input files (the first ``files`` of them); the totals and the record counts per
+    (team, window start) they must produce."""
     os.makedirs(directory)
     rng = random.Random(7)
     expected: collections.Counter = collections.Counter()
     counts: collections.Counter = collections.Counter()
-    for index in range(FILES):
+    for index in range(files):
         lines = []
         for record in range(RECORDS_PER_FILE):
             # Each file covers 30 s of event time, out of order by up to 15 s: always within
@@ -76,9 +77,9 @@ def write_input_and_counts(directory: str) -> tuple[collections.Counter, collect
     return expected, counts
 
 
-def dead_letters_written() -> int:
-    """How many broken lines write_input puts in the files."""
-    return len([index for index in range(FILES) if index % 4 == 1])
+def dead_letters_written(files: int = FILES) -> int:
+    """How many broken lines write_input puts in the files (the first ``files`` of them)."""
+    return len([index for index in range(files) if index % 4 == 1])
 
 
 def stateful_outputs_are_exact(output_dir: str, counts: collections.Counter) -> None:
@@ -358,4 +359,44 @@ def test_a_killed_spark_connect_client_resumes_exactly(tmp_path, uninterrupted, 
     flags = [remote] if resume_on == "connect" else []
     assert run_job(input_dir, out, ck, log, None, *flags)
     output_is_the_uninterrupted_runs(out, log, uninterrupted)
+    at_most_one_file_per_step(timeline(log))
+
+
+# The suite's short Connect checkpoint case (the SIGKILL ones above are in the full matrix):
+# the same job through Spark Connect on the first three files, a checkpoint after every
+# step, stopped by --max_steps after two steps, then started again on its checkpoint
+# directory to the end, in this process. Its output is compared with what the
+# uninterrupted run writes for those files, as plain Python computes it (the uninterrupted
+# run is checked against the same computation above). The server's Python workers cannot
+# import the tests' modules: the job's functions travel by value, as a script's do.
+@pytest.fixture
+def stream_job_by_value():
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(stream_job)
+    yield
+    cloudpickle.unregister_pickle_by_value(stream_job)
+
+
+@pytest.mark.usefixtures("stream_job_by_value")
+def test_a_spark_connect_stream_stopped_at_max_steps_resumes_from_its_checkpoint(tmp_path, connect_server):
+    files = 3
+    input_dir = str(tmp_path / "in")
+    expected, counts = write_input_and_counts(input_dir, files)
+    out, ck, log = str(tmp_path / "out"), str(tmp_path / "ck"), str(tmp_path / "log.jsonl")
+    flags = (f"--spark_remote={connect_server.url}", "--checkpoint_interval=1")
+    stream_job.main(input_dir, out, ck, log, *flags, "--max_steps=2")
+    newest = CheckpointStore(ck, []).newest()
+    assert newest is not None and newest["step"] == 2 and not newest["finished"]
+    assert newest["chains"] and all(chain["placement"] == "spark-murmur3(portable_hash)" for chain in newest["chains"].values())
+    assert max(record["step"] for record in timeline(log)) == 1  # steps 0 and 1, then stopped
+    stream_job.main(input_dir, out, ck, log, *flags)
+    assert CheckpointStore(ck, []).newest()["finished"]
+    lines = committed(out, "totals")
+    windows = collections.Counter((team, start) for team, start, _ in (line.split(",") for line in lines.elements()))
+    assert all(times == 1 for times in windows.values()), f"a window's total was written twice: {lines}"
+    assert totals(lines) == expected
+    assert sum(committed(out, "bad").values()) == dead_letters_written(files)
+    stateful_outputs_are_exact(out, counts)
+    check_watermarks(timeline(log))
     at_most_one_file_per_step(timeline(log))
