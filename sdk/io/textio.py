@@ -252,7 +252,9 @@ class WriteToText(PTransform):
         self.file_path_prefix = file_path_prefix
         self.file_name_suffix = file_name_suffix
         self.append_trailing_newlines = append_trailing_newlines
-        self.num_shards = num_shards
+        # '' names one file: one shard, as Beam's FileBasedSink sets it (two shards would both
+        # be committed to that one name, the last replacing the first)
+        self.num_shards = 1 if template == "" else num_shards
         self.shard_name_template = template
         self.compression_type = _compression("WriteToText", compression_type)
         self.header = header

@@ -20,6 +20,7 @@ import pytest
 
 import sparkbeam as beam
 from sparkbeam import window
+from sparkbeam.io import fileio
 from sparkbeam.io.stepfiles import WriteFilesPerStep
 from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.runners.core.lowering.errors import TransformError, UnsupportedError
@@ -46,9 +47,11 @@ def scores() -> TestStream:
     )
 
 
-def write_scores(root: str) -> tuple[dict[int, list], dict[int, list]]:
-    """Runs the pipeline into ``root``; returns what the lines and the rows emitted, per step."""
-    p = beam.Pipeline(options=PipelineOptions(streaming=True))
+def write_scores(root: str, **options) -> tuple[dict[int, list], dict[int, list]]:
+    """Runs the pipeline into ``root`` (with ``options`` besides ``streaming``); returns
+    what the lines and the rows emitted, per step. The lines also go to ``WriteToFiles``
+    (``root/files``: a file per user and window)."""
+    p = beam.Pipeline(options=PipelineOptions(streaming=True, **options))
     totals = p | scores() | beam.WindowInto(window.FixedWindows(10)) | beam.CombinePerKey(sum)
     lines = beam.capture(totals | "Lines" >> beam.Map(lambda kv: f"{kv[0]}:{kv[1]}"))
     rows = beam.capture(totals | "Rows" >> beam.Map(lambda kv: {"user": kv[0], "score": kv[1]}))
@@ -58,6 +61,12 @@ def write_scores(root: str) -> tuple[dict[int, list], dict[int, list]]:
     _ = rows | "Json" >> beam.io.WriteToJson(f"{root}/json/scores", file_name_suffix=".jsonl")
     _ = rows | "Csv" >> beam.io.WriteToCsv(f"{root}/csv/scores", num_shards=1, file_name_suffix=".csv")
     _ = rows | "Parquet" >> beam.io.WriteToParquet(f"{root}/parquet/scores", SCHEMA, file_name_suffix=".parquet")
+    _ = lines | "Files" >> fileio.WriteToFiles(
+        f"{root}/files",
+        destination=lambda line: line.split(":")[0],
+        # lambdas: a Connect server's Python workers cannot import the tests' modules
+        file_naming=lambda window, pane, shard, shards, compression, user: f"{user}-{int(window.start)}-{shard}-of-{shards}",
+    )
     result = p.run()
     by_step: tuple[dict[int, list], dict[int, list]] = (collections.defaultdict(list), collections.defaultdict(list))
     for emitted, pcoll in zip(by_step, (lines, rows)):
@@ -156,6 +165,34 @@ def test_running_the_steps_again_replaces_their_files_without_duplicates(written
             assert records_in(root, sink, step) == expected(emitted[step])
 
 
+@pytest.mark.spark
+def test_on_spark_connect_each_step_commits_the_classic_sessions_directories(written, connect_server, tmp_path):
+    """The same stream through Spark Connect: each sink's step directories (written by the
+    server's tasks, committed by one task, ``runners/spark/connect/writes.py``) hold what
+    the classic session's hold, under the same names where the shards are fixed."""
+    root, (lines, rows) = written
+    connect_root = str(tmp_path)
+    assert write_scores(connect_root, spark_remote=connect_server.url) == (lines, rows)
+    for sink, fixed in (("text", True), ("json", False), ("csv", True), ("parquet", False)):
+        steps = committed(f"{connect_root}/{sink}")
+        assert set(steps) == STEPS_WITH_OUTPUT, sink
+        for step, names in steps.items():
+            classic = committed(f"{root}/{sink}")[step]
+            assert sorted(names) == sorted(classic) if fixed else sorted(names) == shard_names(len(names), os.path.splitext(classic[0])[1])
+            assert records_in(connect_root, sink, step) == records_in(root, sink, step), (sink, step)
+    # WriteToFiles, a composite of ParDos and groupings: a file per user and window
+    assert files_by_name(f"{connect_root}/files") == files_by_name(f"{root}/files") != {}
+
+
+def files_by_name(folder: str) -> dict[str, list[str]]:
+    """Each file under ``folder`` (hidden ones too) and its lines, sorted."""
+    found = {}
+    for name in listing(folder):
+        with open(os.path.join(folder, name)) as handle:
+            found[name] = sorted(handle.read().splitlines())
+    return found
+
+
 def text_op(prefix: str, **options) -> WriteTextOp:
     return WriteTextOp("Scores", "test_streaming_sinks.py:1", (0,), (), sink=beam.io.WriteToText(prefix, **options))
 
@@ -206,6 +243,18 @@ def test_batch_writes_keep_the_flat_layout(spark, tmp_path):
     p.run()
     assert listing(tmp_path / "text") == shard_names(2, "")
     assert listing(tmp_path / "json") == shard_names(1, "")
+
+
+@pytest.mark.spark
+def test_an_empty_shard_name_template_writes_every_element_to_its_one_file(spark, tmp_path):
+    """'' names one file: one shard, as Beam's sink sets it, whatever the input's partitions
+    (two shards both committed to the one name lost the first's lines)."""
+    assert beam.io.WriteToText("out", shard_name_template="", num_shards=3).num_shards == 1
+    p = beam.Pipeline()
+    _ = p | beam.Create([f"line {n}" for n in range(10)]) | beam.io.WriteToText(str(tmp_path / "all.txt"), shard_name_template="")
+    p.run()
+    assert listing(tmp_path) == ["all.txt"]
+    assert sorted((tmp_path / "all.txt").read_text().splitlines()) == [f"line {n}" for n in range(10)]
 
 
 def test_a_sink_on_an_unreachable_or_unknown_file_system_is_refused_before_running():

@@ -35,7 +35,7 @@ def write_files(p, path: str, file_naming=name_without_colons) -> None:
 
     (
         p
-        | beam.Create([(f"k{i % 3}", i) for i in range(60)])
+        | "Lines" >> beam.Create([(f"k{i % 3}", i) for i in range(60)])
         | beam.Map(lambda kv: beam.window.TimestampedValue(f"{kv[0]} {kv[1]}", kv[1] * 5))
         | beam.WindowInto(window.FixedWindows(100))
         | "WriteFiles" >> fileio.WriteToFiles(path, destination=lambda line: line.split()[0], file_naming=file_naming)

@@ -25,6 +25,7 @@ from sparkbeam.runners.spark.connect import tasks, writes
 from sparkbeam.utils.timestamp import MIN_TIMESTAMP
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
 from tests.io.conftest import listing
+from tests.runners import file_sinks
 
 pytestmark = pytest.mark.spark
 
@@ -48,20 +49,65 @@ def test_empty_input_writes_one_empty_shard_or_none_with_skip_if_empty(connect_s
     assert not (tmp_path / "b").exists() or listing(tmp_path / "b") == []
 
 
-def test_csv_and_json_sinks_run_on_connect_as_their_composites(connect_server, tmp_path):
-    """WriteToCsv and WriteToJson are ParDos and groupings whose commit is a task: they need
-    nothing of their own from the backend."""
-    p = beam.Pipeline(options=PipelineOptions(spark_remote=connect_server.url))
-    rows = p | beam.Create([beam.Row(name=f"n{n}", size=n) for n in range(10)])
-    _ = rows | beam.io.WriteToCsv(str(tmp_path / "table"), num_shards=2)
-    _ = rows | "Json" >> beam.io.WriteToJson(str(tmp_path / "lines"))
-    p.run()
-    assert listing(tmp_path) == ["lines-00000-of-00001", "table-00000-of-00002", "table-00001-of-00002"]
-    csv_lines = [line for n in range(2) for line in (tmp_path / f"table-0000{n}-of-00002").read_text().splitlines()]
-    assert csv_lines.count("name,size") == 2
-    assert sorted(line for line in csv_lines if line != "name,size") == sorted(f"n{n},{n}" for n in range(10))
-    records = [json.loads(line) for line in (tmp_path / "lines-00000-of-00001").read_text().splitlines()]
-    assert sorted(record["size"] for record in records) == list(range(10))
+@pytest.fixture
+def file_sinks_by_value():
+    """The server's Python workers cannot import the tests' modules: file_sinks' functions
+    travel by value."""
+    from pyspark import cloudpickle
+
+    cloudpickle.register_pickle_by_value(file_sinks)
+    yield
+    cloudpickle.unregister_pickle_by_value(file_sinks)
+
+
+def _files(folder):
+    return {name: (folder / name).read_bytes() for name in listing(folder)}
+
+
+@pytest.mark.usefixtures("file_sinks_by_value")
+def test_every_batch_file_sink_writes_on_connect_what_it_writes_on_the_classic_session(spark, connect_server, tmp_path):
+    """Text, CSV, JSON, Parquet, a gzip file and WriteToFiles: composites of ParDos and
+    groupings whose commit is a task (WriteToText's is the backend's own), so they need
+    nothing else from the backend. The same records under the same names, where the shards
+    are fixed (JSON and Parquet leave their count to the runner: one per bundle)."""
+    for kind, options in (("classic", {}), ("connect", {"spark_remote": connect_server.url})):
+        p = beam.Pipeline(options=PipelineOptions(**options))
+        file_sinks.write_everything(p, str(tmp_path / kind))
+        file_sinks.write_files(p, str(tmp_path / kind / "files"))
+        p.run()
+    on_connect, on_classic = _files(tmp_path / "connect"), _files(tmp_path / "classic")
+    fixed = ["csv-00000-of-00001", "gz.gz", "text-00000-of-00002", "text-00001-of-00002"]
+    for names in (on_connect, on_classic):
+        assert [name for name in names if not name.startswith(("json", "parquet", "files"))] == fixed
+        for family in ("json", "parquet"):
+            shards = sorted(name for name in names if name.startswith(family))
+            assert shards == [f"{family}-{n:05d}-of-{len(shards):05d}" for n in range(len(shards))]
+    assert _records(on_connect) == _records(on_classic)
+    assert all(len(records) == 40 for family, records in _records(on_connect).items() if family != "gz")
+    assert _records(on_connect)["gz"] == [f"line {n}" for n in range(10)]  # one file named by '': every line
+    assert file_sinks.by_window_and_destination(_files(tmp_path / "connect" / "files")) == file_sinks.by_window_and_destination(
+        _files(tmp_path / "classic" / "files")
+    )
+
+
+def _records(files):
+    """Each sink's records, sorted (how they fall into shards follows the partitions)."""
+    import gzip
+    import io
+
+    import pyarrow.parquet as pq
+
+    def lines(family):
+        return sorted(line for name, data in files.items() if name.startswith(family) for line in data.decode().splitlines())
+
+    parquet = [tuple(row.values()) for name, data in files.items() if name.startswith("parquet") for row in pq.read_table(io.BytesIO(data)).to_pylist()]
+    return {
+        "text": lines("text"),
+        "csv": [line for line in lines("csv") if line != "name,score,ok"],
+        "json": lines("json"),
+        "parquet": sorted(parquet),
+        "gz": sorted(gzip.decompress(files["gz.gz"]).decode().splitlines()),
+    }
 
 
 def test_a_failed_write_commits_nothing_and_leaves_nothing_staged(connect_server, tmp_path):

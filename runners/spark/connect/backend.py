@@ -28,7 +28,10 @@ dropped with its rows:
   with nothing new and nothing due;
 - ``AS_READ``: a source the driver holds, handed on as it is;
 - sources: Create, Impulse and a TestStream's events from the driver; ReadFromText and ``Read(BoundedSource)``
-  split and read on the server through a Python data source (``reads.py``).
+  split and read on the server through a Python data source (``reads.py``);
+- sinks (``writes.py``): WriteToText's shards in batch, and each step's directory of a file
+  sink in a stream (WriteToText, and the ``WriteFilesPerStep`` of CSV, JSON, Parquet and
+  ``WriteShardedFiles``), written by tasks and committed by one task on the server.
 
 Side inputs, collected by the step loop, travel inside the tasks' functions (no
 broadcast). Shuffles partition by a column the tasks computed (``repartition(n, "h")``)
@@ -60,13 +63,14 @@ from sparkbeam.runners.core.lowering.ops import (
     ReadTextOp,
     StreamReadOp,
     TestStreamOp,
+    WriteFilesPerStepOp,
     WriteTextOp,
 )
 from sparkbeam.runners.core.lowering.strategies import Capabilities, StateStore, Strategy
 from sparkbeam.runners.core.plan.physical import PlannedStage, StepFacts, choose
 from sparkbeam.runners.core.plan.plan import Stage
 from sparkbeam.runners.core.sources.sources import SourceEmission
-from sparkbeam.runners.spark.connect import keyed_steps, tasks
+from sparkbeam.runners.spark.connect import keyed_steps, tasks, writes
 from sparkbeam.runners.spark.connect.session import made_active
 from sparkbeam.runners.spark.stage_records import shippable
 from sparkbeam.runners.spark.state_chunks import bucketed_partition
@@ -229,18 +233,10 @@ class ConnectBackend:
     def write(self, stage: Stage, datasets: dict[int, Frame], params: StepParams) -> None:
         """The stage's sinks, each written and committed on the server (``writes.py``): in
         batch Beam's files, in a stream a directory per step."""
-        from sparkbeam.runners.spark.connect.writes import write_step, write_text
-
         for sink in stage.sinks:
-            if not isinstance(sink, WriteTextOp):
-                msg = f"'{sink.label}': the Spark Connect backend writes no {type(sink).__name__} (refused before the run)"
-                raise NotImplementedError(msg)
             (pcoll,) = sink.inputs
             frame = datasets.get(pcoll, Frame(None, known_empty=True, size=0))
-            if params.batch:
-                write_text(self, sink, frame)
-            else:
-                write_step(self, sink, frame, params.step)
+            CONNECT.sinks.lookup(sink)(self, sink, frame, params)
 
     # -- checkpoints (a stream's, ``streaming.StreamRun``) -----------------------------------
     def save_state(self, directory: str, sealer: Any, step: int) -> dict[int, Any]:
@@ -452,3 +448,5 @@ CONNECT.sources.register(TestStreamOp)(keyed_steps.scripted_step)
 CONNECT.sources.register(CreateOp, ImpulseOp)(_driver_elements)
 CONNECT.sources.register(ReadTextOp, BoundedSourceReadOp)(_bounded_read)
 CONNECT.sources.register(StreamReadOp)(_write_ahead_log)
+CONNECT.sinks.register(WriteTextOp)(writes.text_sink)
+CONNECT.sinks.register(WriteFilesPerStepOp)(writes.step_files_sink)

@@ -16,6 +16,7 @@ from sparkbeam.runners.core.lowering.settings import RunMode, RunSettings
 from sparkbeam.runners.core.plan.plan import StagePlan
 from sparkbeam.runners.spark.connect.backend import CONNECT
 from sparkbeam.runners.spark.connect.reads import local_pattern
+from sparkbeam.runners.spark.sinks import step_files
 
 __all__ = ["refuse_what_connect_cannot_run"]
 
@@ -96,13 +97,17 @@ def refuse_what_connect_cannot_run(plan: StagePlan, mode: RunMode, settings: Run
                 msg = f"{_where(head)}: {what} is not yet under Spark Connect; {_INSTEAD}"
                 raise UnsupportedError(msg)
         for sink in stage.sinks:
-            if not isinstance(sink, WriteTextOp):
-                msg = f"{_where(sink)}: {type(sink).__name__} (a sink) is not yet under Spark Connect; capture the output instead, or {_INSTEAD}"
-                raise UnsupportedError(msg)
-            prefix = sink.sink.file_path_prefix
-            if "://" in prefix and not prefix.startswith("file://"):
+            if not CONNECT.sinks.serves(sink):
                 msg = (
-                    f"{_where(sink)}: WriteToText to {prefix!r} is not yet under Spark Connect, which writes the server's "
+                    f"{_where(sink)}: {type(sink).__name__} (a sink) is not yet under Spark Connect (it writes "
+                    f"{', '.join(CONNECT.sinks.names())}); capture the output instead, or {_INSTEAD}"
+                )
+                raise UnsupportedError(msg)
+            prefix = step_files(sink).prefix if not isinstance(sink, WriteTextOp) else sink.sink.file_path_prefix
+            if "://" in prefix and not prefix.startswith("file://"):
+                what = "WriteToText" if isinstance(sink, WriteTextOp) else "a file sink"
+                msg = (
+                    f"{_where(sink)}: {what} to {prefix!r} is not yet under Spark Connect, which writes the server's "
                     f"local files (a path or file://) with its Python workers; {_INSTEAD}"
                 )
                 raise UnsupportedError(msg)

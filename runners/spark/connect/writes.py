@@ -41,7 +41,7 @@ from sparkbeam.runners.core.lowering.errors import UserCodeError
 from sparkbeam.runners.core.lowering.ops import WriteTextOp
 from sparkbeam.runners.spark.connect import tasks
 
-__all__ = ["staging_cleanup_task", "write_step", "write_text"]
+__all__ = ["staging_cleanup_task", "step_files_sink", "text_sink", "write_step", "write_text"]
 
 #: a shard a write task staged: JSON of its partition, file and count
 STAGED = -5
@@ -222,7 +222,7 @@ def step_commit_task(files: Any, step: int, staging: str, key: bytes, batches: I
         if not os.path.exists(staging) and os.path.exists(final_dir) and staged:
             yield tasks.batch_of([])  # an earlier attempt of this commit committed it
             return
-        if not any(shard["count"] for shard in staged.values()) and not files.num_shards:
+        if not any(shard["count"] for shard in staged.values()):  # a fixed num_shards too, as a classic step
             commits.commit_directory(None, final_dir)
             commits.remove(staging, missing_ok=True)
             yield tasks.batch_of([])
@@ -257,6 +257,28 @@ def write_step(backend: Any, op: Any, frame: Any, step: int) -> list[str]:
     shard = functools.partial(step_shard_task, _Where(files, op), staging, files.num_shards > 0, key)
     commit = functools.partial(step_commit_task, files, step, staging, key)
     return _written_and_committed(backend, frame, files.num_shards, shard, commit, staging)
+
+
+# ------------------------------------------------------------- the sinks CONNECT registers
+
+
+def text_sink(backend: Any, op: WriteTextOp, frame: Any, params: Any) -> None:
+    """WriteToText: Beam's flat shards in batch, a directory per step in a stream."""
+    if params.batch:
+        write_text(backend, op, frame)
+    else:
+        write_step(backend, op, frame, params.step)
+
+
+def step_files_sink(backend: Any, op: Any, frame: Any, params: Any) -> None:
+    """A file sink of unbounded input (``WriteToCsv``, ``WriteToJson``, ``WriteToParquet``,
+    ``WriteShardedFiles``...): each step's directory, as a classic step commits it. Bounded
+    input never reaches here but as the flat layout of a URL only the JVM serves, which is
+    refused before the run (``refusals.py``)."""
+    if op.files.flat:
+        msg = f"'{op.label}': the Spark Connect backend writes no flat file layout of {op.files.prefix!r} (refused before the run)"
+        raise NotImplementedError(msg)
+    write_step(backend, op, frame, params.step)
 
 
 class _Where:
