@@ -179,14 +179,22 @@ def test_a_user_error_comes_back_as_the_user_s_exception_naming_the_transform(co
     assert "in parse" in notes  # the user's frame on the server's worker
 
 
-def test_a_window_and_trigger_grouping_runs_on_the_engine_after_the_shuffle(connect_server):
+def test_a_sessions_grouping_and_a_lifted_combine_run_on_the_engine_after_the_shuffle(connect_server):
     p = _pipeline(spark_remote=connect_server.url)
     stamped = p | beam.Create([("a", 1), ("a", 2), ("a", 3), ("b", 65)]) | beam.Map(lambda kv: window.TimestampedValue(kv, kv[1]))
-    grouped = stamped | beam.WindowInto(window.Sessions(10)) | beam.GroupByKey()
+    sessions = stamped | beam.WindowInto(window.Sessions(10))
+    grouped = sessions | beam.GroupByKey()
     captured = beam.capture(grouped | beam.MapTuple(lambda key, values: (key, sorted(values))))
+    # a combine over sessions lifts: partials per proto-session, merged as windows merge
+    sums = beam.capture(sessions | "Sum" >> beam.CombinePerKey(sum))
     result = p.run()
     assert sorted(e.value for e in result.emissions(captured)) == [("a", [1, 2, 3]), ("b", [65])]
-    assert "unlifted grouping" in str(result.physical_plan())
+    assert sorted((e.value, e.windows[0].start.micros, e.windows[0].end.micros) for e in result.emissions(sums)) == [
+        (("a", 6), 1_000_000, 13_000_000),
+        (("b", 65), 65_000_000, 75_000_000),
+    ]
+    plan = str(result.physical_plan())
+    assert "'GroupByKey': unlifted grouping" in plan and "'Sum': lifted grouping" in plan, plan
 
 
 def test_an_apache_beam_pipeline_runs_through_spark_connect(connect_server):

@@ -310,8 +310,8 @@ def test_a_restamp_in_the_global_window_in_a_stream(spark):
 
 
 def test_a_stream_on_connect_has_the_classic_session_s_outputs_and_watermark_timeline(spark, connect_server):
-    """Fused maps, windowing, a grouping with early and late firings and a stateful DoFn
-    with a timer: the same panes at the same steps, and the same timeline record per step
+    """Fused maps, windowing, a lifted combine with early and late firings and a stateful
+    DoFn with a timer: the same panes at the same steps, and the same timeline record per step
     and stage, on Spark Connect (keyed state as rows between steps) as on a classic session.
 
     With adaptive execution and its partition coalescing on (Spark's defaults, set here so
@@ -323,7 +323,7 @@ def test_a_stream_on_connect_has_the_classic_session_s_outputs_and_watermark_tim
     for key in ("spark.sql.adaptive.enabled", "spark.sql.adaptive.coalescePartitions.enabled"):
         session.conf.set(key, "true")
     ns = _sparkbeam_ns()
-    runs = []
+    runs, plans = [], []
     for options in ({}, {"spark_remote": connect_server.url}):
         p = sparkbeam.Pipeline(options=PipelineOptions(streaming=True, **options))
         windowed = (
@@ -345,7 +345,11 @@ def test_a_stream_on_connect_has_the_classic_session_s_outputs_and_watermark_tim
             for r in result.watermarks().records
         ]
         runs.append((emitted_by_step(result, sums), emitted_by_step(result, buffered), timeline))
+        plans.append(str(result.physical_plan()))
     classic, connect = runs
+    # The combine lifted on both: partials per key and window cross the shuffle
+    for plan in plans:
+        assert "stage 1 'CombinePerKey(sum)': lifted grouping" in plan, plan
     assert classic[0] and classic[1]  # both keyed stages emitted
     assert any(record[8] for record in classic[2])  # and kept state between steps
     assert connect == classic

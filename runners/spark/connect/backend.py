@@ -4,7 +4,7 @@ A second implementation of the strategies ``runners/core/physical.py`` chooses f
 session that has no RDDs, no SparkContext, no accumulators and no broadcast variables. What
 it registers under ``CONNECT`` is what the plan may choose; the rest is declined by the
 plan with "the Spark Connect backend does not run it" (a map-side pass into a batch
-combine, a lifted grouping, a run on the driver), or refused before the run
+combine, a run on the driver), or refused before the run
 (``refusals.py``).
 
 A step's data between stages is a ``Frame``: a DataFrame of ``tasks.ROWS``, elements
@@ -26,6 +26,9 @@ dropped with its rows:
 - in a stream, ``UNLIFTED_GROUPING`` and ``STATEFUL`` keep their state between steps as
   rows of hash buckets (``keyed_steps.py``), and ``SKIP_IDLE`` carries it through a step
   with nothing new and nothing due;
+- ``LIFTED_GROUPING`` (a combine in a stream, or in batch with a trigger or sessions): as
+  a stream's grouping, with the partition's partials per key and window shuffled instead
+  of its elements (``tasks.lifted_map_task``), in batch too (one step);
 - ``AS_READ``: a source the driver holds, handed on as it is;
 - sources: Create, Impulse and a TestStream's events from the driver; ReadFromText and ``Read(BoundedSource)``
   split and read on the server through a Python data source (``reads.py``);
@@ -393,6 +396,13 @@ def unlifted_grouping(backend: ConnectBackend, run: ConnectRun) -> StageResult:
     return StageResult(outputs, summary)
 
 
+def lifted_grouping(backend: ConnectBackend, run: ConnectRun) -> StageResult:
+    """A combine's grouping with keyed state (a stream, or a batch whose trigger or merging
+    windows keep it from ``BATCH_COMBINE``): partials per key and window cross the shuffle
+    and are merged into the state (``keyed_steps.py``), as a classic session lifts it."""
+    return keyed_steps.keyed_step(backend, run, stateful=False, lifted=True)
+
+
 def stateful(backend: ConnectBackend, run: ConnectRun) -> StageResult:
     """A stateful DoFn in batch: keyed, ``repartition`` by the key's hash, the engine's
     stateful step over each partition's keys (``tasks.stateful_task``)."""
@@ -441,6 +451,7 @@ CONNECT.strategies.register(Strategy.FUSED_MAP)(fused_map)
 CONNECT.strategies.register(Strategy.AS_READ)(as_read)
 CONNECT.strategies.register(Strategy.BATCH_COMBINE)(batch_combine)
 CONNECT.strategies.register(Strategy.UNLIFTED_GROUPING)(unlifted_grouping)
+CONNECT.strategies.register(Strategy.LIFTED_GROUPING)(lifted_grouping)
 CONNECT.strategies.register(Strategy.STATEFUL)(stateful)
 CONNECT.strategies.register(Strategy.SKIP_IDLE)(keyed_steps.skip_idle)
 CONNECT.strategies.register(StateStore.HASH_BUCKETS)(bucketed_partition)

@@ -7,7 +7,8 @@ backend's one schema (``tasks.ROWS``), a ``STATE`` row per hash bucket of a part
 classic run), kept from the stage's last step. A step:
 
 1. keys the step's new elements (``tasks.grouping_map_task`` / ``state_map_task``: a
-   ``KEYED`` row each, ``h`` the key's hash);
+   ``KEYED`` row each, ``h`` the key's hash), or, for a lifted combine, the partition's
+   partials per key and window (``tasks.lifted_map_task``: a ``KEYED`` row each);
 2. unites them with the state rows and ``repartition(n, "h")``: every row goes to the
    partition of its ``h``. A state row carries the ``h`` of a row that reached its
    partition when it was written (the partition's *anchor*), so that it comes back to the
@@ -53,8 +54,10 @@ class _Held:
         self.value = value
 
 
-def keyed_step(backend: Any, run: Any, *, stateful: bool) -> StageResult:
-    """One step of a stream's grouping (``stateful``: a stateful DoFn): see the module docs."""
+def keyed_step(backend: Any, run: Any, *, stateful: bool, lifted: bool = False) -> StageResult:
+    """One step of a stream's grouping (``stateful``: a stateful DoFn; ``lifted``: a
+    combine's partials per key and window cross the shuffle instead of its elements): see
+    the module docs."""
     from sparkbeam.runners.spark.connect.backend import Frame
 
     stage = run.stage
@@ -64,8 +67,11 @@ def keyed_step(backend: Any, run: Any, *, stateful: bool) -> StageResult:
     key = backend.error_key
     parts = []
     if not source.known_empty:
-        keying = tasks.state_map_task if stateful else tasks.grouping_map_task
-        parts.append(source.df.mapInArrow(functools.partial(keying, op, key), tasks.ROWS))
+        if lifted:
+            keying = functools.partial(tasks.lifted_map_task, op, backend.overlapping_window_rule, run.params.output_watermark, key)
+        else:
+            keying = functools.partial(tasks.state_map_task if stateful else tasks.grouping_map_task, op, key)
+        parts.append(source.df.mapInArrow(keying, tasks.ROWS))
     if state is not None:
         parts.append(state)
     if not parts:

@@ -332,6 +332,30 @@ def grouping_task(
     return run_task(key, work)
 
 
+def lifted_map_task(op: GroupOp, overlapping_window_rule: bool, output_watermark: int, key: bytes, batches: Iterable[Any]) -> Iterator[Any]:
+    """A lifted grouping's map side in a stream (``Strategy.LIFTED_GROUPING``): the
+    partition's elements combined per key and window by the classic worker's
+    ``precombined``, a ``KEYED`` row per (key, ``Partial``), ``h`` the key's hash, so that
+    the partials meet their key's state as the elements would."""
+    from pyspark.rdd import portable_hash
+
+    from sparkbeam.runners.spark.worker import precombined
+
+    def work(container: MetricsContainer) -> Iterator[Any]:
+        passed: list[tuple[int, int, bytes]] = []
+        rows: list[tuple[int, int, bytes]] = []
+        elements = (wv for _, wv in elements_of(rows_of(batches), passed))
+        for shuffle_key, partial in precombined(op, overlapping_window_rule, output_watermark, elements):
+            rows.append((KEYED, portable_hash(shuffle_key), pickle.dumps((shuffle_key, partial), protocol=pickle.HIGHEST_PROTOCOL)))
+            if len(rows) >= ROWS_PER_BATCH * 16:
+                yield batch_of(rows)
+                rows = []
+        rows.extend(passed)  # complete once the elements were all read
+        yield batch_of(rows)
+
+    return run_task(key, work)
+
+
 def state_map_task(op: StatefulParDoOp, key: bytes, batches: Iterable[Any]) -> Iterator[Any]:
     """A stateful DoFn's map side: (key, element) per element (the element keeps its key),
     a ``KEYED`` row each, ``h`` its key's hash (the shuffle's partition column)."""
