@@ -139,7 +139,7 @@ FULL_MATRIX: dict[str, str] = {
         for case in ("bag_event_timer_global", "bag_event_timer_sliding", "cleared_timer", "looping_timer", "ordered_list_state", "set_state", "value_state")
     },
     # Streams on Spark Connect (#25 streaming, first step): test_streaming_oracle.py's classic-vs-Connect
-    # timeline pair (a grouping with early and late firings, a stateful DoFn with a timer) stays on
+    # timeline pair (a lifted combine with early and late firings, a stateful DoFn with a timer) stays on
     # Connect; every case stays on the classic session.
     **{
         f"tests/runners/test_streaming_oracle.py::test_spark_streaming_equals_the_engine_step_by_step[connect-{case}]": (
