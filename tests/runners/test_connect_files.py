@@ -170,6 +170,16 @@ def test_a_prefix_only_the_jvm_serves_is_refused_before_the_run(tmp_path):
         p.run()
 
 
+def test_a_stream_file_sink_on_a_file_system_only_the_jvm_serves_is_refused_before_the_run():
+    from sparkbeam.runners.core.lowering.errors import UnsupportedError
+    from sparkbeam.testing.test_stream import TestStream
+
+    p = beam.Pipeline(options=PipelineOptions(spark_remote="sc://127.0.0.1:1", streaming=True))
+    _ = p | TestStream().add_elements([{"a": 1}]) | "Rows" >> beam.io.WriteToJson("hdfs://namenode/rows")
+    with pytest.raises(UnsupportedError, match=r"'Rows/.*a file sink to 'hdfs://namenode/rows' is not yet under Spark Connect"):
+        p.run()
+
+
 def test_the_readme_runs_the_main_example_on_a_connect_server(connect_server, tmp_path):
     with open(README) as handle:
         assert EXAMPLE_ON_CONNECT in handle.read()
