@@ -163,7 +163,10 @@ def test_metrics_come_back_as_report_rows_committed_once(connect_server):
     assert counter.key.step == "Count"
     plan = str(result.physical_plan())
     assert "physical plan (batch, Spark Connect backend)" in plan
-    assert "declined map-side pass into the grouping: the Spark Connect backend does not run it" in plan
+    # The Map's body runs in the combine's map side; its counts stay its own stage's.
+    assert "stage 0 'Create': map-side pass into the grouping" in plan
+    (count,) = result.watermarks().for_stage("Create")
+    assert (count.elements_in, count.elements_out) == (100, 100)
 
 
 def test_a_user_error_comes_back_as_the_user_s_exception_naming_the_transform(connect_server):

@@ -3,9 +3,8 @@
 A second implementation of the strategies ``runners/core/physical.py`` chooses from, for a
 session that has no RDDs, no SparkContext, no accumulators and no broadcast variables. What
 it registers under ``CONNECT`` is what the plan may choose; the rest is declined by the
-plan with "the Spark Connect backend does not run it" (a map-side pass into a batch
-combine, a run on the driver), or refused before the run
-(``refusals.py``).
+plan with "the Spark Connect backend does not run it" (a run on the driver), or refused
+before the run (``refusals.py``).
 
 A step's data between stages is a ``Frame``: a DataFrame of ``tasks.ROWS``, elements
 pickled in chunks. Each stage is one chain of DataFrame operations ending in
@@ -15,6 +14,9 @@ own, are read from what was kept, so that a failed attempt's counts and metrics 
 dropped with its rows:
 
 - ``FUSED_MAP``: ``mapInArrow`` of the stage's fused body over the union of its inputs;
+- ``MAP_SIDE_PASS``: nothing run nor kept: the body goes with its input to the batch
+  combine that alone reads its output, whose map-side task runs it (``UpstreamPass``);
+  its counts come back as a report of their own in that stage's rows;
 - ``BATCH_COMBINE``: ``mapInArrow`` of the engine's map-side table (a partial per key and
   window), ``repartition`` by the key's hash, ``mapInArrow`` merging the partials into panes
   and running the stage's body over them;
@@ -93,6 +95,17 @@ class Frame:
     df: Any
     known_empty: bool = False
     size: int | None = None
+    #: the rows are a body's output that a batch combine's map side runs instead (``map_side_pass``)
+    upstream: UpstreamPass | None = None
+
+
+@attrs.frozen
+class UpstreamPass:
+    """A bare fused body not run, handed with the DataFrame of its input rows to the batch
+    combine that alone reads its output (``Strategy.MAP_SIDE_PASS``)."""
+
+    source: Any
+    body: tasks.UpstreamBody
 
 
 @attrs.frozen
@@ -122,6 +135,8 @@ class ConnectBackend:
         self.updates = MetricUpdates()
         #: the step's materialised DataFrames, released at its end
         self.kept: list[Any] = []
+        #: stage id -> the counts of its body, run in a batch combine's map side (``map_side_pass``)
+        self.handed_counts: dict[int, StageSummary] = {}
         #: a stream's keyed stages: stage id -> its state rows (``keyed_steps.py``)
         self.states: dict[int, Any] = {}
         #: a stream's keyed stages: stage id -> the summary of its last step that ran
@@ -216,8 +231,11 @@ class ConnectBackend:
         self.kept.append(kept)
         summary = StageSummary()
         for row in reports:
-            counts, updates = tasks.read_report(row[0])
-            summary = summary.merge(counts)
+            counts, updates, of_stage = tasks.read_report(row[0])
+            if of_stage is None:
+                summary = summary.merge(counts)
+            else:
+                self.handed_counts[of_stage] = self.handed_counts.get(of_stage, StageSummary()).merge(counts)
             self.updates = self.updates.combine(updates)
         empty = summary.elements_out == 0
         outputs = {pcoll: Frame(None if empty else kept.filter(kept["pcoll"] == pcoll), known_empty=empty) for pcoll in stage.outputs}
@@ -308,6 +326,7 @@ class ConnectBackend:
         # Dropping the references lets the client release what the server keeps for them
         # (a stream's state rows keep the step's result they were filtered from).
         self.kept.clear()
+        self.handed_counts.clear()
 
     def close(self) -> None:
         self.kept.clear()
@@ -359,6 +378,32 @@ def fused_map(backend: ConnectBackend, run: ConnectRun) -> StageResult:
     return StageResult(outputs, summary)
 
 
+def map_side_pass(backend: ConnectBackend, run: ConnectRun) -> StageResult:
+    """The stage's body handed, not run, to the batch combine that alone reads its output:
+    that stage's map-side tasks run it over this stage's input, in the same pass, so its
+    output is neither materialised nor moved. Its counts are known once that stage ran."""
+    stage = run.stage
+    ((pcoll, source),) = run.inputs.items()
+    if source.known_empty:
+        return _nothing(run)
+    (output,) = stage.outputs
+    shipped, side = shippable(stage), run.side_inputs or None
+    # The body run on its own, for a reader the plan did not foresee: its rows are right,
+    # but its counts would never come back (the summary below says so).
+    alone = source.df.mapInArrow(functools.partial(tasks.fused_task, shipped, side, backend.error_key), tasks.ROWS)
+    handed = UpstreamPass(source.df, tasks.UpstreamBody(shipped, side, pcoll))
+    frame = Frame(alone.filter(alone["pcoll"] == output), upstream=handed)
+
+    def summary() -> StageSummary:
+        counts = backend.handed_counts.pop(stage.id, None)
+        if counts is None:
+            msg = f"stage {stage.id} '{stage.name}': its body was handed to a batch combine's map side that did not run it"
+            raise RuntimeError(msg)
+        return counts
+
+    return StageResult({output: frame}, summary)
+
+
 def as_read(backend: ConnectBackend, run: ConnectRun) -> StageResult:
     """A source whose elements the driver holds, handed on as read."""
     ((pcoll, held),) = run.inputs.items()
@@ -372,7 +417,9 @@ def batch_combine(backend: ConnectBackend, run: ConnectRun) -> StageResult:
     if source.known_empty:
         return _nothing(run)
     rule, key = backend.overlapping_window_rule, backend.error_key
-    partials = source.df.mapInArrow(functools.partial(tasks.combine_map_task, grouping, rule, key), tasks.ROWS)
+    # The upstream stage's body handed to this map side (``map_side_pass``) runs here, over its input.
+    entering, upstream = (source.upstream.source, source.upstream.body) if source.upstream is not None else (source.df, None)
+    partials = entering.mapInArrow(functools.partial(tasks.combine_map_task, grouping, rule, key, upstream), tasks.ROWS)
     shuffled = partials.repartition(backend.num_partitions, "h")
     merge = functools.partial(tasks.combine_merge_task, shippable(stage), rule, run.side_inputs or None, key)
     outputs, summary = backend.materialise(stage, shuffled.mapInArrow(merge, tasks.ROWS))
@@ -448,6 +495,7 @@ def _driver_elements(backend: ConnectBackend, op: Any, emission: SourceEmission)
 
 
 CONNECT.strategies.register(Strategy.FUSED_MAP)(fused_map)
+CONNECT.strategies.register(Strategy.MAP_SIDE_PASS)(map_side_pass)
 CONNECT.strategies.register(Strategy.AS_READ)(as_read)
 CONNECT.strategies.register(Strategy.BATCH_COMBINE)(batch_combine)
 CONNECT.strategies.register(Strategy.UNLIFTED_GROUPING)(unlifted_grouping)

@@ -53,6 +53,7 @@ __all__ = [
     "ROWS",
     "ConnectTaskFailure",
     "Output",
+    "UpstreamBody",
     "batch_of",
     "combine_map_task",
     "combine_merge_task",
@@ -144,21 +145,26 @@ class Output:
         return self.take()
 
 
-def report_row(summary: StageSummary, updates: MetricUpdates) -> tuple[int, int, bytes]:
+def report_row(summary: StageSummary, updates: MetricUpdates, of_stage: int | None = None) -> tuple[int, int, bytes]:
+    """A task's report; ``of_stage``: the upstream stage whose body the task ran in its own
+    pass (``UpstreamBody``), whose counts these are, else None (the task's own stage)."""
     from sparkbeam.runners.spark.attempt_reports import updates_to_json
 
     counts = attrs.asdict(summary)
-    return (REPORT, 0, json.dumps({"summary": counts, "metrics": json.loads(updates_to_json(updates))}).encode("utf-8"))
+    report = {"summary": counts, "metrics": json.loads(updates_to_json(updates)), "of_stage": of_stage}
+    return (REPORT, 0, json.dumps(report).encode("utf-8"))
 
 
-def read_report(chunk: bytes) -> tuple[StageSummary, MetricUpdates]:
-    """A report row's counts and metric updates (JSON: nothing is unpickled)."""
+def read_report(chunk: bytes) -> tuple[StageSummary, MetricUpdates, int | None]:
+    """A report row's counts, metric updates and the stage they are of (``report_row``;
+    JSON: nothing is unpickled)."""
     from sparkbeam.runners.spark.attempt_reports import report_from_json
 
     report = json.loads(chunk.decode("utf-8"))
     fields = {field.name for field in attrs.fields(StageSummary)}
     summary = StageSummary(**{name: value for name, value in report["summary"].items() if name in fields})
-    return summary, report_from_json(json.dumps(report["metrics"]).encode("utf-8"))
+    of_stage = report.get("of_stage")
+    return summary, report_from_json(json.dumps(report["metrics"]).encode("utf-8")), None if of_stage is None else int(of_stage)
 
 
 def run_task(key: bytes, work: Callable[[MetricsContainer], Iterator[Any]]) -> Iterator[Any]:
@@ -223,9 +229,23 @@ def _combine_parts(op: GroupOp, overlapping_window_rule: bool) -> tuple[Any, Hol
     return fn, HoldPolicy(op.windowing, overlapping_window_rule=overlapping_window_rule)
 
 
-def combine_map_task(op: GroupOp, overlapping_window_rule: bool, key: bytes, batches: Iterable[Any]) -> Iterator[Any]:
+@attrs.frozen
+class UpstreamBody:
+    """The bare fused body of the stage upstream of a batch combine, which that combine
+    alone reads (``Strategy.MAP_SIDE_PASS``): run in the combine's map-side task, its
+    outputs go into the table as it makes them, with no rows between the two."""
+
+    stage: Stage  # as shipped (stage_records.shippable)
+    side_inputs: Any  # its side inputs, or None
+    pcoll: int  # the PCollection its elements enter as
+
+
+def combine_map_task(
+    op: GroupOp, overlapping_window_rule: bool, key: bytes, upstream: UpstreamBody | None, batches: Iterable[Any]
+) -> Iterator[Any]:
     """``Strategy.BATCH_COMBINE``'s map side: one partition's elements combined per key and
-    window (the engine's ``MapSideTable``), a ``PARTIAL`` row per (key, window)."""
+    window (the engine's ``MapSideTable``), a ``PARTIAL`` row per (key, window); with
+    ``upstream``, the elements are that body's outputs, and its counts a report of its own."""
     from sparkbeam.runners.spark.batch_grouping import MapSideTable, compact_key_hash
 
     def work(container: MetricsContainer) -> Iterator[Any]:
@@ -238,27 +258,50 @@ def combine_map_task(op: GroupOp, overlapping_window_rule: bool, key: bytes, bat
             for compact, partial in records:
                 rows.append((PARTIAL, compact_key_hash(compact), pickle.dumps((compact, partial), protocol=pickle.HIGHEST_PROTOCOL)))
 
+        entering = (wv for _, wv in elements_of(rows_of(batches), passed))
+        body = None
         try:
-            chunk: list[WindowedValue] = []
-            for _, wv in elements_of(rows_of(batches), passed):
-                chunk.append(wv)
-                if len(chunk) >= CHUNK:
-                    table.add_elements(chunk)
-                    chunk = []
-                    partial_rows(table.take_flushed())
-                    if len(rows) >= ROWS_PER_BATCH * 16:
-                        yield batch_of(rows)
-                        rows = []
-            table.add_elements(chunk)
-            partial_rows(table.take_flushed())
+            if upstream is None:
+                chunks: Iterable[list[WindowedValue]] = _chunks(entering)
+            else:
+                # A re-stamping Map's outputs go into the table one at a time, no element built.
+                body = FusedBody(
+                    upstream.stage,
+                    _side(upstream.side_inputs),
+                    bare=True,
+                    stamped_exit=table.add_stamped,
+                    keyed_stamped_exit=table.keyed_stamped_adder,
+                )
+                chunks = body.run_bare_chunks(upstream.pcoll, entering)
+            for chunk in chunks:
+                table.add_elements(chunk)
+                partial_rows(table.take_flushed())
+                if len(rows) >= ROWS_PER_BATCH * 16:
+                    yield batch_of(rows)
+                    rows = []
         finally:
             table.close()
+        if body is not None and upstream is not None:
+            # Spark has consumed the body's whole output: the bundle is done.
+            body.finalize_bundle()
+            upstream_counts = StageSummary(elements_in=body.elements_in, elements_out=table.seen)
+            rows.append(report_row(upstream_counts, MetricUpdates(), of_stage=upstream.stage.id))
         partial_rows(table.drain())
         rows.extend(passed)
         rows.append(report_row(StageSummary(elements_in=table.seen), container.updates()))
         yield batch_of(rows)
 
     return run_task(key, work)
+
+
+def _chunks(elements: Iterator[WindowedValue]) -> Iterator[list[WindowedValue]]:
+    chunk: list[WindowedValue] = []
+    for wv in elements:
+        chunk.append(wv)
+        if len(chunk) >= CHUNK:
+            yield chunk
+            chunk = []
+    yield chunk
 
 
 def combine_merge_task(
