@@ -232,7 +232,7 @@ class ConnectBackend:
         summary = StageSummary()
         for row in reports:
             counts, updates, of_stage = tasks.read_report(row[0])
-            if of_stage is None:
+            if of_stage is None or of_stage == stage.id:
                 summary = summary.merge(counts)
             else:
                 self.handed_counts[of_stage] = self.handed_counts.get(of_stage, StageSummary()).merge(counts)
@@ -374,8 +374,35 @@ def fused_map(backend: ConnectBackend, run: ConnectRun) -> StageResult:
     if source.known_empty:
         return _nothing(run)
     task = functools.partial(tasks.fused_task, shippable(stage), run.side_inputs or None, backend.error_key)
-    outputs, summary = backend.materialise(stage, source.df.mapInArrow(task, tasks.ROWS))
+    body = source.df.mapInArrow(task, tasks.ROWS)
+    if _read_once_by_a_stage(run.planned):
+        # Its rows, its tasks' reports among them, go on unmaterialised into the one stage
+        # that reads them, whose tasks hand the reports on to that stage's materialise.
+        (output,) = stage.outputs
+        return StageResult({output: Frame(body)}, _handed_counts(backend, stage))
+    outputs, summary = backend.materialise(stage, body)
     return StageResult(outputs, summary)
+
+
+def _read_once_by_a_stage(planned: PlannedStage) -> bool:
+    """Whether the stage's one output is read by one later stage and nothing else (no
+    collect, no sink), so that its rows need not be kept: computed once, by that reader."""
+    stage = planned.stage
+    return len(stage.outputs) == 1 and not stage.shared_outputs and not planned.collected and not stage.sinks
+
+
+def _handed_counts(backend: ConnectBackend, stage: Stage) -> Callable[[], StageSummary]:
+    """The summary of a stage whose tasks' reports reach the step's driver in a later
+    stage's rows (``ConnectBackend.materialise`` sets them aside by their stage)."""
+
+    def summary() -> StageSummary:
+        counts = backend.handed_counts.pop(stage.id, None)
+        if counts is None:
+            msg = f"stage {stage.id} '{stage.name}': its reports were handed on to a later stage that did not run"
+            raise RuntimeError(msg)
+        return counts
+
+    return summary
 
 
 def map_side_pass(backend: ConnectBackend, run: ConnectRun) -> StageResult:
@@ -388,20 +415,11 @@ def map_side_pass(backend: ConnectBackend, run: ConnectRun) -> StageResult:
         return _nothing(run)
     (output,) = stage.outputs
     shipped, side = shippable(stage), run.side_inputs or None
-    # The body run on its own, for a reader the plan did not foresee: its rows are right,
-    # but its counts would never come back (the summary below says so).
+    # The body run on its own, its reports handed on in its rows (as ``fused_map``'s), for
+    # a reader the plan did not foresee.
     alone = source.df.mapInArrow(functools.partial(tasks.fused_task, shipped, side, backend.error_key), tasks.ROWS)
     handed = UpstreamPass(source.df, tasks.UpstreamBody(shipped, side, pcoll))
-    frame = Frame(alone.filter(alone["pcoll"] == output), upstream=handed)
-
-    def summary() -> StageSummary:
-        counts = backend.handed_counts.pop(stage.id, None)
-        if counts is None:
-            msg = f"stage {stage.id} '{stage.name}': its body was handed to a batch combine's map side that did not run it"
-            raise RuntimeError(msg)
-        return counts
-
-    return StageResult({output: frame}, summary)
+    return StageResult({output: Frame(alone, upstream=handed)}, _handed_counts(backend, stage))
 
 
 def as_read(backend: ConnectBackend, run: ConnectRun) -> StageResult:

@@ -146,8 +146,9 @@ class Output:
 
 
 def report_row(summary: StageSummary, updates: MetricUpdates, of_stage: int | None = None) -> tuple[int, int, bytes]:
-    """A task's report; ``of_stage``: the upstream stage whose body the task ran in its own
-    pass (``UpstreamBody``), whose counts these are, else None (the task's own stage)."""
+    """A task's report; ``of_stage``: the stage whose counts these are, where they may reach
+    another stage's rows (an upstream body run in a combine's pass, ``UpstreamBody``, or
+    rows handed on unmaterialised, ``backend.fused_map``), else None (the task's stage)."""
     from sparkbeam.runners.spark.attempt_reports import updates_to_json
 
     counts = attrs.asdict(summary)
@@ -206,7 +207,8 @@ def _run_body(
     summary.elements_out += body.elements_out
     for row in passed:
         output.add_row(row)
-    output.add_row(report_row(summary, container.updates()))
+    # Tagged with its stage: it may travel on in a later stage's rows (``fused_map``).
+    output.add_row(report_row(summary, container.updates(), of_stage=stage.id))
     yield output.close()
 
 
