@@ -97,6 +97,8 @@ class Frame:
     size: int | None = None
     #: the rows are a body's output that a batch combine's map side runs instead (``map_side_pass``)
     upstream: UpstreamPass | None = None
+    #: the chunks of its rows, where the driver fetched them with the stage's reports
+    held: list[bytes] | None = None
 
 
 @attrs.frozen
@@ -198,6 +200,8 @@ class ConnectBackend:
         own tasks (``tasks.py``), never by a record."""
         if frame.known_empty:
             return []
+        if frame.held is not None:
+            return [wv for chunk in frame.held for wv in pickle.loads(chunk)]
         with self.user_errors():
             rows = frame.df.select("chunk").collect()
         return [wv for row in rows for wv in pickle.loads(row[0])]
@@ -222,23 +226,32 @@ class ConnectBackend:
         implementation: Callable[[ConnectBackend, ConnectRun], StageResult] = CONNECT.strategies.lookup(choose(planned, facts))
         return implementation(self, run)
 
-    def materialise(self, stage: Stage, df: Any) -> tuple[dict[int, Frame], StageSummary]:
+    def materialise(self, stage: Stage, df: Any, collected: frozenset[int] = frozenset()) -> tuple[dict[int, Frame], StageSummary]:
         """Compute ``df`` (rows of ``tasks.ROWS``) once: the stage's outputs, and the sum
-        of its tasks' reports (their metric updates go to the step's)."""
+        of its tasks' reports (their metric updates go to the step's). The ``collected``
+        outputs' rows come to the driver with the reports, in the same job."""
+        fetched = [tasks.REPORT, *sorted(collected)]
         with self.user_errors(), made_active(self.session):
             kept = df.localCheckpoint(eager=True)
-            reports = kept.filter(kept["pcoll"] == tasks.REPORT).select("chunk").collect()
+            rows = kept.filter(kept["pcoll"].isin(fetched)).select("pcoll", "chunk").collect()
         self.kept.append(kept)
+        held: dict[int, list[bytes]] = {pcoll: [] for pcoll in collected}
+        reports: list[bytes] = []
+        for pcoll, chunk in rows:
+            (reports if pcoll == tasks.REPORT else held[pcoll]).append(chunk)
         summary = StageSummary()
-        for row in reports:
-            counts, updates, of_stage = tasks.read_report(row[0])
+        for chunk in reports:
+            counts, updates, of_stage = tasks.read_report(chunk)
             if of_stage is None or of_stage == stage.id:
                 summary = summary.merge(counts)
             else:
                 self.handed_counts[of_stage] = self.handed_counts.get(of_stage, StageSummary()).merge(counts)
             self.updates = self.updates.combine(updates)
         empty = summary.elements_out == 0
-        outputs = {pcoll: Frame(None if empty else kept.filter(kept["pcoll"] == pcoll), known_empty=empty) for pcoll in stage.outputs}
+        outputs = {
+            pcoll: Frame(None if empty else kept.filter(kept["pcoll"] == pcoll), known_empty=empty, held=held.get(pcoll))
+            for pcoll in stage.outputs
+        }
         return outputs, summary
 
     def user_errors(self) -> contextlib.AbstractContextManager[None]:
@@ -380,7 +393,7 @@ def fused_map(backend: ConnectBackend, run: ConnectRun) -> StageResult:
         # that reads them, whose tasks hand the reports on to that stage's materialise.
         (output,) = stage.outputs
         return StageResult({output: Frame(body)}, _handed_counts(backend, stage))
-    outputs, summary = backend.materialise(stage, body)
+    outputs, summary = backend.materialise(stage, body, run.planned.collected)
     return StageResult(outputs, summary)
 
 
@@ -440,7 +453,7 @@ def batch_combine(backend: ConnectBackend, run: ConnectRun) -> StageResult:
     partials = entering.mapInArrow(functools.partial(tasks.combine_map_task, grouping, rule, key, upstream), tasks.ROWS)
     shuffled = partials.repartition(backend.num_partitions, "h")
     merge = functools.partial(tasks.combine_merge_task, shippable(stage), rule, run.side_inputs or None, key)
-    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(merge, tasks.ROWS))
+    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(merge, tasks.ROWS), run.planned.collected)
     return StageResult(outputs, summary)
 
 
@@ -457,7 +470,7 @@ def unlifted_grouping(backend: ConnectBackend, run: ConnectRun) -> StageResult:
     group = functools.partial(
         tasks.grouping_task, shippable(stage), run.params, backend.overlapping_window_rule, run.side_inputs or None, key
     )
-    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(group, tasks.ROWS))
+    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(group, tasks.ROWS), run.planned.collected)
     return StageResult(outputs, summary)
 
 
@@ -481,7 +494,7 @@ def stateful(backend: ConnectBackend, run: ConnectRun) -> StageResult:
     keyed = source.df.mapInArrow(functools.partial(tasks.state_map_task, op, key), tasks.ROWS)
     shuffled = keyed.repartition(backend.num_partitions, "h")
     step = functools.partial(tasks.stateful_task, shippable(stage), run.params, run.side_inputs or None, key)
-    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(step, tasks.ROWS))
+    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(step, tasks.ROWS), run.planned.collected)
     return StageResult(outputs, summary)
 
 
