@@ -11,9 +11,12 @@ pickled in chunks. Each stage is one chain of DataFrame operations ending in
 ``localCheckpoint`` (one Spark job): its rows are computed once, whatever reads them next
 (several outputs, a collect, downstream stages), and the tasks' reports, rows of their
 own, are read from what was kept, so that a failed attempt's counts and metrics are
-dropped with its rows:
+dropped with its rows (with the rows of the outputs the run collects, in the same job).
+A stage whose one output one later stage alone reads is not kept: its rows, its reports
+among them (each naming its stage), go on into that stage's job:
 
-- ``FUSED_MAP``: ``mapInArrow`` of the stage's fused body over the union of its inputs;
+- ``FUSED_MAP``: ``mapInArrow`` of the stage's fused body over the union of its inputs
+  (kept, or handed on unmaterialised as above);
 - ``MAP_SIDE_PASS``: nothing run nor kept: the body goes with its input to the batch
   combine that alone reads its output, whose map-side task runs it (``UpstreamPass``);
   its counts come back as a report of their own in that stage's rows;
