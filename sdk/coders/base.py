@@ -50,12 +50,13 @@ class Coder:
         """Beam's coder implementation object: what ``_create_impl`` returns where a subclass
         defines it (as Beam's ``FastCoder`` subclasses do), else the coder itself, which has
         the stream methods."""
+        impl = self.__dict__.get("_sparkbeam_impl")  # first: FastCoder asks once per value
+        if impl is not None:
+            return impl
         if type(self)._create_impl is Coder._create_impl:
             return self
-        impl = self.__dict__.get("_sparkbeam_impl")
-        if impl is None:
-            impl = self._create_impl()
-            self.__dict__["_sparkbeam_impl"] = impl
+        impl = self._create_impl()
+        self.__dict__["_sparkbeam_impl"] = impl
         return impl
 
     def _create_impl(self) -> Any:
@@ -112,13 +113,15 @@ class Coder:
 class FastCoder(Coder):
     """A coder defined by its stream methods; ``encode``/``decode`` are derived from them."""
 
+    # Straight to the impl's stream methods where a subclass has one (as Beam's FastCoder goes
+    # to its impl), else to the coder's own (get_impl returns the coder itself).
     def encode(self, value: Any) -> bytes:
         out = OutputStream()
-        self.encode_to_stream(value, out, False)
+        self.get_impl().encode_to_stream(value, out, False)
         return out.get()
 
     def decode(self, encoded: bytes) -> Any:
-        return self.decode_from_stream(InputStream(encoded), False)
+        return self.get_impl().decode_from_stream(InputStream(encoded), False)
 
     def encode_to_stream(self, value: Any, out: OutputStream, nested: bool) -> None:
         impl = self.get_impl()

@@ -56,6 +56,14 @@ class StrUtf8Coder(Coder):
     def decode(self, value: bytes) -> str:
         return value.decode("utf-8")
 
+    # Nested in another coder (a model's fields, a tuple), without the base class's detour
+    # through encode/decode: one call per string.
+    def encode_to_stream(self, value: str, out: OutputStream, nested: bool) -> None:
+        out.write(value.encode("utf-8"), nested)
+
+    def decode_from_stream(self, in_stream: InputStream, nested: bool) -> str:
+        return in_stream.read_all(nested).decode("utf-8")
+
     def is_deterministic(self) -> bool:
         return True
 
