@@ -14,8 +14,9 @@ times and their ratios are printed::
 
 How each query is driven, and which cannot run and why, is owned by the tests
 (``tests/beam_frontend/nexmark.py``), which this command imports. Timed per query and
-runner: building the pipeline, the run, the results on the driver (one run each after an
-untimed warm-up of query 0 on both runners). The harness's last step (the output made
+runner: building the pipeline, the run, the results on the driver, after an untimed
+warm-up of query 0 on every runner; ``--rounds 3`` runs each query three times on each
+runner, interleaved (each round in a turned order), and prints the medians and every run. The harness's last step (the output made
 comparable and canonical, ``load_query``) is part of each query's pipeline on every runner
 and is not repeated where the results are recorded. Exit status 1 when outputs disagree.
 """
@@ -26,6 +27,7 @@ import argparse
 import collections
 import os
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -91,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--no-prism", action="store_true", help="leave Beam's Prism runner out")
     parser.add_argument("--no-swap", action="store_true", help="leave the import-swap front end out")
+    parser.add_argument("--rounds", type=int, default=1, help="runs of each query on each runner, interleaved; medians are printed (default 1)")
     args = parser.parse_args(argv)
 
     from sparkbeam.testing.nexmark_generator import NexmarkConfig, write_events
@@ -130,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
 
     header = (
         f"{'query':<6} {'results':>8} {'Beam s':>8} {'Prism s':>8} {'sparkbeam s':>12} "
-        f"{'Beam/sparkbeam':>15} {'Prism/sparkbeam':>16} {'swap s':>8} {'Beam/swap':>10}  note"
+        f"{'Beam/sparkbeam':>15} {'Prism/sparkbeam':>16} {'swap s':>8} {'Beam/swap':>10} {'load':>6}  note"
     )
     print(header)
     print("-" * len(header))
@@ -140,42 +143,74 @@ def main(argv: list[str] | None = None) -> int:
             continue
         name = f"q{query.number}"
         if query.gap is not None:
-            print(f"{name:<6} {'-':>8} {'-':>8} {'-':>8} {'-':>12} {'-':>15} {'-':>16} {'-':>8} {'-':>10}  not run: {query.gap.reason}")
+            print(f"{name:<6} {'-':>8} {'-':>8} {'-':>8} {'-':>12} {'-':>15} {'-':>16} {'-':>8} {'-':>10} {'-':>6}  not run: {query.gap.reason}")
             continue
 
         def build(ns, p, query=query):
             return load_query(query, p, path)
 
-        (ours, _result), our_seconds = timed(lambda build=build: run_on_sparkbeam(build, canonical_output=True))
+        # Each round runs every runner once, the order turned by one each round, so that no
+        # runner always meets the same moment of a machine whose load moves; medians are printed.
+        runners = {"sparkbeam": lambda build=build: run_on_sparkbeam(build, canonical_output=True)[0]}
+        if query.no_oracle is None:
+            runners["beam"] = lambda build=build, query=query: run_beam(build, runner=query.beam_runner, canonical_output=True)
+            if prism is not None:
+                runners["prism"] = lambda build=build: run_beam(build, runner="PrismRunner", flags=prism, canonical_output=True)
+            if swapped is not None and query.compared_step is None:  # a step's output is compared by label in Beam's graph alone
+                runners["swap"] = lambda query=query: run_swapped(lambda p: load_swapped_query(query, p, path, swapped))
+        seconds: dict[str, list[float]] = {runner: [] for runner in runners}
+        outputs: dict[str, list[collections.Counter]] = {runner: [] for runner in runners}
+        notes: list[str] = []
+        loads = [os.getloadavg()[0]]
+        order = list(runners)
+        for round_index in range(args.rounds):
+            for runner in order[round_index % len(order):] + order[: round_index % len(order)]:
+                try:
+                    rows, took = timed(runners[runner])
+                except Exception as error:  # a query Prism cannot run: say so, keep going
+                    if runner != "prism":
+                        raise
+                    notes.append(f"Prism failed: {grpc_details(error)}")
+                    del runners["prism"], seconds["prism"], outputs["prism"]
+                    order.remove("prism")
+                    continue
+                seconds[runner].append(took)
+                outputs[runner].append(rows)
+            loads.append(os.getloadavg()[0])
+        median = {runner: statistics.median(times) for runner, times in seconds.items()}
+        load_cell = f"{statistics.median(loads):.1f}"
+        ours = outputs["sparkbeam"][0]
+        disagrees = any(rows != ours for rows in outputs["sparkbeam"][1:])
+        notes += ["sparkbeam's runs DISAGREE with one another"] if disagrees else []
         if query.no_oracle is not None:
-            print(f"{name:<6} {sum(ours.values()):>8} {'-':>8} {'-':>8} {our_seconds:>12.2f} {'-':>15} {'-':>16} {'-':>8} {'-':>10}  {query.no_oracle}")
+            print(f"{name:<6} {sum(ours.values()):>8} {'-':>8} {'-':>8} {median['sparkbeam']:>12.2f} {'-':>15} {'-':>16} {'-':>8} {'-':>10} {load_cell:>6}  {query.no_oracle}")
+            status = status or int(disagrees)
             continue
-        theirs, beam_seconds = timed(lambda build=build, query=query: run_beam(build, runner=query.beam_runner, canonical_output=True))
-        agrees = theirs == ours
-        notes = [f"Beam's runner: {query.beam_runner}"] if query.beam_runner != "FnApiRunner" else []
+        theirs = outputs["beam"][0]
+        agrees = not disagrees and all(rows == ours for rows in outputs["beam"])
+        if query.beam_runner != "FnApiRunner":
+            notes.insert(0, f"Beam's runner: {query.beam_runner}")
         notes += [] if agrees else ["DISAGREES with Beam's runner"]
+        beam_seconds, our_seconds = median["beam"], median["sparkbeam"]
         prism_cell, prism_ratio = "-", "-"
-        if prism is not None:
-            try:
-                on_prism, prism_seconds = timed(lambda build=build: run_beam(build, runner="PrismRunner", flags=prism, canonical_output=True))
-            except Exception as error:  # a query Prism cannot run: say so, keep going
-                notes.append(f"Prism failed: {grpc_details(error)}")
-            else:
-                prism_cell, prism_ratio = f"{prism_seconds:.2f}", f"{prism_seconds / our_seconds:.2f}x"
-                if on_prism != ours:
-                    notes.append(f"DISAGREES with Prism: {how_prism_differs(on_prism, ours)}")
-                    agrees = False
+        if "prism" in median:
+            prism_cell, prism_ratio = f"{median['prism']:.2f}", f"{median['prism'] / our_seconds:.2f}x"
+            if any(rows != ours for rows in outputs["prism"]):
+                notes.append(f"DISAGREES with Prism: {how_prism_differs(outputs['prism'][0], ours)}")
+                agrees = False
         swap_cell, swap_ratio = "-", "-"
-        if swapped is not None and query.compared_step is None:  # a step's output is compared by label in Beam's graph alone
-            by_swap, swap_seconds = timed(lambda query=query: run_swapped(lambda p: load_swapped_query(query, p, path, swapped)))
-            swap_cell, swap_ratio = f"{swap_seconds:.2f}", f"{beam_seconds / swap_seconds:.2f}x"
-            if by_swap != theirs:
+        if "swap" in median:
+            swap_cell, swap_ratio = f"{median['swap']:.2f}", f"{beam_seconds / median['swap']:.2f}x"
+            if any(rows != theirs for rows in outputs["swap"]):
                 notes.append("import swap DISAGREES with Beam's runner")
                 agrees = False
+        if args.rounds > 1:
+            notes.append("runs: " + ", ".join(f"{runner} " + "/".join(f"{t:.1f}" for t in times) for runner, times in seconds.items()))
         status = status or (0 if agrees else 1)
         print(
             f"{name:<6} {sum(ours.values()):>8} {beam_seconds:>8.2f} {prism_cell:>8} {our_seconds:>12.2f} "
-            f"{beam_seconds / our_seconds:>14.2f}x {prism_ratio:>16} {swap_cell:>8} {swap_ratio:>10}  {'; '.join(notes)}"
+            f"{beam_seconds / our_seconds:>14.2f}x {prism_ratio:>16} {swap_cell:>8} {swap_ratio:>10} {load_cell:>6}  {'; '.join(notes)}",
+            flush=True,
         )
         if theirs != ours:
             # What differs, so that a disagreement can be looked into without a rerun.
@@ -187,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warning: load average {load:.2f} on {os.cpu_count()} cores: other processes inflate these timings")
     print(
         "Beam/sparkbeam, Prism/sparkbeam, Beam/swap above 1x: sparkbeam is faster (swap: by import "
-        "swap, on sparkbeam's own SDK). Times: build, run and results on the driver, one run each."
+        f"swap, on sparkbeam's own SDK). Times: build, run and results on the driver, median of {args.rounds} "
+        "interleaved runs each; load: the median of the 1-minute load average between rounds."
     )
     spark.stop()
     return status

@@ -8,6 +8,10 @@ its outputs pickled in batches as PySpark ships them. Prints CPU microseconds pe
 
     python benchmarks/nexmark_stage_cpu.py --events 20000 --query 0
     python benchmarks/nexmark_stage_cpu.py --events 20000 --query 0 --profile --without-comparable
+    python benchmarks/nexmark_stage_cpu.py --events 20000 --query 0 --swap
+
+``--swap`` runs the query by import swap instead (Beam's Nexmark copied with its imports
+pointed at sparkbeam, on sparkbeam's own SDK, as ``nexmark_queries.py``'s swap column).
 
 ``--without-comparable`` leaves out the harness's last step (the output made comparable
 with Beam's, which both runners run): what is left is the query and the runner.
@@ -36,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true", help="one pass under cProfile instead")
     parser.add_argument("--without-comparable", action="store_true", help="leave out the harness's comparable step")
     parser.add_argument("--seed", type=int, default=2026)
+    parser.add_argument("--swap", action="store_true", help="the query by import swap, on sparkbeam's own SDK")
     args = parser.parse_args(argv)
 
     import apache_beam as beam
@@ -52,9 +57,18 @@ def main(argv: list[str] | None = None) -> int:
         nexmark.canonical = nexmark.comparable = lambda value: value  # type: ignore[assignment]
     path = str(write_events(os.path.join(tempfile.mkdtemp(prefix="sparkbeam-nexmark-"), "events.json"), NexmarkConfig(events=args.events, seed=args.seed)))
     (query,) = [q for q in nexmark.QUERIES if q.number == args.query]
-    pipeline = beam.Pipeline(runner=sparkbeam.SparkRunner(), options=PipelineOptions(sparkbeam_flags()))
-    sparkbeam.capture(nexmark.load_query(query, pipeline, path))
-    plan = plan_of(pipeline)
+    if args.swap:
+        from sparkbeam.runners.core.lowering.ops import lower
+        from sparkbeam.runners.core.plan.plan import plan_stages
+        from tests.compat.rewrite import load_rewritten_package
+
+        pipeline = sparkbeam.Pipeline()
+        sparkbeam.capture(nexmark.load_swapped_query(query, pipeline, path, load_rewritten_package(nexmark.NEXMARK)))
+        plan = plan_stages(lower(pipeline))
+    else:
+        pipeline = beam.Pipeline(runner=sparkbeam.SparkRunner(), options=PipelineOptions(sparkbeam_flags()))
+        sparkbeam.capture(nexmark.load_query(query, pipeline, path))
+        plan = plan_of(pipeline)
     stage = next(s for s in plan.stages if s.body and getattr(s.head, "source", None) is not None)
     (pcoll,) = stage.head.outputs
     with open(path, encoding="utf-8") as lines_file:
