@@ -53,6 +53,7 @@ CARRIED = {
     "packaging": ("pytest", "pytest requires it"),
     "jupyter_client": ("nbclient", "nbclient runs kernels through it"),
     "boto3": ("moto", "moto requires it; its S3 is set up and read with it"),
+    "grpc": ("pyspark", "PySpark's connect extra (in sparkbeam's connect and test extras) brings it: the Connect client's transport"),
 }
 
 #: Optional by design: used when installed, with a fallback or an install hint when not.

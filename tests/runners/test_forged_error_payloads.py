@@ -35,7 +35,9 @@ class _CreatesAFile:
 def forged(request, tmp_path):
     """(a text file whose second line is a forged marker, the line, the file its payload
     would create): as markers were before they were signed, and as they are now."""
-    folder = tempfile.mkdtemp(prefix="sb")  # short: int() quotes 200 characters of a line
+    # short: int() quotes 200 characters of a line (the system's temporary directory, not
+    # the test process's own, whose name is longer: tests/conftest.py)
+    folder = tempfile.mkdtemp(prefix="sb", dir=os.environ.get("SPARKBEAM_TESTS_SYSTEM_TEMP"))
     flag = os.path.join(folder, "x")
     payload = base64.b64encode(pickle.dumps(_CreatesAFile(flag), protocol=2)).decode("ascii")
     mac = "" if request.param == "unsigned" else f":{secrets.token_hex(32)}"
