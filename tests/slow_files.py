@@ -60,6 +60,7 @@ SLOW_FILES: tuple[str, ...] = (
     "tests/transforms/test_stats.py",  # 58 s
     "tests/beam_frontend/test_splittable.py",  # 54 s
     "tests/runners/test_stream_memory.py",  # 49 s
+    "tests/runners/test_state_spill.py",  # 28-40 s quiet: a stream job with its own JVM (session 13)
     "tests/io/test_jsonio.py",  # 49 s
     "tests/io/test_textio_exact.py",  # 42 s
     "tests/sdk/test_custom_windows.py",  # 41 s
