@@ -165,9 +165,14 @@ def _drive(args: argparse.Namespace, broker: KafkaBroker, topic: str, stop: Any,
     # (seconds): a few events a second until some are read (a query still starting reads
     # from the latest offsets once it is up).
     deadline = time.monotonic() + 180
+    warm_sent = 0
     while figures()[0] == 0 and time.monotonic() < deadline:
-        Producer(broker.bootstrap, topic, 100, 1).wait()
+        warm_sent += Producer(broker.bootstrap, topic, 100, 1).wait()
         time.sleep(1)
+    # Every warm-up event read before the measured stream starts, so that none is counted in
+    # it (a slow first step can still be reading the warm-up's last events seconds later).
+    while figures()[0] < warm_sent and time.monotonic() < deadline:
+        time.sleep(0.2)
     time.sleep(args.step_interval * 3)
     warm_read, warm_steps = figures()
     spark_cpu = TreeCpu(os.getpid())
