@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import bz2
 import functools
-import gzip
 import io
 import os
 from collections.abc import Iterable, Iterator
@@ -297,7 +296,7 @@ def read_text(sc: Any, op: ReadTextOp) -> tuple[Any, Any]:
 
 def _opener(path: str, compression: str) -> Any:
     if compression == "gzip":
-        return gzip.open(path, "wb")
+        return compressed_stream(open(path, "wb"), "wb", CompressionTypes.GZIP, path)
     if compression == "bzip2":
         return bz2.open(path, "wb")
     if compression == "uncompressed":

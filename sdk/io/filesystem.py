@@ -249,6 +249,14 @@ class _Deflate(io.RawIOBase):
         super().close()
 
 
+def gzip_writer(raw: IO[bytes]) -> gzip.GzipFile:
+    """A gzip stream writing into ``raw`` whose header names no file and no time, as Beam's
+    writer's (zlib's) does: the bytes of a shard depend on its lines only, not on the staged
+    name it is written under before its commit renames it, nor on when it was written, so a
+    retried or replayed write produces the same file."""
+    return gzip.GzipFile(filename="", fileobj=raw, mode="wb", mtime=0)
+
+
 def compressed_stream(raw: IO[bytes], mode: str, compression: str, path: str = "") -> IO[bytes]:
     """``raw`` (a binary stream from any file system) read or written through ``compression``
     (not ``auto``: resolve it from the path first). Closing the result closes ``raw``."""
@@ -274,7 +282,7 @@ def compressed_stream(raw: IO[bytes], mode: str, compression: str, path: str = "
     else:
         codec_mode = "rb" if reading else "wb"
         if compression == CompressionTypes.GZIP:
-            codec = gzip.GzipFile(fileobj=raw, mode=codec_mode)
+            codec = gzip.GzipFile(fileobj=raw, mode=codec_mode) if reading else gzip_writer(raw)
         elif compression == CompressionTypes.BZIP2:
             codec = bz2.BZ2File(raw, codec_mode)  # type: ignore[call-overload]
         elif compression == CompressionTypes.LZMA:

@@ -13,6 +13,7 @@ import csv
 import gzip
 import json
 import os
+import time
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -255,6 +256,26 @@ def test_an_empty_shard_name_template_writes_every_element_to_its_one_file(spark
     p.run()
     assert listing(tmp_path) == ["all.txt"]
     assert sorted((tmp_path / "all.txt").read_text().splitlines()) == [f"line {n}" for n in range(10)]
+
+
+@pytest.mark.spark
+def test_a_gzip_shard_depends_on_its_lines_only(spark, tmp_path):
+    """Its header names no file and no time (Beam's writer's, zlib's, names neither): not the
+    staged name it is written under before its commit, so a write run again gives the same bytes."""
+
+    def write(folder):
+        p = beam.Pipeline()
+        _ = p | beam.Create([f"line {n}" for n in range(10)]) | beam.io.WriteToText(str(tmp_path / folder / "out"), file_name_suffix=".gz", num_shards=1)
+        p.run()
+        (name,) = listing(tmp_path / folder)
+        return (tmp_path / folder / name).read_bytes()
+
+    first = write("first")
+    assert first[3] == 0, "header flags: no file name, no comment"  # FNAME is bit 3
+    assert first[4:8] == b"\0\0\0\0", "no modification time"
+    assert sorted(gzip.decompress(first).decode().splitlines()) == [f"line {n}" for n in range(10)]
+    time.sleep(1.1)  # a header with a time in seconds would differ now
+    assert write("second") == first
 
 
 def test_a_sink_on_an_unreachable_or_unknown_file_system_is_refused_before_running():
