@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import pathlib
 import shutil
 import sys
 import tempfile
@@ -169,7 +170,11 @@ def connect_server(tmp_path_factory):
     from sparkbeam.runners.spark.connect.session import release_sessions
     from tools.connect_server import ConnectServer
 
-    server = ConnectServer(tmp_path_factory.mktemp("connect-server")).start()
+    # The tests' pipelines use helpers of the tests package (Nexmark's models, the examples'
+    # drivers), which the server's Python workers import from this checkout, as a user's
+    # server imports their code's modules.
+    checkout = str(pathlib.Path(__file__).resolve().parents[1])
+    server = ConnectServer(tmp_path_factory.mktemp("connect-server"), python_path=(checkout,)).start()
     yield server
     release_sessions()  # while the server answers: released after it, each retried for minutes at exit
     server.stop()

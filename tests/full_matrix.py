@@ -87,13 +87,13 @@ FULL_MATRIX: dict[str, str] = {
     "tests/transforms/test_side_inputs.py::test_streaming_main_elements_wait_for_their_side_window_in_every_view[side_then_main-global]": (
         "main_then_side-fixed stays"
     ),
-    "tests/beam_frontend/test_nexmark.py::test_query_gives_beams_results[query9]": "queries 0-6 and 8 stay",
-    "tests/beam_frontend/test_nexmark.py::test_query_gives_beams_results[query10]": "queries 0-6 and 8 stay",
-    "tests/beam_frontend/test_nexmark.py::test_query_gives_beams_results[query11]": "queries 0-6 and 8 stay",
+    "tests/beam_frontend/test_nexmark.py::test_query_gives_beams_results[classic-query9]": "queries 0-6 and 8 stay",
+    "tests/beam_frontend/test_nexmark.py::test_query_gives_beams_results[classic-query10]": "queries 0-6 and 8 stay",
+    "tests/beam_frontend/test_nexmark.py::test_query_gives_beams_results[classic-query11]": "queries 0-6 and 8 stay",
     "tests/beam_frontend/test_runners_agree.py::test_streaming_main_elements_wait_for_their_side_window_in_every_view": (
         "tests/transforms/test_side_inputs.py's main_then_side-fixed case and the Beam front end's side-input oracles stay"
     ),
-    "tests/beam_frontend/test_nexmark.py::test_query_gives_beams_results[query7]": "queries 0-6 and 8 stay",
+    "tests/beam_frontend/test_nexmark.py::test_query_gives_beams_results[classic-query7]": "queries 0-6 and 8 stay",
     "tests/beam_frontend/test_nexmark.py::test_query_by_import_swap_gives_beams_results[query1]": "by import swap, queries 0, 2, 3 and 5 stay",
     "tests/beam_frontend/test_nexmark.py::test_query_by_import_swap_gives_beams_results[query4]": "by import swap, queries 0, 2, 3 and 5 stay",
     "tests/beam_frontend/test_nexmark.py::test_query_by_import_swap_gives_beams_results[query6]": "by import swap, queries 0, 2, 3 and 5 stay",
@@ -207,7 +207,7 @@ FULL_MATRIX: dict[str, str] = {
     # Trimmed at session 11 (quiet pytest 16:41 at f5d1864; the budget is 15 minutes with the install):
     # each case below has a sibling of its kind that stays, named beside it.
     **{
-        f"tests/beam_frontend/test_examples_unmodified.py::test_unmodified_example_runs_as_on_beam[{name}]": (
+        f"tests/beam_frontend/test_examples_unmodified.py::test_unmodified_example_runs_as_on_beam[classic-{name}]": (
             f"the same example rewritten onto sparkbeam's SDK stays (tests/compat/test_examples.py[{name}]){more}"
         )
         for name, more in (
@@ -224,6 +224,36 @@ FULL_MATRIX: dict[str, str] = {
             ("cookbook/group_with_coder", ""),
             ("game/leader_board", "; game/hourly_team_score and game/user_score stay unmodified"),
         )
+    },
+    # Session 14: the Beam front end's examples and Nexmark through Spark Connect (#25 item 3).
+    # The suite keeps two of each on Connect: an example with metrics and one with windows and
+    # triggers over text; Nexmark's stateful join with timers (q3) and its sliding windows with
+    # a combine and a side input (q5). Every case stays on the classic session.
+    **{
+        f"tests/beam_frontend/test_examples_unmodified.py::test_unmodified_example_runs_as_on_beam[connect-{name}]": (
+            "wordcount/wordcount_with_metrics and game/hourly_team_score stay on Connect; the example stays on the classic session"
+        )
+        for name in (
+            "wordcount/wordcount",
+            "wordcount/wordcount_dataframe",
+            "game/user_score",
+            "game/leader_board",
+            "game/game_stats",
+            "cookbook/coders",
+            "cookbook/group_with_coder",
+            "cookbook/multiple_output_pardo",
+            "cookbook/bigquery_side_input",
+            "cookbook/ordered_window_elements_batch",
+            "complete/autocomplete",
+            "complete/tfidf",
+            "complete/top_wikipedia_sessions",
+        )
+    },
+    **{
+        f"tests/beam_frontend/test_nexmark.py::test_query_gives_beams_results[connect-query{number}]": (
+            "queries 3 and 5 stay on Connect; every query stays on the classic session (0 and 5 by import swap)"
+        )
+        for number in (0, 1, 2, 4, 6, 7, 8, 9, 10, 11, 12)
     },
     "tests/compat/test_examples.py::test_example_runs_as_on_beam[wordcount/wordcount_debugging]": (
         "wordcount, wordcount_minimal and wordcount_with_metrics stay (the same pipeline with assert_that and metrics)"
@@ -285,7 +315,7 @@ FULL_MATRIX: dict[str, str] = {
         for case in ("global-constant", "sliding-per_key")
     },
     **{
-        f"tests/beam_frontend/test_nexmark.py::test_query_gives_beams_results[{query}]": (
+        f"tests/beam_frontend/test_nexmark.py::test_query_gives_beams_results[classic-{query}]": (
             f"{query} stays by import swap (test_query_by_import_swap_gives_beams_results), queries 1-4, 6 and 8 stay here"
         )
         for query in ("query0", "query5")

@@ -65,10 +65,21 @@ def _spark_submit() -> Path:
 class ConnectServer:
     """One Spark Connect server in ``workdir``, started by ``start()``."""
 
-    def __init__(self, workdir: str | os.PathLike[str], *, master: str = "local[2]", conf: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        workdir: str | os.PathLike[str],
+        *,
+        master: str = "local[2]",
+        conf: dict[str, str] | None = None,
+        python_path: tuple[str, ...] = (),
+    ) -> None:
         self.workdir = Path(workdir)
         self.master = master
         self.conf = dict(conf or {})
+        #: folders put first on the server's Python workers' ``sys.path``: where the code of
+        #: the pipelines it runs lives (a Connect server runs each session's Python workers in
+        #: a folder of that session's own, so the client's working directory is not on it)
+        self.python_path = tuple(python_path)
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
         #: seconds from start() until the port accepted a connection
@@ -101,6 +112,8 @@ class ConnectServer:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = _free_port()
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+        if self.python_path:
+            env["PYTHONPATH"] = os.pathsep.join([*self.python_path, *filter(None, [env.get("PYTHONPATH")])])
         # A client's own settings must not leak into the server it starts.
         for name in ("SPARK_REMOTE", "SPARK_CONNECT_MODE_ENABLED", "SPARK_LOCAL_REMOTE", "PYSPARK_GATEWAY_PORT"):
             env.pop(name, None)

@@ -53,11 +53,11 @@ def _param(example_id: str):
 
 
 @pytest.mark.parametrize(("example", "gap"), [_param(example_id) for example_id in SELECTED])
-def test_unmodified_example_runs_as_on_beam(example: Example, gap: Gap | None, spark, tmp_path):
+def test_unmodified_example_runs_as_on_beam(example: Example, gap: Gap | None, spark_session_kind, tmp_path):
     if not _installed(example.module):
         # tests/oldest_versions.sh runs this with the oldest apache-beam setup.cfg admits.
         pytest.skip(f"apache-beam {importlib.metadata.version('apache-beam')} does not ship {example.module}")
-    run_example_unmodified(example, tmp_path, gap)
+    run_example_unmodified(example, tmp_path, gap, tuple(f"--{name}={value}" for name, value in spark_session_kind.items()))
 
 
 def _installed(module: str) -> bool:

@@ -108,18 +108,18 @@ def _param(query: Query):
 
 @pytest.mark.spark
 @pytest.mark.parametrize("query", [_param(query) for query in QUERIES])
-def test_query_gives_beams_results(query: Query, spark, nexmark_events):
+def test_query_gives_beams_results(query: Query, spark_session_kind, nexmark_events):
     def build(ns, p):
         return load_query(query, p, nexmark_events)
 
     if query.gap is not None:
         with query.gap.expected_failure(f"query{query.number}"):
-            run_on_sparkbeam(build, canonical_output=True)
+            run_on_sparkbeam(build, canonical_output=True, **spark_session_kind)
         return
     if query.no_oracle is not None:
-        FILE_CHECKS[query.number](*run_on_sparkbeam(build, canonical_output=True)[:1], nexmark_events)
+        FILE_CHECKS[query.number](*run_on_sparkbeam(build, canonical_output=True, **spark_session_kind)[:1], nexmark_events)
         return
-    assert_runners_agree(build, beam_runner=query.beam_runner, canonical_output=True)
+    assert_runners_agree(build, beam_runner=query.beam_runner, canonical_output=True, **spark_session_kind)
 
 
 @pytest.fixture(scope="module")

@@ -250,14 +250,15 @@ def run_example(example: Example, workdir: pathlib.Path) -> None:
 SPARKBEAM_RUNNER_FLAGS = ("--runner=sparkbeam.SparkRunner", "--no_overlapping_window_rule", "--state_partitions=2")
 
 
-def run_example_unmodified(example: Example, workdir: pathlib.Path, gap: Gap | None = None) -> None:
+def run_example_unmodified(example: Example, workdir: pathlib.Path, gap: Gap | None = None, flags: tuple[str, ...] = ()) -> None:
     """The example as installed (importing apache_beam) on Beam's FnApiRunner, then on
-    sparkbeam's runner by the flag alone. ``gap`` is how it fails there, if it does."""
+    sparkbeam's runner by the flag alone (and ``flags``: ``--spark_remote=...`` for a Spark
+    Connect server). ``gap`` is how it fails there, if it does."""
     import apache_beam
 
     inputs = workdir / "inputs"
     expected = _beam_output(example, Side("beam", apache_beam, ("--runner=FnApiRunner",), inputs, workdir / "beam"))
-    our_side = Side("sparkbeam-runner", apache_beam, SPARKBEAM_RUNNER_FLAGS, inputs, workdir / "sparkbeam")
+    our_side = Side("sparkbeam-runner", apache_beam, (*SPARKBEAM_RUNNER_FLAGS, *flags), inputs, workdir / "sparkbeam")
     our_side.outputs.mkdir(parents=True, exist_ok=True)
     with attrs.evolve(example, gap=gap).expected_failure():
         actual = example.drive(importlib.import_module(example.module), our_side)
