@@ -48,9 +48,35 @@ _OUR_TRANSCRIPTS_LATER = [
     "bad_processing_time_missing_late_pane",
 ]
 
+def _transcript_names(file_name: str) -> list[str]:
+    """The case ids of a transcript file as the tests name them (``load_transcripts``): of
+    Beam's testing data (``"beam"``) or of tests/conformance/data."""
+    import os
+
+    from tests.conformance.transcripts import load_transcripts
+
+    if file_name == "beam":  # found without importing apache_beam (seconds, in every test process)
+        import importlib.util
+
+        spec = importlib.util.find_spec("apache_beam")
+        if spec is None or not spec.submodule_search_locations:
+            return []
+        path = os.path.join(next(iter(spec.submodule_search_locations)), "testing", "data", "trigger_transcripts.yaml")
+    else:
+        path = os.path.join(os.path.dirname(__file__), "conformance", "data", file_name)
+    return [case.name for case in load_transcripts(path)]
+
+
+_BEAM_ON_CONNECT_LATER = [name for name in _transcript_names("beam") if name != "garbage_collection"]
+_OUR_ON_CONNECT_LATER = [
+    name
+    for name in _transcript_names("sparkbeam_transcripts.yaml")
+    if name not in ("session_merge_earliest_hold", "processing_time_early_then_on_time")
+]
+
 FULL_MATRIX: dict[str, str] = {
-    **{f"{_BEAM_TRANSCRIPTS}[{name}]": "a Beam transcript on Spark; its kind stays in the suite" for name in _BEAM_TRANSCRIPTS_LATER},
-    **{f"{_OUR_TRANSCRIPTS}[{name}]": "a sparkbeam transcript on Spark; its kind stays in the suite" for name in _OUR_TRANSCRIPTS_LATER},
+    **{f"{_BEAM_TRANSCRIPTS}[classic-{name}]": "a Beam transcript on Spark; its kind stays in the suite" for name in _BEAM_TRANSCRIPTS_LATER},
+    **{f"{_OUR_TRANSCRIPTS}[classic-{name}]": "a sparkbeam transcript on Spark; its kind stays in the suite" for name in _OUR_TRANSCRIPTS_LATER},
     "tests/runners/test_stream_recovery.py::test_a_killed_spark_connect_client_resumes_exactly[classic-11]": (
         "the classic restore's placing keys again is the --state_partitions change's path, which stays "
         "(test_state_deltas.py)"
@@ -225,6 +251,14 @@ FULL_MATRIX: dict[str, str] = {
             ("game/leader_board", "; game/hourly_team_score and game/user_score stay unmodified"),
         )
     },
+    # Session 14: the trigger transcripts streamed through Spark Connect (#25 item 3): all pass
+    # there; the suite keeps Beam's garbage_collection and, of sparkbeam's own, a session merge
+    # holding its earliest timestamp and a processing-time trigger.
+    **{
+        f"{test}[connect-{name}]": "three transcripts stay on Connect (garbage collection, a session merge, processing time); every case stays on the classic session and the engine"
+        for test, cases in ((_BEAM_TRANSCRIPTS, _BEAM_ON_CONNECT_LATER), (_OUR_TRANSCRIPTS, _OUR_ON_CONNECT_LATER))
+        for name in cases
+    },
     # Session 14: the Beam front end's examples and Nexmark through Spark Connect (#25 item 3).
     # The suite keeps two of each on Connect: an example with metrics and one with windows and
     # triggers over text; Nexmark's stateful join with timers (q3) and its sliding windows with
@@ -259,7 +293,7 @@ FULL_MATRIX: dict[str, str] = {
         "wordcount, wordcount_minimal and wordcount_with_metrics stay (the same pipeline with assert_that and metrics)"
     ),
     **{
-        f"{_OUR_TRANSCRIPTS}[{name}]": f"a sparkbeam transcript on Spark; {stays} stays on Spark, every transcript on the engine"
+        f"{_OUR_TRANSCRIPTS}[classic-{name}]": f"a sparkbeam transcript on Spark; {stays} stays on Spark, every transcript on the engine"
         for name, stays in (
             ("processing_time_repeated", "processing_time_early_then_on_time"),
             ("processing_time_first_firing_closes_the_window", "processing_time_early_then_on_time"),
@@ -328,7 +362,7 @@ FULL_MATRIX: dict[str, str] = {
         for case in ("cleared_timer", "looping_timer")
     },
     **{
-        f"{_BEAM_TRANSCRIPTS}[{name}]": f"a Beam transcript on Spark; {stays} stays on Spark, every transcript on the engine"
+        f"{_BEAM_TRANSCRIPTS}[classic-{name}]": f"a Beam transcript on Spark; {stays} stays on Spark, every transcript on the engine"
         for name, stays in (
             ("timestamp_combiner_earliest", "sparkbeam's sliding_earliest_overlap_rule_on (a timestamp combiner on Spark)"),
             ("missing_output", "bad_output (a negative case)"),

@@ -68,8 +68,9 @@ class _Replay:
         return None
 
 
-def run_streaming(case: Transcript, variants: Sequence[tuple[str, int]]) -> dict[tuple[str, str], _Replay]:
-    """Run ``case`` once on Spark; a replay driver per (aggregation, bundling key)."""
+def run_streaming(case: Transcript, variants: Sequence[tuple[str, int]], session: dict[str, Any] | None = None) -> dict[tuple[str, str], _Replay]:
+    """Run ``case`` once on Spark (``session``: the options of the kind of Spark session,
+    ``spark_session_kind``'s); a replay driver per (aggregation, bundling key)."""
     stream = TestStream()
     steps_of_action: list[list[int]] = []
     event = 0
@@ -99,7 +100,7 @@ def run_streaming(case: Transcript, variants: Sequence[tuple[str, int]]) -> dict
             event += 1
     stream.advance_watermark_to_infinity()
     p = beam.Pipeline(
-        options=PipelineOptions(streaming=True, overlapping_window_rule=case.overlapping_window_rule)
+        options=PipelineOptions(streaming=True, overlapping_window_rule=case.overlapping_window_rule, **(session or {}))
     )
     outputs = _aggregate(_windowed(case, p | "Stream" >> stream))
     result = p.run()
@@ -118,8 +119,8 @@ def run_streaming(case: Transcript, variants: Sequence[tuple[str, int]]) -> dict
     return replays
 
 
-def play_streaming(case: Transcript, variants: Sequence[tuple[str, int]]) -> None:
-    for replay in run_streaming(case, variants).values():
+def play_streaming(case: Transcript, variants: Sequence[tuple[str, int]], session: dict[str, Any] | None = None) -> None:
+    for replay in run_streaming(case, variants, session).values():
         run_transcript(case, replay, check_state=False)
 
 

@@ -23,8 +23,8 @@ CASES = load_transcripts(BEAM_FILE)
 
 
 @pytest.mark.parametrize("case", spark_streaming_params(CASES))
-def test_beam_transcript_streaming_on_spark(spark, case):
-    run_case(case, lambda case: play_streaming(case, bundle_variants(case)))
+def test_beam_transcript_streaming_on_spark(spark_session_kind, case):
+    run_case(case, lambda case: play_streaming(case, bundle_variants(case), spark_session_kind))
 
 
 @pytest.mark.parametrize(("case", "finals"), spark_batch_params(CASES))
