@@ -58,6 +58,12 @@ def _cause(text: str) -> str:
         return f"a file it needs is gone: {missing.group(1)}"
     if any(marker in text for marker in _SPARK_GONE):
         return "Spark stopped under it (the cluster's master gave up on the application, or Spark's JVM died)"
+    if "No space left on device" in text:
+        return (
+            "a local disk of Spark's is full (No space left on device): the executors' local directories (spark.local.dir, "
+            "SPARK_LOCAL_DIRS or the cluster manager's) hold the keyed state that does not fit in memory and the shuffles' "
+            "files; give them more room, or the executors more memory"
+        )
     unreachable = _UNREACHABLE.search(text)
     if unreachable:
         return f"a file system it writes to cannot be reached: {unreachable.group(1).strip()[:300]}"

@@ -34,6 +34,13 @@ STORE_UNREACHABLE = (
     "failed on connection exception: java.net.ConnectException: Connection refused\n\tat org.apache.hadoop.ipc.Client.call"
 )
 
+DISK_FULL = (
+    "An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.\n"
+    ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 1 in stage 31.0 failed 1 times, most recent "
+    "failure: Lost task 1.0 in stage 31.0 (TID 52) (127.0.0.1 executor driver): com.esotericsoftware.kryo.KryoException: "
+    "java.io.IOException: No space left on device\n\tat com.esotericsoftware.kryo.io.Output.flush(Output.java:165)\n"
+)
+
 
 class Py4JJavaError(Exception):
     """Stands in for py4j's (matched by name: the runner imports no Py4J to tell it)."""
@@ -46,8 +53,9 @@ class Py4JJavaError(Exception):
         (EXECUTORS_LOST, "executors were lost faster than Spark replaced them (a task lost its executor 4 times; are any executors left?)"),
         (MASTER_GONE, "Spark stopped under it"),
         (STORE_UNREACHABLE, "a file system it writes to cannot be reached: java.net.ConnectException: Call From host/127.0.0.1 to namenode:8020"),
+        (DISK_FULL, "a local disk of Spark's is full (No space left on device): the executors' local directories (spark.local.dir"),
     ],
-    ids=["log-batch-gone", "executors-lost", "master-gone", "store-unreachable"],
+    ids=["log-batch-gone", "executors-lost", "master-gone", "store-unreachable", "local-disk-full"],
 )
 def test_a_cluster_failure_names_its_cause_and_how_to_resume(text, cause):
     told = cluster_failure(Py4JJavaError(text), checkpoint_dir="/data/ck", resume_step=9)
