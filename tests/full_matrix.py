@@ -10,6 +10,8 @@ of a parametrised test and for tests whose module should not know about the spli
 
 from __future__ import annotations
 
+from tests.beam_frontend.test_examples_unmodified import SELECTED as _UNMODIFIED_EXAMPLES
+
 _BEAM_TRANSCRIPTS = "tests/conformance/test_transcripts_spark.py::test_beam_transcript_streaming_on_spark"
 _OUR_TRANSCRIPTS = "tests/conformance/test_sparkbeam_transcripts_spark.py::test_sparkbeam_transcript_streaming_on_spark"
 
@@ -267,22 +269,8 @@ FULL_MATRIX: dict[str, str] = {
         f"tests/beam_frontend/test_examples_unmodified.py::test_unmodified_example_runs_as_on_beam[connect-{name}]": (
             "game/hourly_team_score stays on Connect; the example stays on the classic session"
         )
-        for name in (
-            "wordcount/wordcount",
-            "wordcount/wordcount_with_metrics",
-            "wordcount/wordcount_dataframe",
-            "game/user_score",
-            "game/leader_board",
-            "game/game_stats",
-            "cookbook/coders",
-            "cookbook/group_with_coder",
-            "cookbook/multiple_output_pardo",
-            "cookbook/bigquery_side_input",
-            "cookbook/ordered_window_elements_batch",
-            "complete/autocomplete",
-            "complete/tfidf",
-            "complete/top_wikipedia_sessions",
-        )
+        for name in _UNMODIFIED_EXAMPLES
+        if name != "game/hourly_team_score"
     },
     **{
         f"tests/beam_frontend/test_nexmark.py::test_query_gives_beams_results[connect-query{number}]": (

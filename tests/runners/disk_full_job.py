@@ -17,8 +17,6 @@ import json
 import os
 import sys
 
-import sparkbeam as beam
-from sparkbeam.options.pipeline_options import PipelineOptions
 from tests.runners import spill_job
 
 FILES = 8
@@ -34,23 +32,7 @@ def main(work: str, local_dir: str | None = None) -> None:
             json.dump(spill_job.write_input(inputs), handle)
     with open(expected_path) as handle:
         expected = json.load(handle)
-    conf = ["spark.ui.enabled=false", "spark.sql.shuffle.partitions=2", *spill_job.MEMORY]
-    if local_dir is not None:
-        conf.append(f"spark.local.dir={local_dir}")
-    options = PipelineOptions(
-        spark_master="local[2]",
-        spark_conf=conf,
-        available_now=True,
-        checkpoint_dir=os.path.join(work, "ck"),
-        checkpoint_interval=2,
-        step_interval=0.2,
-        state_partitions=2,
-    )
-    p = beam.Pipeline(options=options)
-    lines = p | "Read" >> beam.io.ReadFromTextStream(inputs, max_files_per_trigger=1)
-    keyed = lines | "Key" >> beam.Map(lambda line: (line.split(",")[0], line))
-    grouped = keyed | "Group" >> beam.GroupByKey()
-    totals = beam.capture(grouped | "Total" >> beam.MapTuple(spill_job.count_and_sum))
+    p, totals = spill_job.stream(work, [] if local_dir is None else [f"spark.local.dir={local_dir}"])
     try:
         result = p.run()
     except Exception as error:

@@ -80,11 +80,12 @@ def kept_state(sc) -> list[dict]:
     return kept
 
 
-def main(work: str) -> None:
-    expected = write_input(os.path.join(work, "in"))
+def stream(work: str, conf: list[str]) -> tuple[beam.Pipeline, beam.PCollection]:
+    """The stream over ``work``/in (checkpoints in ``work``/ck; ``conf``: more Spark settings)
+    and the captured count and sum of each key."""
     options = PipelineOptions(
         spark_master="local[2]",
-        spark_conf=["spark.ui.enabled=false", "spark.sql.shuffle.partitions=2", *MEMORY],
+        spark_conf=["spark.ui.enabled=false", "spark.sql.shuffle.partitions=2", *MEMORY, *conf],
         available_now=True,
         checkpoint_dir=os.path.join(work, "ck"),
         checkpoint_interval=2,
@@ -95,7 +96,12 @@ def main(work: str) -> None:
     lines = p | "Read" >> beam.io.ReadFromTextStream(os.path.join(work, "in"), max_files_per_trigger=1)
     keyed = lines | "Key" >> beam.Map(lambda line: (line.split(",")[0], line))
     grouped = keyed | "Group" >> beam.GroupByKey()
-    totals = beam.capture(grouped | "Total" >> beam.MapTuple(count_and_sum))
+    return p, beam.capture(grouped | "Total" >> beam.MapTuple(count_and_sum))
+
+
+def main(work: str) -> None:
+    expected = write_input(os.path.join(work, "in"))
+    p, totals = stream(work, [])
     steps = []
     original = SparkBackend.end_step
 
