@@ -12,9 +12,11 @@ settings) is refused, naming it, unless the session already has that value.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import re
+import shutil
 import sys
 import tempfile
 import zipfile
@@ -264,7 +266,11 @@ def ship_package(spark_context: Any) -> str:
     shipped = getattr(spark_context, "_sparkbeam_shipped", None)
     if shipped is not None:
         return shipped
-    target = os.path.join(tempfile.mkdtemp(prefix="sparkbeam-ship-"), "sparkbeam.zip")
+    # A folder of this run's own (mkdtemp: 0700), removed when the process ends: Spark serves
+    # the file from this path to executors for as long as the SparkContext lives.
+    folder = tempfile.mkdtemp(prefix="sparkbeam-ship-")
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    target = os.path.join(folder, "sparkbeam.zip")
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         for module in _package_files():
             archive.write(module[0], module[1])

@@ -4,7 +4,10 @@ before anything changes. And whether sparkbeam is shipped to the executors, and 
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import subprocess
 import sys
 
 import pytest
@@ -128,3 +131,31 @@ def test_other_executors_get_the_package_once_per_context():
         first = ship_for_run(context)
         assert ship_for_run(context) == first
         assert len(context.added) == 1 and context.added[0].endswith("sparkbeam.zip")
+
+
+def test_the_package_shipped_to_executors_is_whole_private_and_gone_when_the_process_ends(tmp_path):
+    """``ship_package`` (executors that run another interpreter, or on other machines): one zip
+    of the whole package tree in a folder of the process's own, which no run leaves behind."""
+    script = tmp_path / "ship.py"
+    script.write_text(
+        "import json, os, stat, zipfile\n"
+        "from sparkbeam.runners.spark.session import ship_package\n"
+        "class Context:\n"
+        "    added = []\n"
+        "    def addPyFile(self, path):\n"
+        "        self.added.append(path)\n"
+        "context = Context()\n"
+        "path = ship_package(context)\n"
+        "assert ship_package(context) == path and context.added == [path]  # once per context\n"
+        "names = zipfile.ZipFile(path).namelist()\n"
+        "print(json.dumps({'path': path, 'mode': stat.S_IMODE(os.stat(os.path.dirname(path)).st_mode), 'names': names}))\n"
+    )
+    finished = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    shipped = json.loads(finished.stdout.splitlines()[-1])
+    assert shipped["mode"] == 0o700
+    names = set(shipped["names"])
+    for module in ("sparkbeam/__init__.py", "sparkbeam/transforms/__init__.py", "sparkbeam/runners/spark/session.py", "sparkbeam/runners/core/__init__.py"):
+        assert module in names, module
+    assert not any("__pycache__" in name for name in names)
+    assert not os.path.exists(os.path.dirname(shipped["path"]))
