@@ -106,13 +106,13 @@ FULL_MATRIX: dict[str, str] = {
     ),
     "tests/transforms/test_hot_key_fanout.py::test_fanout_equals_no_fanout_in_a_stream[fixed]": "the sessions case stays",
     "tests/transforms/test_hot_key_fanout.py::test_fanout_equals_no_fanout_in_a_stream[global]": "the sessions case stays",
-    "tests/transforms/test_side_inputs.py::test_streaming_main_elements_wait_for_their_side_window_in_every_view[side_then_main-fixed]": (
+    "tests/transforms/test_side_inputs.py::test_streaming_main_elements_wait_for_their_side_window_in_every_view[classic-side_then_main-fixed]": (
         "main_then_side-fixed stays"
     ),
-    "tests/transforms/test_side_inputs.py::test_streaming_main_elements_wait_for_their_side_window_in_every_view[main_then_side-global]": (
+    "tests/transforms/test_side_inputs.py::test_streaming_main_elements_wait_for_their_side_window_in_every_view[classic-main_then_side-global]": (
         "main_then_side-fixed stays"
     ),
-    "tests/transforms/test_side_inputs.py::test_streaming_main_elements_wait_for_their_side_window_in_every_view[side_then_main-global]": (
+    "tests/transforms/test_side_inputs.py::test_streaming_main_elements_wait_for_their_side_window_in_every_view[classic-side_then_main-global]": (
         "main_then_side-fixed stays"
     ),
     "tests/beam_frontend/test_nexmark.py::test_query_gives_beams_results[classic-query9]": "queries 0-6 and 8 stay",
@@ -253,6 +253,16 @@ FULL_MATRIX: dict[str, str] = {
             ("game/leader_board", "; game/hourly_team_score and game/user_score stay unmodified"),
         )
     },
+    # Session 14: a stream's side inputs under Spark Connect (parked elements as state rows).
+    **{
+        f"tests/transforms/test_side_inputs.py::test_streaming_main_elements_wait_for_their_side_window_in_every_view[connect-{case}]": (
+            "main_then_side-fixed and the checkpoint of waiting elements stay on Connect; every case stays on the classic session"
+        )
+        for case in ("side_then_main-fixed", "side_then_main-global", "main_then_side-global")
+    },
+    "tests/transforms/test_side_inputs.py::test_early_panes_of_a_global_window_side_input_do_not_release_the_main_input[connect]": (
+        "main_then_side-fixed and the checkpoint of waiting elements stay on Connect; the case stays on the classic session"
+    ),
     # Session 14: the trigger transcripts streamed through Spark Connect (#25 item 3): all pass
     # there; the suite keeps Beam's garbage_collection and, of sparkbeam's own, a session merge
     # holding its earliest timestamp.

@@ -111,15 +111,6 @@ def test_a_stream_s_checkpoint_dir_on_a_cluster_file_system_is_refused_naming_th
         p.run()
 
 
-def test_a_stream_s_side_input_is_refused_naming_its_reader(nowhere):
-    p = _pipeline(spark_remote=nowhere)
-    events = p | "Events" >> TestStream().add_elements([("a", 1)]).advance_watermark_to_infinity()
-    side = p | "Side" >> beam.Create([1])
-    beam.capture(events | "Join" >> beam.Map(lambda kv, s: (kv, s), beam.pvalue.AsList(side)))
-    with pytest.raises(UnsupportedError, match=r"'Join' \(applied at .*\): the Spark Connect backend cannot make a stream's elements wait for their side inputs"):
-        p.run()
-
-
 def test_a_text_read_of_a_file_system_only_the_jvm_serves_is_refused_naming_it(nowhere):
     p = _pipeline(spark_remote=nowhere)
     beam.capture(p | "Lines" >> beam.io.ReadFromText("hdfs://namenode/in.txt", validate=False))

@@ -229,18 +229,19 @@ def run_in_memory_as_rows(build) -> collections.Counter:
     )
 
 
-def assert_spark_and_engine_same_as_beam(build) -> collections.Counter:
+def assert_spark_and_engine_same_as_beam(build, **session) -> collections.Counter:
+    """``session``: the options of a kind of Spark session (``spark_session_kind``)."""
     expected = run_beam(build, streaming=True)
     assert expected, "the oracle produced nothing: the test would compare nothing"
     assert run_in_memory_as_rows(build) == expected
-    assert assert_same_as_beam(build, streaming=True) == expected
+    assert assert_same_as_beam(build, streaming=True, **session) == expected
     return expected
 
 
 @pytest.mark.parametrize("windowing", ["fixed", "global"])
 @pytest.mark.parametrize("script", [side_then_main, main_then_side])
-def test_streaming_main_elements_wait_for_their_side_window_in_every_view(spark, script, windowing):
-    rows = assert_spark_and_engine_same_as_beam(every_view_over_a_stream(script, windowing))
+def test_streaming_main_elements_wait_for_their_side_window_in_every_view(spark_session_kind, script, windowing):
+    rows = assert_spark_and_engine_same_as_beam(every_view_over_a_stream(script, windowing), **spark_session_kind)
     # Each main element saw its own window's side input, complete.
     lists = {row[0][1]: row[0][2] for row in rows if row[0][0] == "List"}
     totals = {row[0][1]: row[0][2] for row in rows if row[0][0] == "Total"}
@@ -273,7 +274,7 @@ def test_the_issue_example_main_before_side_sees_the_side_element(spark):
     assert [row[0] for row in rows] == [("main1", ("<list>", ("side1",)))]
 
 
-def test_early_panes_of_a_global_window_side_input_do_not_release_the_main_input(spark):
+def test_early_panes_of_a_global_window_side_input_do_not_release_the_main_input(spark_session_kind):
     """Beam's direct runner waits for the watermark, not for a pane: the main elements are
     processed when the side input ends, and see every pane (three early, one on time)."""
 
@@ -307,22 +308,39 @@ def test_early_panes_of_a_global_window_side_input_do_not_release_the_main_input
         )
         return s["main"] | "Read" >> b.Map(lambda x, s: (x, s), ns.pvalue.AsList(panes))
 
-    rows = assert_spark_and_engine_same_as_beam(build)
+    rows = assert_spark_and_engine_same_as_beam(build, **spark_session_kind)
     everything = ("<list>", (("<list>", ("s1",)), ("<list>", ("s1", "s2")), ("<list>", ("s1", "s2", "s3")), ("<list>", ("s1", "s2", "s3"))))
     assert sorted(row[0] for row in rows) == [("main1", everything), ("main2", everything)]
 
 
-def test_waiting_elements_are_checkpointed_with_the_keyed_state_and_restored(spark, tmp_path):
-    """On Spark the waiting elements are keyed state: saved by ``save_state``, restored into
-    another backend, and released there exactly as in an uninterrupted run."""
+def _backend_of_kind(request, spark_session_kind):
+    """A maker of new backends of the kind ``spark_session_kind`` names: the classic session's,
+    or Spark Connect's on the tests' server."""
+    if "spark_remote" not in spark_session_kind:
+        from sparkbeam.runners.spark.backend import SparkBackend
+
+        spark = request.getfixturevalue("spark")
+        return lambda: SparkBackend(spark)
+    from sparkbeam.runners.spark.connect.backend import ConnectBackend
+    from sparkbeam.runners.spark.connect.session import ConnectTarget, connect_session
+
+    session = connect_session(ConnectTarget(spark_session_kind["spark_remote"], "--spark_remote"))
+    return lambda: ConnectBackend(session, num_partitions=2)
+
+
+def test_waiting_elements_are_checkpointed_with_the_keyed_state_and_restored(request, spark_session_kind, tmp_path):
+    """The waiting elements are keyed state: saved by ``save_state``, restored into another
+    backend, and released there exactly as in an uninterrupted run (on a classic session and
+    under Spark Connect, whose parked rows go into the same checkpoint files)."""
     from pyspark import cloudpickle
 
     from sparkbeam.runners.core.loop.clock import ManualClock
     from sparkbeam.runners.core.loop.steps import StepLoop
     from sparkbeam.runners.core.lowering.ops import lower
     from sparkbeam.runners.core.plan.plan import plan_stages
-    from sparkbeam.runners.spark.backend import SparkBackend
     from sparkbeam.runners.spark.sealing import Sealer
+
+    new_backend = _backend_of_kind(request, spark_session_kind)
 
     p = beam.Pipeline()
     stream = p | "Stream" >> main_then_side(_sparkbeam_ns())
@@ -335,11 +353,11 @@ def test_waiting_elements_are_checkpointed_with_the_keyed_state_and_restored(spa
     def emitted(loop):
         return sorted((canonical(e.value), e.timestamp.micros, str(e.windows), e.step) for e in loop.history.emitted_rows(views))
 
-    uninterrupted = StepLoop(plan, SparkBackend(spark), ManualClock(), batch=False)
+    uninterrupted = StepLoop(plan, new_backend(), ManualClock(), batch=False)
     uninterrupted.run()
     uninterrupted.backend.close()
 
-    first = StepLoop(plan, SparkBackend(spark), ManualClock(), batch=False)
+    first = StepLoop(plan, new_backend(), ManualClock(), batch=False)
     while not any(r.side_input_waiting for r in first.history.records() if r.step == first.step - 1):
         first.run_step()
     first.run_step()  # one more step: the waiting elements are carried over a step, then saved
@@ -352,7 +370,7 @@ def test_waiting_elements_are_checkpointed_with_the_keyed_state_and_restored(spa
     snapshot = cloudpickle.loads(cloudpickle.dumps({"loop": first.snapshot(), "backend": first.backend.snapshot()}))
     first.backend.close()
 
-    resumed = StepLoop(plan, SparkBackend(spark), ManualClock(), batch=False)
+    resumed = StepLoop(plan, new_backend(), ManualClock(), batch=False)
     resumed.restore(snapshot["loop"])
     resumed.backend.restore(snapshot["backend"], {}, chains, lambda _, name: str(tmp_path / name), sealer)
     resumed.run()

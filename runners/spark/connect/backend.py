@@ -78,7 +78,7 @@ from sparkbeam.runners.core.lowering.strategies import Capabilities, StateStore,
 from sparkbeam.runners.core.plan.physical import PlannedStage, StepFacts, choose
 from sparkbeam.runners.core.plan.plan import Stage
 from sparkbeam.runners.core.sources.sources import SourceEmission
-from sparkbeam.runners.spark.connect import keyed_steps, tasks, writes
+from sparkbeam.runners.spark.connect import keyed_steps, side_input_steps, tasks, writes
 from sparkbeam.runners.spark.connect.session import made_active
 from sparkbeam.runners.spark.stage_records import shippable
 from sparkbeam.runners.spark.state_chunks import bucketed_partition
@@ -536,6 +536,7 @@ CONNECT.strategies.register(Strategy.UNLIFTED_GROUPING)(unlifted_grouping)
 CONNECT.strategies.register(Strategy.LIFTED_GROUPING)(lifted_grouping)
 CONNECT.strategies.register(Strategy.STATEFUL)(stateful)
 CONNECT.strategies.register(Strategy.SKIP_IDLE)(keyed_steps.skip_idle)
+CONNECT.strategies.register(Strategy.SIDE_INPUT_WAIT)(side_input_steps.side_input_wait)
 CONNECT.strategies.register(StateStore.HASH_BUCKETS)(bucketed_partition)
 CONNECT.sources.register(TestStreamOp)(keyed_steps.scripted_step)
 CONNECT.sources.register(CreateOp, ImpulseOp)(_driver_elements)

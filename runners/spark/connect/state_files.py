@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from sparkbeam.io import commits
-from sparkbeam.runners.core.grouping.records import StateBucket
+from sparkbeam.runners.core.grouping.records import Parked, StateBucket
 from sparkbeam.runners.spark import sealed_files, state_checkpoints
 from sparkbeam.runners.spark.connect import tasks
 from sparkbeam.runners.spark.connect.keyed_steps import STATE
@@ -43,6 +43,9 @@ __all__ = ["PLACEMENT", "anchors", "load_chain", "load_task", "save_task", "writ
 
 #: how a Connect run's state partitions hold keys (see the module docs)
 PLACEMENT = "spark-murmur3(portable_hash)"
+#: what a Connect run's state rows hold: a keyed stage's buckets, or the elements a stage
+#: reading side inputs keeps waiting (``side_input_steps.py``)
+_KEPT_KINDS = (StateBucket, Parked)
 #: a restore's row: JSON of the partition whose files its task reads
 _LOAD = -9
 #: what a save task returns: its partition and the bytes of state it wrote
@@ -129,7 +132,7 @@ def _lines(path: str) -> Iterator[bytes]:
 def load_task(stage_id: int, paths: list[list[str]], sealer: Sealer, key: bytes, batches: Iterable[Any]) -> Iterator[Any]:
     """On the server: the partition's files of the chain (base first), each piece checked
     before it is unpickled, merged as a classic run merges them; its buckets as state rows
-    at the partition's anchor."""
+    at the partition's anchor (or its parked elements, for a stage reading side inputs)."""
 
     def work(container: Any) -> Iterator[Any]:
         output = tasks.Output()
@@ -145,7 +148,7 @@ def load_task(stage_id: int, paths: list[list[str]], sealer: Sealer, key: bytes,
                 for item in state_checkpoints.opened_part(sealer, files[index], stage_id, index, position, _lines(files[index]))
             )
             for record in state_checkpoints.merge_partition(stage_id, paths, index, tagged):
-                if type(record[1]) is not StateBucket:
+                if type(record[1]) not in _KEPT_KINDS:
                     msg = f"{paths[-1][index]}: holds keyed state of a kind a Spark Connect run does not keep ({type(record[1]).__name__})"
                     raise StateFileError(msg)
                 output.add_row((STATE, anchor, pickle.dumps(record[1], protocol=pickle.HIGHEST_PROTOCOL)))
