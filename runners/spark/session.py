@@ -24,6 +24,7 @@ from typing import Any
 
 import attrs
 
+from sparkbeam.runners.core.lowering.errors import UnsupportedError
 from sparkbeam.runners.spark.spark_log import (
     SparkLog,
     current_log,
@@ -105,23 +106,26 @@ class RuntimeSettings:
                 self.session.conf.set(key, value)
 
 
-def _current(session: Any, key: str) -> str | None:
+def _current(session: Any, key: str, *, connect: bool) -> str | None:
     value = session.conf.get(key, None)
-    if value is None:
+    if value is None and not connect:  # a Connect session has no SparkContext of its own
         value = session.sparkContext.getConf().get(key, None)
     return value
 
 
-def apply_runtime_settings(session: Any, requested: dict[str, str]) -> RuntimeSettings:
-    """Set ``requested`` on a running session, or change nothing and raise naming every
-    setting Spark cannot change while the session runs."""
+def apply_runtime_settings(session: Any, requested: dict[str, str], *, connect: bool = False) -> RuntimeSettings:
+    """Set ``requested`` on a running session (``connect``: a Spark Connect session, whose
+    server started before the run), or change nothing and raise naming every setting Spark
+    cannot change while the session runs."""
     previous: list[tuple[str, str | None]] = []
     refused: list[str] = []
     runtime: dict[str, str] = {}
     for key, value in requested.items():
         if key == LOG_LEVEL:
+            if connect:
+                refused.append(key)  # the server's log, set when it starts
             continue
-        current = _current(session, key)
+        current = _current(session, key, connect=connect)
         if current == value:
             continue  # already what the run asks for, fixed or not
         if session.conf.isModifiable(key):
@@ -140,6 +144,14 @@ def apply_runtime_settings(session: Any, requested: dict[str, str]) -> RuntimeSe
     if refused:
         RuntimeSettings(session, tuple(previous)).restore()
         # Names only: values, asked for or the session's, may be secrets (passwords, tokens).
+        if connect:
+            msg = (
+                f"--spark_conf: the Spark Connect server fixes these settings when it starts, and they differ from "
+                f"what the run asks: {', '.join(refused)} (values not shown). Start the server with them "
+                "(start-connect-server.sh --conf key=value), or drop them; settings a session may change "
+                "(spark.sql.*, spark.hadoop.*...) are set for the run and put back after it"
+            )
+            raise UnsupportedError(msg)
         msg = (
             "--spark_conf: a SparkSession is already running in this process, and Spark cannot change "
             f"these settings on a running session, which has other values for them: {', '.join(refused)} "
@@ -151,7 +163,7 @@ def apply_runtime_settings(session: Any, requested: dict[str, str]) -> RuntimeSe
     for key, value in runtime.items():
         previous.append((key, session.conf.get(key, None)))
         session.conf.set(key, value)
-    if LOG_LEVEL in requested:
+    if LOG_LEVEL in requested and not connect:
         session.sparkContext.setLogLevel(requested[LOG_LEVEL])
     if previous:
         _LOG.info("set on the running SparkSession for this run: %s", ", ".join(k for k, _ in previous))

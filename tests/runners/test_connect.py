@@ -127,14 +127,44 @@ def test_a_sink_of_no_files_is_refused_naming_it(nowhere):
         p.run()
 
 
-def test_spark_conf_is_refused_naming_it(nowhere):
-    p = _pipeline(spark_remote=nowhere, spark_conf=["spark.sql.session.timeZone=UTC"])
-    beam.capture(p | beam.Create([1]))
-    with pytest.raises(UnsupportedError, match="--spark_conf is not yet under Spark Connect"):
-        p.run()
-
-
 # ----------------------------------------------------------------------- on a Connect server
+
+
+def test_spark_conf_sets_what_a_session_may_change_for_the_run_and_refuses_the_servers_own(connect_server):
+    """--spark_conf on Connect: a setting the session may change (a SQL setting, here the time
+    zone Spark's casts use) holds during the run and is put back after it; one the server fixes
+    when it starts is refused before the first step, named, its value not shown."""
+    from sparkbeam.runners.spark.connect.session import ConnectTarget, connect_session
+
+    session = connect_session(ConnectTarget(connect_server.url, "--spark_remote"))
+    before = session.conf.get("spark.sql.session.timeZone")
+    zone = "Pacific/Chatham" if before != "Pacific/Chatham" else "Asia/Kathmandu"
+    p = _pipeline(spark_remote=connect_server.url, spark_conf=[f"spark.sql.session.timeZone={zone}"])
+    seen = beam.capture(p | beam.Create([1]) | beam.Map(lambda x: x + 1))
+    seen_zone = []
+    from sparkbeam.runners.spark.connect import backend as connect_backend
+
+    original = connect_backend.ConnectBackend.run_stage
+
+    def run_stage(self, *args, **kwargs):
+        seen_zone.append(self.session.conf.get("spark.sql.session.timeZone"))
+        return original(self, *args, **kwargs)
+
+    connect_backend.ConnectBackend.run_stage = run_stage
+    try:
+        result = p.run()
+    finally:
+        connect_backend.ConnectBackend.run_stage = original
+    assert [e.value for e in result.emissions(seen)] == [2]
+    assert seen_zone and set(seen_zone) == {zone}
+    assert session.conf.get("spark.sql.session.timeZone") == before
+
+    p = _pipeline(spark_remote=connect_server.url, spark_conf=["spark.executor.memory=64g", "spark.sql.shuffle.partitions=3"])
+    beam.capture(p | beam.Create([1]))
+    with pytest.raises(UnsupportedError, match=r"--spark_conf: the Spark Connect server fixes these settings when it starts.*: spark\.executor\.memory \(values not shown\)") as refused:
+        p.run()
+    assert "64g" not in str(refused.value)
+    assert session.conf.get("spark.sql.shuffle.partitions") != "3"  # nothing of a refused run stays set
 
 
 def test_metrics_come_back_as_report_rows_committed_once(connect_server):

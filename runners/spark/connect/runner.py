@@ -56,6 +56,12 @@ def run_on_connect(
         # not write: refused before the server is reached, as on a classic session.
         check_before_start(plan, settings)
     session = connect_session(target)
+    cleanups = []
+    if settings.spark_conf:
+        from sparkbeam.runners.spark.session import apply_runtime_settings, parse_spark_conf
+
+        # For this run, on the server's session: put back when the run ends.
+        cleanups.append(apply_runtime_settings(session, parse_spark_conf(settings.spark_conf), connect=True).restore)
     backend = ConnectBackend(
         session, num_partitions=settings.state_partitions, overlapping_window_rule=settings.overlapping_window_rule
     )
@@ -65,7 +71,12 @@ def run_on_connect(
         from sparkbeam.runners.spark.connect.stream_intake import ConnectStreamRun
 
         # Real sources: their queries on the server, their batches taken step by step.
-        stream_run = ConnectStreamRun(session, plan, backend, settings)
+        try:
+            stream_run = ConnectStreamRun(session, plan, backend, settings)
+        except BaseException:
+            for cleanup in cleanups:  # no run to clean up after: the session as it was
+                cleanup()
+            raise
         clock = stream_run.clock
     if clock is None:
         # A TestStream scripts processing time; any other stream (of bounded sources, with
@@ -82,7 +93,7 @@ def run_on_connect(
         history=history,
         physical=physical,
     )
-    execution = _Execution(loop, stream_run, backend, [])
+    execution = _Execution(loop, stream_run, backend, cleanups)
     result = result_type(plan, execution)
     if not settings.block_on_run:
         execution.start(settings.job_name or "pipeline")
