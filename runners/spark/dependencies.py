@@ -38,7 +38,7 @@ import attrs
 from sparkbeam.io import commits
 from sparkbeam.runners.spark import private_temp
 
-__all__ = ["DependencyError", "check_dependency_options", "install_for_executors", "zip_for_executors"]
+__all__ = ["DependencyError", "check_dependency_options", "install_for_executors", "ship_to_connect", "zip_for_executors"]
 
 _LOG = logging.getLogger(__name__)
 
@@ -195,6 +195,36 @@ def zip_for_executors(options: str, directory: str) -> str:
         commits.remove(temp, missing_ok=True)
         raise
     return target
+
+
+def ship_to_connect(session: Any, requirements_file: str | None, setup_file: str | None) -> None:
+    """Under Spark Connect: everything the options name, with its dependencies, installed
+    here by pip and added to the server's session as one zip of Python files
+    (``SparkSession.addArtifacts(..., pyfile=True)``), which the server puts on the Python
+    path of the session's workers. Pure-Python packages only (as for executors elsewhere,
+    ``zip_for_executors``); the same packages are added once per session."""
+    requests = check_dependency_options(requirements_file, setup_file)
+    if not requests:
+        return
+    options = " and ".join(request.option for request in requests)
+    work = tempfile.mkdtemp(prefix="sparkbeam-dependencies-")
+    try:
+        target = os.path.join(work, "site")
+        for request in requests:
+            _pip(request.option, ["--quiet", "--target", target, *request.pip_arguments])
+        archive = zip_for_executors(options, target)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    shipped: set = getattr(session, "_sparkbeam_dependencies", set())
+    if archive in shipped:
+        return
+    try:
+        session.addArtifacts(archive, pyfile=True)
+    except Exception as error:
+        msg = f"{options}: the Spark Connect server did not take the packages' zip ({archive}): {str(error).splitlines()[0]}"
+        raise DependencyError(msg) from None
+    session._sparkbeam_dependencies = shipped | {archive}
+    _LOG.info("%s: added to the Spark Connect session as %s", options, archive)
 
 
 def install_for_executors(

@@ -131,6 +131,19 @@ def test_what_this_interpreter_has_is_not_installed_again(spark, tmp_path, caplo
     assert dict(spark.sparkContext.environment) == environment_before
 
 
+def test_a_requirements_file_reaches_a_spark_connect_servers_workers(connect_server, tmp_path):
+    """Under Spark Connect the packages are zipped here and added to the server's session
+    (``addArtifacts(pyfile=True)``); its Python workers import them."""
+    name = unique("sbdep")
+    write_wheel(tmp_path / "wheels", name, "def triple(x):\n    return 3 * x\n")
+    requirements = write_requirements(tmp_path / "requirements.txt", tmp_path / "wheels", f"{name}==1.0")
+    with pytest.raises(Exception, match=name):
+        run_map(call_on_executors(name, "triple"), spark_remote=connect_server.url)
+    assert run_map(call_on_executors(name, "triple"), spark_remote=connect_server.url, requirements_file=requirements) == [3, 6]
+    # the same packages again: added once (the server refuses a second artifact of one name)
+    assert run_map(call_on_executors(name, "triple"), spark_remote=connect_server.url, requirements_file=requirements) == [3, 6]
+
+
 @pytest.mark.spark
 def test_executors_elsewhere_get_the_packages_as_a_zip(spark, tmp_path):
     """The path for a cluster master, taken here on the local session: the packages are

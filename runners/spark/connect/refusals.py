@@ -24,8 +24,6 @@ _INSTEAD = "run it on a classic Spark session (without --spark_remote or SPARK_R
 
 #: options a Connect run cannot honour yet: (setting, why)
 _OPTIONS = (
-    ("requirements_file", "--requirements_file", "nothing is installed on the server's workers"),
-    ("setup_file", "--setup_file", "nothing is installed on the server's workers"),
     ("file_urls_through_hadoop", "--file_urls_through_hadoop", "the client has no Hadoop file system"),
 )
 

@@ -20,6 +20,7 @@ from sparkbeam.runners.core.plan.plan import plan_stages
 from sparkbeam.runners.spark.connect.backend import CONNECT, ConnectBackend
 from sparkbeam.runners.spark.connect.refusals import refuse_what_connect_cannot_run
 from sparkbeam.runners.spark.connect.session import ConnectTarget, connect_session, host_port
+from sparkbeam.runners.spark.dependencies import check_dependency_options, ship_to_connect
 
 if TYPE_CHECKING:
     from sparkbeam.runners.spark.runner import SparkPipelineResult
@@ -55,7 +56,9 @@ def run_on_connect(
         # A checkpoint of another pipeline or key, held by a live run, or outputs it did
         # not write: refused before the server is reached, as on a classic session.
         check_before_start(plan, settings)
+    check_dependency_options(settings.requirements_file, settings.setup_file)  # a missing file: before the server
     session = connect_session(target)
+    ship_to_connect(session, settings.requirements_file, settings.setup_file)
     cleanups = []
     if settings.spark_conf:
         from sparkbeam.runners.spark.session import apply_runtime_settings, parse_spark_conf
