@@ -62,6 +62,7 @@ SLOW_FILES: tuple[str, ...] = (
     "tests/runners/test_stream_memory.py",  # 49 s
     "tests/runners/test_state_spill.py",  # 28-40 s quiet: a stream job with its own JVM (session 13)
     "tests/runners/test_disk_full.py",  # 40-80 s: a stream job run twice with its own JVM (session 14)
+    "tests/runners/test_stream_intake.py",  # a stream job with its own JVM and a 40 MB file (2.5 min at load 15-20)
     "tests/io/test_jsonio.py",  # 49 s
     "tests/io/test_textio_exact.py",  # 42 s
     "tests/sdk/test_custom_windows.py",  # 41 s

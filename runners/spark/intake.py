@@ -4,8 +4,8 @@ Each source runs one Spark streaming query whose ``foreachBatch`` function, for 
 
 1. turns each row into the pipeline's element and its event time on the executors, with
    records the source cannot parse or stamp kept as ``BadRecord`` dead letters (text, CSV
-   and JSON files are read whole and parsed line by line, so that a dead letter carries its
-   file, line number and raw line), and
+   and JSON files are read as a stream of lines, each file whole in one task, and numbered
+   there, so that a dead letter carries its file, line number and raw line), and
    records behind the source's watermark by more than its allowed delay dropped;
 2. writes what it kept under ``wal/<b>`` (pickled and sealed with the checkpoint key,
    ``sealed_files.py``, through Hadoop's output committer),
@@ -41,7 +41,6 @@ from sparkbeam.runners.spark.counters import read_and_release
 from sparkbeam.runners.spark.sealing import Sealer
 from sparkbeam.runners.spark.stream_rows import (
     EVENT_MICROS,
-    LINE,
     LINE_FORMATS,
     ORIGIN,
     PARTITION,
@@ -49,6 +48,7 @@ from sparkbeam.runners.spark.stream_rows import (
     RAW,
     UNDECODED,
     functions_of,
+    read_by_lines,
     session_local_columns,
     session_time_zone,
     stats_param,
@@ -77,24 +77,12 @@ def _first_cause(failure: Any) -> str:
 # -- on the driver ---------------------------------------------------------------------
 
 
-def _split_lines(F: Any, text: Any, valid: Any) -> Any:
-    """The lines of each whole file as an array column, without their ``\\n`` or ``\\r\\n``
-    (the last line's terminator ends it; it starts no empty line); ``valid``: whether the
-    file is all UTF-8.
-
-    Spark's string functions decode text to split it, turning bytes that are not UTF-8 into
-    U+FFFD; a file with such bytes is split as ISO-8859-1 text instead (one character per
-    byte, and no byte of a multi-byte UTF-8 sequence is a line end), each line then taken
-    back to its bytes, so that the bad bytes reach the line's dead letter as they were.
-    ``F``: the session's column functions (``functions_of``).
-    """
-
-    def split(column: Any) -> Any:
-        return F.split(F.regexp_replace(column, r"\r?\n\z", ""), r"\r?\n")
-
-    as_bytes = F.decode(text.cast("binary"), "ISO-8859-1")
-    byte_lines = F.transform(split(as_bytes), lambda line: F.encode(line, "ISO-8859-1").cast("string"))
-    return F.when(valid, split(text)).otherwise(byte_lines)
+#: the reading session's settings that keep each file of a line-read source whole, in one
+#: partition (see ``StreamIntake.reading_session``): a file up to this size is never split,
+#: and each file alone costs as much as this to open, so that Spark's packing puts files
+#: together only when a batch has more of them than ``spark.sql.files.maxPartitionNum``
+#: (set to the session's parallelism), and then by count, each file still whole.
+WHOLE_FILE_BYTES = 1 << 40
 
 
 class StreamIntake:
@@ -121,6 +109,8 @@ class StreamIntake:
         self.drop_before = drop_before
         self.sealer = sealer
         self.query: Any = None
+        #: the session the query runs in (``reading_session``), made by ``start``
+        self.session: Any = None
         self._ready: dict[int, WalBatch] = {}
         self._lock = threading.Lock()
         self._idle = threading.Event()  # set while no batch is being written
@@ -168,6 +158,7 @@ class StreamIntake:
     # -- the query -----------------------------------------------------------------------
     def start(self) -> None:
         self.check_time_zone()
+        self.session = self.reading_session()
         frame = self._frame()
         writer = (
             frame.writeStream.foreachBatch(self._on_batch)
@@ -199,10 +190,11 @@ class StreamIntake:
             TimestampType,
         )
 
-        F = functions_of(self.spark)
+        session = self.session if self.session is not None else self.spark
+        F = functions_of(session)
         spec = self.spec
         schema: Any = None
-        reader = self.spark.readStream.format("text" if self.by_lines else spec.format)
+        reader = session.readStream.format("text" if self.by_lines else spec.format)
         for key, value in spec.options:
             reader = reader.option(key, value)
         if spec.format in ("csv", "json", "parquet"):
@@ -225,7 +217,7 @@ class StreamIntake:
                 msg = (
                     f"{self.where}: Spark's Kafka connector is not on the classpath; start with "
                     "--spark_conf spark.jars.packages=org.apache.spark:spark-sql-kafka-0-10_2.13:"
-                    f"{self.spark.version} ({text.splitlines()[0]})"
+                    f"{session.version} ({text.splitlines()[0]})"
                 )
             else:
                 msg = f"{self.where}: cannot open the {spec.describe()}: {text.splitlines()[0]}"
@@ -266,43 +258,87 @@ class StreamIntake:
     @property
     def by_lines(self) -> bool:
         """Read as numbered lines (see ``LINE_FORMATS``), unless a record may span lines."""
-        options = {key.lower(): value.lower() for key, value in self.spec.options}
-        return self.spec.format in LINE_FORMATS and options.get("multiline", "false") != "true"
+        return read_by_lines(self.spec)
+
+    def reading_session(self) -> Any:
+        """The session the source's query runs in: the run's own, except for a line-read
+        source, whose query gets a session of its own with the run's settings and
+        ``WHOLE_FILE_BYTES``'s. Spark plans each micro-batch's file scan with the settings of
+        the session that made the query's reader, not with the query's own copy of them, so
+        set on the run's session they would keep every file of its batch reads whole too."""
+        if not self.by_lines:
+            return self.spark
+        session = self._new_session()
+        own, given = self.spark.conf.getAll, session.conf.getAll
+        for key, value in own.items():
+            if given.get(key) != value:
+                try:
+                    session.conf.set(key, value)
+                except Exception:
+                    # a static or core setting, which the sessions of one Spark share
+                    if session.conf.isModifiable(key):
+                        raise
+        whole = str(WHOLE_FILE_BYTES)
+        session.conf.set("spark.sql.files.maxPartitionBytes", whole)
+        session.conf.set("spark.sql.files.openCostInBytes", whole)
+        if "spark.sql.files.maxPartitionNum" not in own:
+            session.conf.set("spark.sql.files.maxPartitionNum", str(self._parallelism()))
+        return session
+
+    def _new_session(self) -> Any:
+        return self.spark.newSession()  # the same SparkContext, its own SQL settings
+
+    def _parallelism(self) -> int:
+        return max(1, int(self.spark.sparkContext.defaultParallelism))
+
+    def _release_session(self) -> None:
+        """A classic session needs no release (stopping it would stop the SparkContext)."""
 
     def _numbered_lines(self, reader: Any, schema: Any) -> Any:
-        """The source's records parsed from each file's numbered lines: Spark reads each new
-        file whole (``wholetext``), splits it into lines numbered from 1 and parses each
-        with ``from_json``/``from_csv`` and the source's options, as its own reader would.
-        The file's path, the line's number and its text go along in hidden columns. A line
-        number is a fact of the file, so a batch Spark runs again yields the same log."""
-        F = functions_of(self.spark)
+        """The source's lines, read as Spark's text source reads them (a stream of lines,
+        none held longer than its row), each file whole in one partition
+        (``reading_session``), and parsed with ``from_json``/``from_csv`` and the source's
+        options, as its own reader would. Nothing is filtered: the write-ahead log's tasks
+        number the lines and skip blank ones and CSV headers (``stream_rows.LineNumbers``).
+        The file's path, the line's text and, where they are not UTF-8, its bytes go along
+        in hidden columns."""
+        F = functions_of(self.session if self.session is not None else self.spark)
         spec = self.spec
         options = dict(spec.options)
         if spec.corrupt_column:
             options.update(mode="PERMISSIVE", columnNameOfCorruptRecord=spec.corrupt_column)
-        whole = reader.option("wholetext", "true").load(spec.path)
-        # Whether each file is all UTF-8, once per file, so that the lines need no column of
-        # the whole file's text beside them (and a valid file's lines no scan of their own).
-        files = whole.select(
-            F.col("_metadata.file_path").alias(ORIGIN), F.col("value"), F.is_valid_utf8(F.col("value")).alias(UNDECODED)
+        # Lines end at '\n' alone ('\r' alone ends none, as before), a '\r' before it is cut
+        # below; the text source keeps a line's bytes as they are, UTF-8 or not.
+        text = reader.option("wholetext", "false").option("lineSep", "\n").load(spec.path)
+        value = F.col("value")
+        as_bytes = value.cast("binary")
+        raw = F.when(value.endswith("\r"), as_bytes.substr(F.lit(1), F.length(as_bytes) - 1).cast("string")).otherwise(value)
+        block = F.col("_metadata.file_block_start")
+        path = F.col("_metadata.file_path")
+        # A file larger than WHOLE_FILE_BYTES would be split, and its lines after the first
+        # part numbered from 1 again: refused instead.
+        origin = F.when(block == 0, path).otherwise(
+            F.raise_error(
+                F.concat(
+                    F.lit(f"{self.where}: "),
+                    path,
+                    F.lit(f" is larger than {WHOLE_FILE_BYTES} bytes, which a stream read as lines reads whole in one task"),
+                )
+            )
         )
-        lines = files.select(
-            ORIGIN, F.posexplode(_split_lines(F, F.col("value"), F.col(UNDECODED))).alias(LINE, RAW), UNDECODED
-        ).withColumn(LINE, F.col(LINE) + 1)
-        # a line of a file that is not all UTF-8 keeps its bytes if they are not, for its dead letter
-        lines = lines.withColumn(UNDECODED, F.when(~F.col(UNDECODED) & ~F.is_valid_utf8(F.col(RAW)), F.col(RAW).cast("binary")))
+        lines = text.select(origin.alias(ORIGIN), raw.alias(RAW))
+        # a line that is not UTF-8 keeps its bytes, for its dead letter
+        lines = lines.withColumn(UNDECODED, F.when(~F.is_valid_utf8(F.col(RAW)), F.col(RAW).cast("binary")))
         if spec.format == "text":
-            return lines.select(F.col(RAW).alias("value"), ORIGIN, LINE, RAW, UNDECODED)
-        lines = lines.where(F.trim(F.col(RAW)) != "")  # Spark's readers skip blank lines
-        if spec.format == "csv" and options.get("header", "false").lower() == "true":
-            lines = lines.where((F.col(LINE) > 1) | F.col(UNDECODED).isNotNull())  # a bad header is reported
+            return lines.select(F.col(RAW).alias("value"), ORIGIN, RAW, UNDECODED)
         parse = F.from_json if spec.format == "json" else F.from_csv
         shape = schema.simpleString() if spec.format == "csv" else schema  # from_csv takes text
-        parsed = lines.select(parse(F.col(RAW), shape, options).alias("__sparkbeam_parsed"), ORIGIN, LINE, RAW, UNDECODED)
-        return parsed.select(
+        # blank lines are not parsed (the log's tasks skip them)
+        parsed = F.when(F.trim(F.col(RAW)) != "", parse(F.col(RAW), shape, options))
+        lines = lines.select(parsed.alias("__sparkbeam_parsed"), ORIGIN, RAW, UNDECODED)
+        return lines.select(
             *[F.col("__sparkbeam_parsed").getField(name).alias(name) for name in schema.fieldNames()],
             ORIGIN,
-            LINE,
             RAW,
             UNDECODED,
         )
@@ -453,3 +489,5 @@ class StreamIntake:
                 self.query.stop()
             except Exception:  # stopping after a failure: the failure is what matters
                 _LOG.debug("stopping %s failed", self.op.label, exc_info=True)
+        if self.session is not None and self.session is not self.spark:
+            self._release_session()

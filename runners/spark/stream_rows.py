@@ -4,8 +4,8 @@ write-ahead log (``intake.py`` runs the query and writes the log on the driver's
 Each row becomes the element the source declares and its event time (in
 ``spark.sql.session.timeZone`` for naive timestamps); a row the source cannot parse or stamp
 becomes a ``BadRecord`` dead letter carrying its file, 1-based line and raw line (text, CSV
-and JSON files are read whole and split into numbered lines), and so does a line that is not
-UTF-8, with its bytes (as batch reads report it); a row behind the source's
+and JSON files are read as lines, numbered here: ``LineNumbers``), and so does a line that is
+not UTF-8, with its bytes (as batch reads report it); a row behind the source's
 watermark by more than its allowed delay is dropped and counted. Each partition also yields
 its statistics (count, event-time range), merged on the driver into the batch's entry.
 """
@@ -34,8 +34,10 @@ __all__ = [
     "PER_TRIGGER_LIMITS",
     "RAW",
     "UNDECODED",
+    "LineNumbers",
     "event_micros",
     "functions_of",
+    "read_by_lines",
     "session_local_columns",
     "session_time_zone",
     "stats_param",
@@ -52,8 +54,8 @@ RAW = "__sparkbeam_raw"
 UNDECODED = "__sparkbeam_undecoded"
 HIDDEN = (PARTITION, EVENT_MICROS, ORIGIN, LINE, RAW, UNDECODED)
 
-#: formats read line by line: each file is read whole and split into numbered lines, so that
-#: a dead letter names its file and line (Spark's own readers know neither)
+#: formats read line by line, each line numbered in its file, so that a dead letter names its
+#: file and line (Spark's own readers know neither)
 LINE_FORMATS = ("text", "csv", "json")
 
 _GLOBAL = (GlobalWindow(),)
@@ -113,6 +115,48 @@ def event_micros(value: Any, zone: datetime.tzinfo = datetime.timezone.utc) -> i
         msg = "the timestamp is missing (null)"
         raise ValueError(msg)
     return to_micros(value)
+
+
+def read_by_lines(spec: StreamReadSpec) -> bool:
+    """Whether the source is read as numbered lines (see ``LINE_FORMATS``): not when a
+    record may span lines (``multiLine``)."""
+    options = {key.lower(): value.lower() for key, value in spec.options}
+    return spec.format in LINE_FORMATS and options.get("multiline", "false") != "true"
+
+
+class LineNumbers:
+    """Numbers the lines of a line-read source's partition as they arrive, and says which
+    ones Spark's own readers would skip.
+
+    The source's query reads each file whole in one partition (never split: ``intake.py``),
+    its lines in order, a partition's files one after the other, and filters nothing; so a
+    line's number is its place in the run of rows with its file's path, counted from 1. A
+    number is a fact of the file: a batch Spark runs again numbers it the same way.
+    """
+
+    def __init__(self, spec: StreamReadSpec) -> None:
+        options = dict(spec.options)
+        #: CSV and JSON readers skip blank lines (text keeps them as elements)
+        self.skip_blank = spec.format != "text"
+        self.header = spec.format == "csv" and str(options.get("header", "false")).lower() == "true"
+        self.file: Any = None
+        self.line = 0
+
+    def number(self, record: dict[str, Any]) -> bool:
+        """Put the row's line number in ``record[LINE]``; whether the row is a record (not a
+        blank line or a CSV header, which a line that is not UTF-8 never is: its dead letter
+        reports it)."""
+        origin = record.get(ORIGIN)
+        if origin != self.file:
+            self.file, self.line = origin, 0
+        self.line += 1
+        record[LINE] = self.line
+        if record.get(UNDECODED) is not None:
+            return True
+        if self.header and self.line == 1:
+            return False
+        # Spark's readers skip a line of spaces alone (its trim), not one of tabs
+        return not (self.skip_blank and not (record.get(RAW) or "").strip(" "))
 
 
 def _element(spec: StreamReadSpec, fields: tuple[str, ...], values: list) -> Any:
@@ -189,11 +233,14 @@ def wal_records(
     names: tuple[str, ...] | None = None
     fields: tuple[str, ...] = ()
     low, high = MIN_TIMESTAMP.micros, MAX_TIMESTAMP.micros
+    lines = LineNumbers(spec) if read_by_lines(spec) else None
     for row in rows:
         if names is None:
             names = tuple(row.__fields__)
             fields = tuple(n for n in names if n not in HIDDEN and n != spec.corrupt_column)
         record = dict(zip(names, row))
+        if lines is not None and not lines.number(record):
+            continue
         partition = record.get(PARTITION)
         origin = record.get(ORIGIN) or spec.describe()
         undecoded = record.get(UNDECODED)

@@ -47,6 +47,7 @@ from typing import Any
 
 from sparkbeam.io import commits
 from sparkbeam.io.streaming import StreamReadSpec
+from sparkbeam.runners.core.lowering.errors import TransformError
 from sparkbeam.runners.core.sources.stream_sources import (
     PartitionStats,
     WalBatch,
@@ -267,17 +268,46 @@ class ConnectIntake(StreamIntake):
         # active session, which the backend's is not (``session.py``).
         return self.spark.createDataFrame([], ddl).schema
 
+    def _new_session(self) -> Any:
+        # A session of its own on the server, with its own settings (``reading_session``).
+        try:
+            return self.spark.newSession()  # PySpark 4.3's client
+        except NotImplementedError:
+            pass
+        clone = getattr(self.spark, "cloneSession", None)
+        if clone is None:
+            msg = f"{self.where}: a stream of files on Spark Connect needs PySpark's Connect client 4.1 or newer (pip install -U 'pyspark[connect]')"
+            raise TransformError(msg)
+        return clone()
+
+    def _parallelism(self) -> int:
+        # The server's default parallelism, which the client cannot read: a range of no
+        # stated partitions gets that many.
+        F = functions_of(self.spark)
+        ids = self.spark.range(0, 1 << 16).select(F.spark_partition_id().alias("p"))
+        last = ids.agg(F.max("p").alias("p")).first()
+        return max(1, int(last["p"]) + 1) if last is not None and last["p"] is not None else 1
+
+    def _release_session(self) -> None:
+        try:
+            self.session.stop()
+        except Exception:  # the run's outcome is what matters; the server expires it anyway
+            _LOG.debug("releasing the Connect session of %s failed", self.op.label, exc_info=True)
+
     def start(self) -> None:
         from pyspark import cloudpickle
 
         self.check_time_zone()
-        if id(self.spark) not in _REGISTERED:
-            self.spark.dataSource.register(_wal_sink())
-            _REGISTERED.add(id(self.spark))
-        with made_active(self.spark):
-            F = functions_of(self.spark)
+        self.session = session = self.reading_session()
+        if session is not self.spark:
+            session.dataSource.register(_wal_sink())  # a new session each time: registered each time
+        elif id(session) not in _REGISTERED:
+            session.dataSource.register(_wal_sink())
+            _REGISTERED.add(id(session))
+        with made_active(session):
+            F = functions_of(session)
             frame = self._frame().withColumn(BATCH_MICROS, F.unix_micros(F.current_timestamp()))
-            time_zone = self.spark.conf.get("spark.sql.session.timeZone")
+            time_zone = session.conf.get("spark.sql.session.timeZone")
             config = WalConfig(self.spec, time_zone, self.wal_dir, self.spark_checkpoint, self.sealer, self.fence)
             shipped = base64.b64encode(cloudpickle.dumps(config, protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii")
             writer = frame.writeStream.format(WAL_SINK).option("config", shipped).option("checkpointLocation", self.spark_checkpoint)

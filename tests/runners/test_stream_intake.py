@@ -1,0 +1,44 @@
+"""A watched folder's large file is read as a stream of lines, numbered exactly (#27).
+
+``intake_job.py`` runs a text stream in a JVM of a 128 MiB heap (its own process: a heap's
+size is fixed when its JVM starts) over a 40 MB file of 25,000 lines: read whole, as the
+source did before (``wholetext``, split with ``posexplode``), it failed with
+``OutOfMemoryError``; each line now passes through on its own. The session asks Spark to
+split files at 4 MiB, which would cut that file in ten parts; the source keeps each file
+whole, so that every line's number counts from its file's start. Two small files arrive in
+the same micro-batch, more files than the session's parallelism, so that two of them share a
+task, each numbered from its own first line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.runners import intake_job
+
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(600)]
+
+
+def test_a_file_larger_than_the_heap_streams_through_with_exact_line_numbers(tmp_path):
+    command = [sys.executable, intake_job.__file__, str(tmp_path / "work")]
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    finished = subprocess.run(command, env=env, capture_output=True, text=True, timeout=540, check=False)
+    assert finished.returncode == 0, finished.stderr[-4000:]
+    (line,) = [line for line in finished.stdout.splitlines() if line.startswith("RESULT ")]
+    report = json.loads(line.removeprefix("RESULT "))
+    sizes = report["sizes"]
+    assert os.path.getsize(tmp_path / "work" / "in" / "big.txt") > 8 * intake_job.SPLIT_BYTES
+    expected = sorted(
+        [name, n, n] for name, count in sizes.items() for n in range(intake_job.EVERY, count + 1, intake_job.EVERY)
+    )
+    # Every line that is not UTF-8 names its file and its own number, in every part the
+    # big file would have been split into and in the files sharing a task.
+    assert report["letters"] == expected
+    assert {name for name, _, _ in expected} == {"big.txt", "small-b.txt"}
+    # and every other line arrived
+    assert report["good"] == [sum(sizes.values()) - len(expected)]
