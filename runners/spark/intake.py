@@ -269,20 +269,24 @@ class StreamIntake:
         if not self.by_lines:
             return self.spark
         session = self._new_session()
-        own, given = self.spark.conf.getAll, session.conf.getAll
-        for key, value in own.items():
-            if given.get(key) != value:
-                try:
-                    session.conf.set(key, value)
-                except Exception:
-                    # a static or core setting, which the sessions of one Spark share
-                    if session.conf.isModifiable(key):
-                        raise
-        whole = str(WHOLE_FILE_BYTES)
-        session.conf.set("spark.sql.files.maxPartitionBytes", whole)
-        session.conf.set("spark.sql.files.openCostInBytes", whole)
-        if "spark.sql.files.maxPartitionNum" not in own:
-            session.conf.set("spark.sql.files.maxPartitionNum", str(self._parallelism()))
+        try:
+            own, given = self.spark.conf.getAll, session.conf.getAll
+            for key, value in own.items():
+                if given.get(key) != value:
+                    try:
+                        session.conf.set(key, value)
+                    except Exception:
+                        # a static or core setting, which the sessions of one Spark share
+                        if session.conf.isModifiable(key):
+                            raise
+            whole = str(WHOLE_FILE_BYTES)
+            session.conf.set("spark.sql.files.maxPartitionBytes", whole)
+            session.conf.set("spark.sql.files.openCostInBytes", whole)
+            if "spark.sql.files.maxPartitionNum" not in own:
+                session.conf.set("spark.sql.files.maxPartitionNum", str(self._parallelism()))
+        except BaseException:
+            self._release(session)
+            raise
         return session
 
     def _new_session(self) -> Any:
@@ -291,7 +295,7 @@ class StreamIntake:
     def _parallelism(self) -> int:
         return max(1, int(self.spark.sparkContext.defaultParallelism))
 
-    def _release_session(self) -> None:
+    def _release(self, session: Any) -> None:
         """A classic session needs no release (stopping it would stop the SparkContext)."""
 
     def _numbered_lines(self, reader: Any, schema: Any) -> Any:
@@ -490,4 +494,4 @@ class StreamIntake:
             except Exception:  # stopping after a failure: the failure is what matters
                 _LOG.debug("stopping %s failed", self.op.label, exc_info=True)
         if self.session is not None and self.session is not self.spark:
-            self._release_session()
+            self._release(self.session)

@@ -288,9 +288,9 @@ class ConnectIntake(StreamIntake):
         last = ids.agg(F.max("p").alias("p")).first()
         return max(1, int(last["p"]) + 1) if last is not None and last["p"] is not None else 1
 
-    def _release_session(self) -> None:
+    def _release(self, session: Any) -> None:
         try:
-            self.session.stop()
+            session.stop()
         except Exception:  # the run's outcome is what matters; the server expires it anyway
             _LOG.debug("releasing the Connect session of %s failed", self.op.label, exc_info=True)
 
