@@ -268,6 +268,23 @@ class ConnectIntake(StreamIntake):
         # active session, which the backend's is not (``session.py``).
         return self.spark.createDataFrame([], ddl).schema
 
+    def reading_session(self) -> Any:
+        session = super().reading_session()
+        if session is self.spark:
+            return session
+        # The packages --requirements_file and --setup_file added to the run's session
+        # (``dependencies.ship_to_connect``), for the user's code the log's tasks call
+        # (timestamp=, partition_by=): a new session has no artifacts.
+        shipped = set(getattr(self.spark, "_sparkbeam_dependencies", ()))
+        try:
+            for archive in sorted(shipped):
+                session.addArtifacts(archive, pyfile=True)
+        except BaseException:
+            self._release(session)
+            raise
+        session._sparkbeam_dependencies = shipped
+        return session
+
     def _new_session(self) -> Any:
         # A session of its own on the server, with its own settings (``reading_session``).
         try:
