@@ -58,7 +58,7 @@ def keyed_step(backend: Any, run: Any, *, stateful: bool, lifted: bool = False) 
     """One step of a stream's grouping (``stateful``: a stateful DoFn; ``lifted``: a
     combine's partials per key and window cross the shuffle instead of its elements): see
     the module docs."""
-    from sparkbeam.runners.spark.connect.backend import Frame
+    from sparkbeam.runners.spark.connect.backend import Frame, feed
 
     stage = run.stage
     op = stage.grouping
@@ -67,11 +67,12 @@ def keyed_step(backend: Any, run: Any, *, stateful: bool, lifted: bool = False) 
     key = backend.error_key
     parts = []
     if not source.known_empty:
+        entering, read = feed(source)
         if lifted:
-            keying = functools.partial(tasks.lifted_map_task, op, backend.overlapping_window_rule, run.params.output_watermark, key)
+            keying = functools.partial(tasks.lifted_map_task, op, backend.overlapping_window_rule, run.params.output_watermark, key, read)
         else:
-            keying = functools.partial(tasks.state_map_task if stateful else tasks.grouping_map_task, op, key)
-        parts.append(source.df.mapInArrow(keying, tasks.ROWS))
+            keying = functools.partial(tasks.state_map_task if stateful else tasks.grouping_map_task, op, key, read)
+        parts.append(entering.mapInArrow(keying, tasks.ROWS))
     if state is not None:
         parts.append(state)
     if not parts:
