@@ -12,7 +12,9 @@ pickled in chunks. Each stage is one chain of DataFrame operations ending in
 (several outputs, a collect, downstream stages), and the tasks' reports, rows of their
 own, are read from what was kept, so that a failed attempt's counts and metrics are
 dropped with its rows (with the rows of the outputs the run collects, in the same job).
-A stage whose one output one later stage alone reads is not kept: its rows, its
+A stage whose outputs the driver alone reads (captures, side inputs; no later stage, no
+sink) is not kept either: one ``collect`` computes its rows and fetches them with the
+reports. A stage whose one output one later stage alone reads is not kept: its rows, its
 reports among them (each naming its stage), go on into that stage's job. A bounded read's
 elements are read in the task of the stage that takes them (``feed``, ``reads.py``):
 
@@ -252,15 +254,24 @@ class ConnectBackend:
         implementation: Callable[[ConnectBackend, ConnectRun], StageResult] = CONNECT.strategies.lookup(choose(planned, facts))
         return implementation(self, run)
 
-    def materialise(self, stage: Stage, df: Any, collected: frozenset[int] = frozenset()) -> tuple[dict[int, Frame], StageSummary]:
+    def materialise(
+        self, stage: Stage, df: Any, collected: frozenset[int] = frozenset(), *, keeps_state: bool = False
+    ) -> tuple[dict[int, Frame], StageSummary]:
         """Compute ``df`` (rows of ``tasks.ROWS``) once: the stage's outputs, and the sum
         of its tasks' reports (their metric updates go to the step's). The ``collected``
-        outputs' rows come to the driver with the reports, in the same job."""
+        outputs' rows come to the driver with the reports. When nothing but the driver reads
+        the outputs (and the stage keeps no state rows, ``keeps_state``), one collect of
+        ``df`` computes and fetches it all: nothing is kept on the server, one job and one
+        request fewer. Either way a failed task attempt's rows are dropped with its reports."""
         fetched = [tasks.REPORT, *sorted(collected)]
+        kept = None
         with self.user_errors(), made_active(self.session):
-            kept = df.localCheckpoint(eager=True)
-            rows = kept.filter(kept["pcoll"].isin(fetched)).select("pcoll", "chunk").collect()
-        self.kept.append(kept)
+            if not keeps_state and _driver_alone_reads(stage, collected):
+                rows = df.select("pcoll", "chunk").collect()
+            else:
+                kept = df.localCheckpoint(eager=True)
+                rows = kept.filter(kept["pcoll"].isin(fetched)).select("pcoll", "chunk").collect()
+                self.kept.append(kept)
         held: dict[int, list[bytes]] = {pcoll: [] for pcoll in collected}
         reports: list[bytes] = []
         for pcoll, chunk in rows:
@@ -275,7 +286,9 @@ class ConnectBackend:
             self.updates = self.updates.combine(updates)
         empty = summary.elements_out == 0
         outputs = {
-            pcoll: Frame(None if empty else kept.filter(kept["pcoll"] == pcoll), known_empty=empty, held=held.get(pcoll))
+            pcoll: Frame(
+                None if empty or kept is None else kept.filter(kept["pcoll"] == pcoll), known_empty=empty, held=held.get(pcoll)
+            )
             for pcoll in stage.outputs
         }
         return outputs, summary
@@ -422,6 +435,12 @@ def fused_map(backend: ConnectBackend, run: ConnectRun) -> StageResult:
         return StageResult({output: Frame(body)}, _handed_counts(backend, stage))
     outputs, summary = backend.materialise(stage, body, run.planned.collected)
     return StageResult(outputs, summary)
+
+
+def _driver_alone_reads(stage: Stage, collected: frozenset[int]) -> bool:
+    """Whether the driver collects each of the stage's outputs and nothing else reads any
+    (no other stage, no sink): then no row of it need be kept on the server."""
+    return not stage.sinks and all(pcoll in collected and pcoll not in stage.shared_outputs for pcoll in stage.outputs)
 
 
 def _read_once_by_a_stage(planned: PlannedStage) -> bool:

@@ -88,7 +88,7 @@ def keyed_step(backend: Any, run: Any, *, stateful: bool, lifted: bool = False) 
     side = _Held(run.side_inputs) if run.side_inputs else None
     store = backend.state_store(run.planned)
     task = functools.partial(keyed_step_task, shippable(stage), store, factory, run.params, side, key)
-    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(task, tasks.ROWS), run.planned.collected)
+    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(task, tasks.ROWS), run.planned.collected, keeps_state=True)
     kept = backend.kept[-1]
     if summary.state_keys:
         backend.states[stage.id] = kept.filter(kept["pcoll"] == STATE)
