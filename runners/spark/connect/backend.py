@@ -208,7 +208,7 @@ class ConnectBackend:
             (pcoll, 0, pickle.dumps(elements[at : at + per_chunk], protocol=pickle.HIGHEST_PROTOCOL))
             for at in range(0, len(elements), per_chunk)
         ]
-        df = self.session.createDataFrame(rows, schema=tasks.ROWS)
+        df = self.session.createDataFrame(rows, schema=tasks.ROW_TYPE)
         if len(rows) > 1:
             df = df.repartition(min(len(rows), self.num_partitions))
         return Frame(df, size=len(elements))
@@ -269,7 +269,9 @@ class ConnectBackend:
             if not keeps_state and _driver_alone_reads(stage, collected):
                 rows = df.select("pcoll", "chunk").collect()
             else:
-                kept = df.localCheckpoint(eager=True)
+                # Not eager: the collect computes every partition, and so keeps it (an
+                # eager checkpoint is a job of its own before the collect's).
+                kept = df.localCheckpoint(eager=False)
                 rows = kept.filter(kept["pcoll"].isin(fetched)).select("pcoll", "chunk").collect()
                 self.kept.append(kept)
         held: dict[int, list[bytes]] = {pcoll: [] for pcoll in collected}
@@ -427,7 +429,7 @@ def fused_map(backend: ConnectBackend, run: ConnectRun) -> StageResult:
         return _nothing(run)
     entering, read = feed(source)
     task = functools.partial(tasks.fused_task, shippable(stage), run.side_inputs or None, backend.error_key, read)
-    body = entering.mapInArrow(task, tasks.ROWS)
+    body = entering.mapInArrow(task, tasks.ROW_TYPE)
     if _read_once_by_a_stage(run.planned):
         # Its rows, its tasks' reports among them, go on unmaterialised into the one stage
         # that reads them, whose tasks hand the reports on to that stage's materialise.
@@ -477,7 +479,7 @@ def map_side_pass(backend: ConnectBackend, run: ConnectRun) -> StageResult:
     # The body run on its own, its reports handed on in its rows (as ``fused_map``'s), for
     # a reader the plan did not foresee.
     entering, read = feed(source)
-    alone = entering.mapInArrow(functools.partial(tasks.fused_task, shipped, side, backend.error_key, read), tasks.ROWS)
+    alone = entering.mapInArrow(functools.partial(tasks.fused_task, shipped, side, backend.error_key, read), tasks.ROW_TYPE)
     handed = UpstreamPass(entering, tasks.UpstreamBody(shipped, side, pcoll), read)
     return StageResult({output: Frame(alone, upstream=handed)}, _handed_counts(backend, stage))
 
@@ -500,10 +502,10 @@ def batch_combine(backend: ConnectBackend, run: ConnectRun) -> StageResult:
         entering, upstream, read = source.upstream.source, source.upstream.body, source.upstream.read
     else:
         (entering, read), upstream = feed(source), None
-    partials = entering.mapInArrow(functools.partial(tasks.combine_map_task, grouping, rule, key, upstream, read), tasks.ROWS)
+    partials = entering.mapInArrow(functools.partial(tasks.combine_map_task, grouping, rule, key, upstream, read), tasks.ROW_TYPE)
     shuffled = partials.repartition(backend.num_partitions, "h")
     merge = functools.partial(tasks.combine_merge_task, shippable(stage), rule, run.side_inputs or None, key)
-    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(merge, tasks.ROWS), run.planned.collected)
+    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(merge, tasks.ROW_TYPE), run.planned.collected)
     return StageResult(outputs, summary)
 
 
@@ -516,12 +518,12 @@ def unlifted_grouping(backend: ConnectBackend, run: ConnectRun) -> StageResult:
         return _nothing(run)
     key = backend.error_key
     entering, read = feed(source)
-    keyed = entering.mapInArrow(functools.partial(tasks.grouping_map_task, grouping, key, read), tasks.ROWS)
+    keyed = entering.mapInArrow(functools.partial(tasks.grouping_map_task, grouping, key, read), tasks.ROW_TYPE)
     shuffled = keyed.repartition(backend.num_partitions, "h")
     group = functools.partial(
         tasks.grouping_task, shippable(stage), run.params, backend.overlapping_window_rule, run.side_inputs or None, key
     )
-    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(group, tasks.ROWS), run.planned.collected)
+    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(group, tasks.ROW_TYPE), run.planned.collected)
     return StageResult(outputs, summary)
 
 
@@ -543,10 +545,10 @@ def stateful(backend: ConnectBackend, run: ConnectRun) -> StageResult:
         return _nothing(run)
     key = backend.error_key
     entering, read = feed(source)
-    keyed = entering.mapInArrow(functools.partial(tasks.state_map_task, op, key, read), tasks.ROWS)
+    keyed = entering.mapInArrow(functools.partial(tasks.state_map_task, op, key, read), tasks.ROW_TYPE)
     shuffled = keyed.repartition(backend.num_partitions, "h")
     step = functools.partial(tasks.stateful_task, shippable(stage), run.params, run.side_inputs or None, key)
-    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(step, tasks.ROWS), run.planned.collected)
+    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(step, tasks.ROW_TYPE), run.planned.collected)
     return StageResult(outputs, summary)
 
 

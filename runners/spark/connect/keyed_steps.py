@@ -72,7 +72,7 @@ def keyed_step(backend: Any, run: Any, *, stateful: bool, lifted: bool = False) 
             keying = functools.partial(tasks.lifted_map_task, op, backend.overlapping_window_rule, run.params.output_watermark, key, read)
         else:
             keying = functools.partial(tasks.state_map_task if stateful else tasks.grouping_map_task, op, key, read)
-        parts.append(entering.mapInArrow(keying, tasks.ROWS))
+        parts.append(entering.mapInArrow(keying, tasks.ROW_TYPE))
     if state is not None:
         parts.append(state)
     if not parts:
@@ -88,7 +88,7 @@ def keyed_step(backend: Any, run: Any, *, stateful: bool, lifted: bool = False) 
     side = _Held(run.side_inputs) if run.side_inputs else None
     store = backend.state_store(run.planned)
     task = functools.partial(keyed_step_task, shippable(stage), store, factory, run.params, side, key)
-    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(task, tasks.ROWS), run.planned.collected, keeps_state=True)
+    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(task, tasks.ROW_TYPE), run.planned.collected, keeps_state=True)
     kept = backend.kept[-1]
     if summary.state_keys:
         backend.states[stage.id] = kept.filter(kept["pcoll"] == STATE)
@@ -118,7 +118,7 @@ def scripted_step(backend: Any, op: Any, emission: Any) -> Any:
         (pcoll, 0, pickle.dumps(elements[at : at + tasks.CHUNK], protocol=pickle.HIGHEST_PROTOCOL))
         for at in range(0, len(elements), tasks.CHUNK)
     ]
-    df = backend.session.createDataFrame(rows, schema=tasks.ROWS)
+    df = backend.session.createDataFrame(rows, schema=tasks.ROW_TYPE)
     return Frame(df.coalesce(1), size=len(elements))
 
 

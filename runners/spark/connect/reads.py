@@ -212,4 +212,4 @@ def read_frame(session: Any, op: Op, parallelism: int, key: bytes) -> tuple[Any,
     shipped = base64.b64encode(cloudpickle.dumps((op, parallelism), protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii")
     bundles = session.read.format(DATA_SOURCE).option("read", shipped).load()
     read = BundleReader(op)
-    return bundles.mapInArrow(functools.partial(read_task, read, key), tasks.ROWS), bundles, read
+    return bundles.mapInArrow(functools.partial(read_task, read, key), tasks.ROW_TYPE), bundles, read

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import attrs
+from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
 
 from sparkbeam.metrics.execution import MetricsContainer, MetricsEnvironment, MetricUpdates
 from sparkbeam.runners.core.elements.dofn_invoker import SideInputs
@@ -55,6 +56,7 @@ __all__ = [
     "PARTIAL",
     "REPORT",
     "ROWS",
+    "ROW_TYPE",
     "ConnectTaskFailure",
     "Output",
     "UpstreamBody",
@@ -73,6 +75,9 @@ __all__ = [
 ]
 
 ROWS = "pcoll int, h long, chunk binary"
+#: ``ROWS`` as a Spark type, for ``mapInArrow`` and ``createDataFrame``: given the DDL string,
+#: a Connect client asks the server to parse it, one request per call
+ROW_TYPE = StructType([StructField("pcoll", IntegerType()), StructField("h", LongType()), StructField("chunk", BinaryType())])
 #: a task's report: its counts and its user code's metric updates
 REPORT = -1
 #: a batch combine's partial, (compact key, (accumulator, hold)), before its merge
