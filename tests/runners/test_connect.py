@@ -271,3 +271,40 @@ def test_a_run_naming_no_server_after_a_connect_run_stays_classic(spark, connect
     p = _pipeline()
     beam.capture(p | beam.Create([1]))
     assert "Spark backend" in str(p.run().physical_plan())
+
+
+def _reading(p, pattern):
+    lines = p | "Lines" >> beam.io.ReadFromText(pattern)
+    pairs = lines | "Split" >> beam.FlatMap(str.split) | "Pair" >> beam.Map(lambda word: (word, 1))
+    counts = beam.capture(pairs | "Count" >> beam.CombinePerKey(sum))
+    shouted = beam.capture(lines | "Shout" >> beam.Map(str.upper))
+    return counts, shouted
+
+
+def test_a_read_is_read_in_the_tasks_of_the_stages_that_take_its_elements(spark, connect_server, tmp_path):
+    # Its bundles go into a combine's map side and into a fused map (backend.feed,
+    # reads.BundleReader): what the stages get and count is what a classic session's get.
+    path = tmp_path / "words.txt"
+    path.write_text("".join(f"w{n % 7} v{n % 3}\n" for n in range(500)))
+    seen = []
+    for options in ({}, {"spark_remote": connect_server.url}):
+        p = _pipeline(**options)
+        counts, shouted = _reading(p, str(path))
+        result = p.run()
+        stages = {name: [(w.elements_in, w.elements_out) for w in result.watermarks().for_stage(name)] for name in ("Lines", "Count")}
+        seen.append((sorted(e.value for e in result.emissions(counts)), sorted(e.value for e in result.emissions(shouted)), stages))
+    classic, connect = seen
+    assert connect == classic
+    assert all(classic[2].values()), classic[2]
+    assert dict(classic[0]) == {**{f"w{n}": len(range(n, 500, 7)) for n in range(7)}, **{f"v{n}": len(range(n, 500, 3)) for n in range(3)}}
+
+
+def test_a_read_failing_in_the_task_of_the_stage_after_it_names_the_read(connect_server, tmp_path):
+    path = tmp_path / "bad.txt"
+    path.write_bytes(b"fine\nnot \xff utf-8\n")
+    p = _pipeline(spark_remote=connect_server.url)
+    _reading(p, str(path))
+    with pytest.raises(UnicodeDecodeError) as raised:
+        p.run()
+    notes = " ".join(getattr(raised.value, "__notes__", []))
+    assert "'Lines'" in notes and "bad.txt" in notes

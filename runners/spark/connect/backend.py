@@ -12,8 +12,11 @@ pickled in chunks. Each stage is one chain of DataFrame operations ending in
 (several outputs, a collect, downstream stages), and the tasks' reports, rows of their
 own, are read from what was kept, so that a failed attempt's counts and metrics are
 dropped with its rows (with the rows of the outputs the run collects, in the same job).
-A stage whose one output one later stage alone reads is not kept: its rows, its reports
-among them (each naming its stage), go on into that stage's job:
+A stage whose outputs the driver alone reads (captures, side inputs; no later stage, no
+sink) is not kept either: one ``collect`` computes its rows and fetches them with the
+reports. A stage whose one output one later stage alone reads is not kept: its rows, its
+reports among them (each naming its stage), go on into that stage's job. A bounded read's
+elements are read in the task of the stage that takes them (``feed``, ``reads.py``):
 
 - ``FUSED_MAP``: ``mapInArrow`` of the stage's fused body over the union of its inputs
   (kept, or handed on unmaterialised as above);
@@ -84,7 +87,7 @@ from sparkbeam.runners.spark.stage_records import shippable
 from sparkbeam.runners.spark.state_chunks import bucketed_partition
 from sparkbeam.utils.windowed_value import WindowedValue
 
-__all__ = ["CONNECT", "ConnectBackend", "Frame", "user_errors"]
+__all__ = ["CONNECT", "ConnectBackend", "Frame", "Reading", "feed", "user_errors"]
 
 #: what the Spark Connect backend runs: per source op type, per strategy
 CONNECT = backend_ops("Spark Connect")
@@ -102,15 +105,37 @@ class Frame:
     upstream: UpstreamPass | None = None
     #: the chunks of its rows, where the driver fetched them with the stage's reports
     held: list[bytes] | None = None
+    #: a bounded read's bundle rows, which the task of a stage taking the elements reads
+    #: itself (``feed``); ``df`` reads them in a task of its own
+    reading: Reading | None = None
+
+
+@attrs.frozen
+class Reading:
+    """A bounded read not yet read: the DataFrame of its bundle rows and what reads them
+    (``reads.BundleReader``)."""
+
+    bundles: Any
+    read: tasks.Reader
+
+
+def feed(frame: Frame) -> tuple[Any, tasks.Reader | None]:
+    """The DataFrame a task taking the frame's elements maps over, and the reader the task
+    reads the read's bundles with (None: rows of elements): a read's elements then go
+    from the file into the task's code with no rows between."""
+    if frame.reading is not None:
+        return frame.reading.bundles, frame.reading.read
+    return frame.df, None
 
 
 @attrs.frozen
 class UpstreamPass:
-    """A bare fused body not run, handed with the DataFrame of its input rows to the batch
-    combine that alone reads its output (``Strategy.MAP_SIDE_PASS``)."""
+    """A bare fused body not run, handed with the DataFrame of its input rows (and their
+    reader, ``feed``) to the batch combine that alone reads its output (``Strategy.MAP_SIDE_PASS``)."""
 
     source: Any
     body: tasks.UpstreamBody
+    read: tasks.Reader | None = None
 
 
 @attrs.frozen
@@ -183,7 +208,7 @@ class ConnectBackend:
             (pcoll, 0, pickle.dumps(elements[at : at + per_chunk], protocol=pickle.HIGHEST_PROTOCOL))
             for at in range(0, len(elements), per_chunk)
         ]
-        df = self.session.createDataFrame(rows, schema=tasks.ROWS)
+        df = self.session.createDataFrame(rows, schema=tasks.ROW_TYPE)
         if len(rows) > 1:
             df = df.repartition(min(len(rows), self.num_partitions))
         return Frame(df, size=len(elements))
@@ -229,15 +254,26 @@ class ConnectBackend:
         implementation: Callable[[ConnectBackend, ConnectRun], StageResult] = CONNECT.strategies.lookup(choose(planned, facts))
         return implementation(self, run)
 
-    def materialise(self, stage: Stage, df: Any, collected: frozenset[int] = frozenset()) -> tuple[dict[int, Frame], StageSummary]:
+    def materialise(
+        self, stage: Stage, df: Any, collected: frozenset[int] = frozenset(), *, keeps_state: bool = False
+    ) -> tuple[dict[int, Frame], StageSummary]:
         """Compute ``df`` (rows of ``tasks.ROWS``) once: the stage's outputs, and the sum
         of its tasks' reports (their metric updates go to the step's). The ``collected``
-        outputs' rows come to the driver with the reports, in the same job."""
+        outputs' rows come to the driver with the reports. When nothing but the driver reads
+        the outputs (and the stage keeps no state rows, ``keeps_state``), one collect of
+        ``df`` computes and fetches it all: nothing is kept on the server, one job and one
+        request fewer. Either way a failed task attempt's rows are dropped with its reports."""
         fetched = [tasks.REPORT, *sorted(collected)]
+        kept = None
         with self.user_errors(), made_active(self.session):
-            kept = df.localCheckpoint(eager=True)
-            rows = kept.filter(kept["pcoll"].isin(fetched)).select("pcoll", "chunk").collect()
-        self.kept.append(kept)
+            if not keeps_state and _driver_alone_reads(stage, collected):
+                rows = df.select("pcoll", "chunk").collect()
+            else:
+                # Not eager: the collect computes every partition, and so keeps it (an
+                # eager checkpoint is a job of its own before the collect's).
+                kept = df.localCheckpoint(eager=False)
+                rows = kept.filter(kept["pcoll"].isin(fetched)).select("pcoll", "chunk").collect()
+                self.kept.append(kept)
         held: dict[int, list[bytes]] = {pcoll: [] for pcoll in collected}
         reports: list[bytes] = []
         for pcoll, chunk in rows:
@@ -252,7 +288,9 @@ class ConnectBackend:
             self.updates = self.updates.combine(updates)
         empty = summary.elements_out == 0
         outputs = {
-            pcoll: Frame(None if empty else kept.filter(kept["pcoll"] == pcoll), known_empty=empty, held=held.get(pcoll))
+            pcoll: Frame(
+                None if empty or kept is None else kept.filter(kept["pcoll"] == pcoll), known_empty=empty, held=held.get(pcoll)
+            )
             for pcoll in stage.outputs
         }
         return outputs, summary
@@ -389,8 +427,9 @@ def fused_map(backend: ConnectBackend, run: ConnectRun) -> StageResult:
     source = _entering(backend, run, tuple(run.inputs))
     if source.known_empty:
         return _nothing(run)
-    task = functools.partial(tasks.fused_task, shippable(stage), run.side_inputs or None, backend.error_key)
-    body = source.df.mapInArrow(task, tasks.ROWS)
+    entering, read = feed(source)
+    task = functools.partial(tasks.fused_task, shippable(stage), run.side_inputs or None, backend.error_key, read)
+    body = entering.mapInArrow(task, tasks.ROW_TYPE)
     if _read_once_by_a_stage(run.planned):
         # Its rows, its tasks' reports among them, go on unmaterialised into the one stage
         # that reads them, whose tasks hand the reports on to that stage's materialise.
@@ -398,6 +437,12 @@ def fused_map(backend: ConnectBackend, run: ConnectRun) -> StageResult:
         return StageResult({output: Frame(body)}, _handed_counts(backend, stage))
     outputs, summary = backend.materialise(stage, body, run.planned.collected)
     return StageResult(outputs, summary)
+
+
+def _driver_alone_reads(stage: Stage, collected: frozenset[int]) -> bool:
+    """Whether the driver collects each of the stage's outputs and nothing else reads any
+    (no other stage, no sink): then no row of it need be kept on the server."""
+    return not stage.sinks and all(pcoll in collected and pcoll not in stage.shared_outputs for pcoll in stage.outputs)
 
 
 def _read_once_by_a_stage(planned: PlannedStage) -> bool:
@@ -433,8 +478,9 @@ def map_side_pass(backend: ConnectBackend, run: ConnectRun) -> StageResult:
     shipped, side = shippable(stage), run.side_inputs or None
     # The body run on its own, its reports handed on in its rows (as ``fused_map``'s), for
     # a reader the plan did not foresee.
-    alone = source.df.mapInArrow(functools.partial(tasks.fused_task, shipped, side, backend.error_key), tasks.ROWS)
-    handed = UpstreamPass(source.df, tasks.UpstreamBody(shipped, side, pcoll))
+    entering, read = feed(source)
+    alone = entering.mapInArrow(functools.partial(tasks.fused_task, shipped, side, backend.error_key, read), tasks.ROW_TYPE)
+    handed = UpstreamPass(entering, tasks.UpstreamBody(shipped, side, pcoll), read)
     return StageResult({output: Frame(alone, upstream=handed)}, _handed_counts(backend, stage))
 
 
@@ -452,11 +498,14 @@ def batch_combine(backend: ConnectBackend, run: ConnectRun) -> StageResult:
         return _nothing(run)
     rule, key = backend.overlapping_window_rule, backend.error_key
     # The upstream stage's body handed to this map side (``map_side_pass``) runs here, over its input.
-    entering, upstream = (source.upstream.source, source.upstream.body) if source.upstream is not None else (source.df, None)
-    partials = entering.mapInArrow(functools.partial(tasks.combine_map_task, grouping, rule, key, upstream), tasks.ROWS)
+    if source.upstream is not None:
+        entering, upstream, read = source.upstream.source, source.upstream.body, source.upstream.read
+    else:
+        (entering, read), upstream = feed(source), None
+    partials = entering.mapInArrow(functools.partial(tasks.combine_map_task, grouping, rule, key, upstream, read), tasks.ROW_TYPE)
     shuffled = partials.repartition(backend.num_partitions, "h")
     merge = functools.partial(tasks.combine_merge_task, shippable(stage), rule, run.side_inputs or None, key)
-    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(merge, tasks.ROWS), run.planned.collected)
+    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(merge, tasks.ROW_TYPE), run.planned.collected)
     return StageResult(outputs, summary)
 
 
@@ -468,12 +517,13 @@ def unlifted_grouping(backend: ConnectBackend, run: ConnectRun) -> StageResult:
     if source.known_empty:
         return _nothing(run)
     key = backend.error_key
-    keyed = source.df.mapInArrow(functools.partial(tasks.grouping_map_task, grouping, key), tasks.ROWS)
+    entering, read = feed(source)
+    keyed = entering.mapInArrow(functools.partial(tasks.grouping_map_task, grouping, key, read), tasks.ROW_TYPE)
     shuffled = keyed.repartition(backend.num_partitions, "h")
     group = functools.partial(
         tasks.grouping_task, shippable(stage), run.params, backend.overlapping_window_rule, run.side_inputs or None, key
     )
-    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(group, tasks.ROWS), run.planned.collected)
+    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(group, tasks.ROW_TYPE), run.planned.collected)
     return StageResult(outputs, summary)
 
 
@@ -494,10 +544,11 @@ def stateful(backend: ConnectBackend, run: ConnectRun) -> StageResult:
     if source.known_empty:
         return _nothing(run)
     key = backend.error_key
-    keyed = source.df.mapInArrow(functools.partial(tasks.state_map_task, op, key), tasks.ROWS)
+    entering, read = feed(source)
+    keyed = entering.mapInArrow(functools.partial(tasks.state_map_task, op, key, read), tasks.ROW_TYPE)
     shuffled = keyed.repartition(backend.num_partitions, "h")
     step = functools.partial(tasks.stateful_task, shippable(stage), run.params, run.side_inputs or None, key)
-    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(step, tasks.ROWS), run.planned.collected)
+    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(step, tasks.ROW_TYPE), run.planned.collected)
     return StageResult(outputs, summary)
 
 
@@ -505,7 +556,8 @@ def _bounded_read(backend: ConnectBackend, op: Any, emission: SourceEmission) ->
     """A file read or a ``BoundedSource``, split and read on the server (``reads.py``)."""
     from sparkbeam.runners.spark.connect.reads import read_frame
 
-    return Frame(read_frame(backend.session, op, backend.num_partitions, backend.error_key))
+    elements, bundles, read = read_frame(backend.session, op, backend.num_partitions, backend.error_key)
+    return Frame(elements, reading=Reading(bundles, read))
 
 
 def _write_ahead_log(backend: ConnectBackend, op: Any, emission: SourceEmission) -> Frame:

@@ -58,7 +58,7 @@ def keyed_step(backend: Any, run: Any, *, stateful: bool, lifted: bool = False) 
     """One step of a stream's grouping (``stateful``: a stateful DoFn; ``lifted``: a
     combine's partials per key and window cross the shuffle instead of its elements): see
     the module docs."""
-    from sparkbeam.runners.spark.connect.backend import Frame
+    from sparkbeam.runners.spark.connect.backend import Frame, feed
 
     stage = run.stage
     op = stage.grouping
@@ -67,11 +67,12 @@ def keyed_step(backend: Any, run: Any, *, stateful: bool, lifted: bool = False) 
     key = backend.error_key
     parts = []
     if not source.known_empty:
+        entering, read = feed(source)
         if lifted:
-            keying = functools.partial(tasks.lifted_map_task, op, backend.overlapping_window_rule, run.params.output_watermark, key)
+            keying = functools.partial(tasks.lifted_map_task, op, backend.overlapping_window_rule, run.params.output_watermark, key, read)
         else:
-            keying = functools.partial(tasks.state_map_task if stateful else tasks.grouping_map_task, op, key)
-        parts.append(source.df.mapInArrow(keying, tasks.ROWS))
+            keying = functools.partial(tasks.state_map_task if stateful else tasks.grouping_map_task, op, key, read)
+        parts.append(entering.mapInArrow(keying, tasks.ROW_TYPE))
     if state is not None:
         parts.append(state)
     if not parts:
@@ -87,7 +88,7 @@ def keyed_step(backend: Any, run: Any, *, stateful: bool, lifted: bool = False) 
     side = _Held(run.side_inputs) if run.side_inputs else None
     store = backend.state_store(run.planned)
     task = functools.partial(keyed_step_task, shippable(stage), store, factory, run.params, side, key)
-    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(task, tasks.ROWS), run.planned.collected)
+    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(task, tasks.ROW_TYPE), run.planned.collected, keeps_state=True)
     kept = backend.kept[-1]
     if summary.state_keys:
         backend.states[stage.id] = kept.filter(kept["pcoll"] == STATE)
@@ -117,7 +118,7 @@ def scripted_step(backend: Any, op: Any, emission: Any) -> Any:
         (pcoll, 0, pickle.dumps(elements[at : at + tasks.CHUNK], protocol=pickle.HIGHEST_PROTOCOL))
         for at in range(0, len(elements), tasks.CHUNK)
     ]
-    df = backend.session.createDataFrame(rows, schema=tasks.ROWS)
+    df = backend.session.createDataFrame(rows, schema=tasks.ROW_TYPE)
     return Frame(df.coalesce(1), size=len(elements))
 
 

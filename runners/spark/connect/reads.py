@@ -8,8 +8,12 @@ the read's pattern and cuts the files into the same bundles as a classic run
 read whole by Python for a coder, a delimiter or an escape character), or splits the
 user's ``BoundedSource`` (``split_for``), one partition per bundle. So a remote server
 reads its own files, never the client's, and the client touches no file of the read.
-Each partition yields one row, its bundle; a ``mapInArrow`` task bound to the run's key
-reads it into element rows (``tasks.ROWS``) in the same Spark task, so a user's failure
+Each partition yields one row, its bundle (``tasks.BUNDLE``). The stage that takes the
+read's elements reads the bundle in its own task (``BundleReader``, bound into that task's
+function): the elements go from the file into its code as objects, neither pickled into
+chunks nor moved through the JVM between two Python workers; elsewhere (a collect, a sink,
+a union with other inputs) ``read_task`` reads the bundles into element rows
+(``tasks.ROWS``). Either way it runs in a task bound to the run's key, so a user's failure
 (a missing file, bytes that are not UTF-8, the source's own code) comes back signed, as
 the user's exception naming the transform. What the planning raises (no file matches, a
 pattern naming a folder, the source's ``split``) travels the same way: as the one bundle
@@ -43,12 +47,11 @@ from sparkbeam.runners.core.lowering.ops import BoundedSourceReadOp, Op, ReadTex
 from sparkbeam.runners.spark.connect import tasks
 from sparkbeam.utils.windowed_value import WindowedValue
 
-__all__ = ["DATA_SOURCE", "SparkbeamRead", "local_pattern", "read_frame", "read_task"]
+__all__ = ["DATA_SOURCE", "BundleReader", "SparkbeamRead", "local_pattern", "read_frame", "read_task"]
 
 #: the name the run's session knows the data source by
 DATA_SOURCE = "sparkbeam_read"
-#: the row of a bundle, before it is read
-BUNDLE = -4
+BUNDLE = tasks.BUNDLE
 
 
 def local_pattern(op: ReadTextOp) -> bool:
@@ -144,28 +147,38 @@ class SparkbeamRead(DataSource):
         return _Reader(self.options)
 
 
-def read_task(op: Op, key: bytes, batches: Iterable[Any]) -> Iterator[Any]:
-    """The elements of the partition's bundle, a chunk per row. The bundle was pickled by
-    the planning of this run's data source (``_Reader.partitions``), never by a record."""
-    from pyspark import cloudpickle
+@attrs.frozen
+class BundleReader:
+    """Reads the read's bundle rows into (pcoll, element) in whichever task takes them
+    (``tasks.Reader``). A bundle was pickled by the planning of this run's data source
+    (``_Reader.partitions``), never by a record."""
 
-    (pcoll,) = op.outputs
+    op: Op
+
+    def __call__(self, chunk: bytes) -> Iterator[tuple[int, WindowedValue]]:
+        from pyspark import cloudpickle
+
+        (pcoll,) = self.op.outputs
+        bundle = cloudpickle.loads(chunk)
+        try:
+            for wv in _elements(self.op, bundle):
+                yield pcoll, wv
+        except UserCodeError:
+            raise
+        except Exception as error:  # the planning's failure, or a read's unnamed one
+            raise UserCodeError(self.op.label, self.op.location, error) from error
+
+
+def read_task(read: BundleReader, key: bytes, batches: Iterable[Any]) -> Iterator[Any]:
+    """The elements of the partition's bundle, a chunk per row, for a reader that does not
+    read the bundle itself."""
 
     def work(container: Any) -> Iterator[Any]:
         output = tasks.Output()
-        for kind, _, chunk in tasks.rows_of(batches):
-            if kind != BUNDLE:
-                continue
-            bundle = cloudpickle.loads(chunk)
-            try:
-                for wv in _elements(op, bundle):
-                    batch = output.add(pcoll, wv)
-                    if batch is not None:
-                        yield batch
-            except UserCodeError:
-                raise
-            except Exception as error:  # the planning's failure, or a read's unnamed one
-                raise UserCodeError(op.label, op.location, error) from error
+        for pcoll, wv in tasks.elements_of(tasks.rows_of(batches), [], read):
+            batch = output.add(pcoll, wv)
+            if batch is not None:
+                yield batch
         yield output.close()
 
     return tasks.run_task(key, work)
@@ -186,8 +199,9 @@ def _with_absolute_pattern(op: ReadTextOp) -> ReadTextOp:
 _REGISTERED: set[int] = set()
 
 
-def read_frame(session: Any, op: Op, parallelism: int, key: bytes) -> Any:
-    """A DataFrame of the read's element rows, read on the server (see the module docs)."""
+def read_frame(session: Any, op: Op, parallelism: int, key: bytes) -> tuple[Any, Any, BundleReader]:
+    """The read's DataFrame of element rows, its DataFrame of bundle rows, and what reads
+    those in a task that takes them (see the module docs), read on the server."""
     from pyspark import cloudpickle
 
     if id(session) not in _REGISTERED:
@@ -197,4 +211,5 @@ def read_frame(session: Any, op: Op, parallelism: int, key: bytes) -> Any:
         op = _with_absolute_pattern(op)
     shipped = base64.b64encode(cloudpickle.dumps((op, parallelism), protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii")
     bundles = session.read.format(DATA_SOURCE).option("read", shipped).load()
-    return bundles.mapInArrow(functools.partial(read_task, op, key), tasks.ROWS)
+    read = BundleReader(op)
+    return bundles.mapInArrow(functools.partial(read_task, read, key), tasks.ROW_TYPE), bundles, read

@@ -59,7 +59,7 @@ def side_input_wait(backend: Any, run: Any) -> StageResult:
         return StageResult({pcoll: Frame(None, known_empty=True, size=0) for pcoll in stage.outputs}, StageSummary())
     combined = functools.reduce(lambda left, right: left.union(right), parts)
     task = functools.partial(waiting_task, shippable(stage), run.params, run.side_inputs or None, backend.error_key)
-    outputs, summary = backend.materialise(stage, combined.mapInArrow(task, tasks.ROWS), run.planned.collected)
+    outputs, summary = backend.materialise(stage, combined.mapInArrow(task, tasks.ROW_TYPE), run.planned.collected, keeps_state=True)
     kept = backend.kept[-1]
     if summary.side_input_waiting:
         # Spread over the stage's state partitions (round robin, which Spark makes repeatable

@@ -176,8 +176,8 @@ def load_chain(backend: Any, stage_id: int, chain: Chain, path_of: Callable[[int
     paths = [state_checkpoints.part_paths(directory, chain.partitions, stage_id) for directory in directories]
     session = backend.session
     rows = [(_LOAD, anchor, str(index).encode("ascii")) for index, anchor in enumerate(anchors(session, chain.partitions))]
-    placed = session.createDataFrame(rows, schema=tasks.ROWS).repartition(chain.partitions, "h")
+    placed = session.createDataFrame(rows, schema=tasks.ROW_TYPE).repartition(chain.partitions, "h")
     task = functools.partial(load_task, stage_id, paths, sealer, backend.error_key)
     with backend.user_errors(), made_active(session):
-        return placed.mapInArrow(task, tasks.ROWS).localCheckpoint(eager=True)
+        return placed.mapInArrow(task, tasks.ROW_TYPE).localCheckpoint(eager=True)
 

@@ -395,7 +395,7 @@ def wal_frame(session: Any, pcoll: int, paths: tuple[str, ...], sealer: Sealer, 
     ``tasks.ROWS``, each piece checked with ``sealer`` before it is unpickled."""
     F = functions_of(session)
     lines = session.read.text(list(paths)).select(F.col("value"), F.col("_metadata.file_path").alias("file"))
-    return lines.mapInArrow(functools.partial(wal_read_task, pcoll, sealer, key), tasks.ROWS)
+    return lines.mapInArrow(functools.partial(wal_read_task, pcoll, sealer, key), tasks.ROW_TYPE)
 
 
 def wal_read_task(pcoll: int, sealer: Sealer, key: bytes, batches: Iterable[Any]) -> Iterator[Any]:

@@ -7,6 +7,9 @@ chunk binary``), and a row is one of:
   PCollection, so that Arrow and the JVM move one value per chunk, not per element;
 - a partial of a batch combine (``PARTIAL``) or a keyed element of a grouping (``KEYED``),
   ``h`` its key's hash, which the shuffle partitions by (``repartition(n, "h")``);
+- a bundle of a bounded read not yet read (``BUNDLE``, ``reads.py``): the task that takes the
+  read's elements is given the read's ``BundleReader`` and reads it itself, so that the
+  elements reach that task's code as objects, neither pickled nor moved through the JVM;
 - a task's report (``REPORT``): JSON of the stage's counts (``StageSummary``) and of the
   metric updates of the task's user code. Reports travel with the data and are read once
   the stage's output is materialised: a failed task attempt's rows are dropped with it, so
@@ -30,6 +33,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import attrs
+from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
 
 from sparkbeam.metrics.execution import MetricsContainer, MetricsEnvironment, MetricUpdates
 from sparkbeam.runners.core.elements.dofn_invoker import SideInputs
@@ -46,11 +50,13 @@ from sparkbeam.runners.core.state.stateful_step import key_for_state, stateful_p
 from sparkbeam.utils.windowed_value import WindowedValue
 
 __all__ = [
+    "BUNDLE",
     "CHUNK",
     "KEYED",
     "PARTIAL",
     "REPORT",
     "ROWS",
+    "ROW_TYPE",
     "ConnectTaskFailure",
     "Output",
     "UpstreamBody",
@@ -69,16 +75,26 @@ __all__ = [
 ]
 
 ROWS = "pcoll int, h long, chunk binary"
+#: ``ROWS`` as a Spark type, for ``mapInArrow`` and ``createDataFrame``: given the DDL string,
+#: a Connect client asks the server to parse it, one request per call
+ROW_TYPE = StructType([StructField("pcoll", IntegerType()), StructField("h", LongType()), StructField("chunk", BinaryType())])
 #: a task's report: its counts and its user code's metric updates
 REPORT = -1
 #: a batch combine's partial, (compact key, (accumulator, hold)), before its merge
 PARTIAL = -2
 #: a grouping's element, (key, element), before its group
 KEYED = -3
+#: a bounded read's bundle (cloudpickled by its data source's planning on the server), before it is read
+BUNDLE = -5
 #: elements per chunk
 CHUNK = 512
 #: rows per Arrow batch a task yields
 ROWS_PER_BATCH = 64
+
+
+#: what reads a bounded read's bundle rows into (pcoll, element) in the task that takes them
+#: (``reads.BundleReader``), or None where a task's input holds no bundle
+Reader = Callable[[bytes], Iterator[tuple[int, WindowedValue]]]
 
 
 class ConnectTaskFailure(RuntimeError):
@@ -101,13 +117,18 @@ def rows_of(batches: Iterable[Any]) -> Iterator[tuple[int, int, bytes]]:
         yield from zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), batch.column(2).to_pylist())
 
 
-def elements_of(rows: Iterable[tuple[int, int, bytes]], passed: list[tuple[int, int, bytes]]) -> Iterator[tuple[int, WindowedValue]]:
-    """(pcoll, element) of the element rows; any other row (an upstream task's report)
-    goes to ``passed``, to be handed on."""
+def elements_of(
+    rows: Iterable[tuple[int, int, bytes]], passed: list[tuple[int, int, bytes]], read: Reader | None = None
+) -> Iterator[tuple[int, WindowedValue]]:
+    """(pcoll, element) of the element rows, and with ``read`` (the read's ``BundleReader``)
+    of the bundle rows, read here; any other row (an upstream task's report) goes to
+    ``passed``, to be handed on."""
     for pcoll, h, chunk in rows:
         if pcoll >= 0:
             for wv in pickle.loads(chunk):
                 yield pcoll, wv
+        elif pcoll == BUNDLE and read is not None:
+            yield from read(chunk)
         else:
             passed.append((pcoll, h, chunk))
 
@@ -212,12 +233,13 @@ def _run_body(
     yield output.close()
 
 
-def fused_task(stage: Stage, side_inputs: Any, key: bytes, batches: Iterable[Any]) -> Iterator[Any]:
-    """``Strategy.FUSED_MAP``: the stage's body over one partition of its inputs."""
+def fused_task(stage: Stage, side_inputs: Any, key: bytes, read: Reader | None, batches: Iterable[Any]) -> Iterator[Any]:
+    """``Strategy.FUSED_MAP``: the stage's body over one partition of its inputs (with
+    ``read``, of a read's bundles, read here)."""
 
     def work(container: MetricsContainer) -> Iterator[Any]:
         passed: list[tuple[int, int, bytes]] = []
-        entering = elements_of(rows_of(batches), passed)
+        entering = elements_of(rows_of(batches), passed, read)
         yield from _run_body(stage, side_inputs, entering, passed, container, StageSummary(), count_in=True)
 
     return run_task(key, work)
@@ -243,11 +265,12 @@ class UpstreamBody:
 
 
 def combine_map_task(
-    op: GroupOp, overlapping_window_rule: bool, key: bytes, upstream: UpstreamBody | None, batches: Iterable[Any]
+    op: GroupOp, overlapping_window_rule: bool, key: bytes, upstream: UpstreamBody | None, read: Reader | None, batches: Iterable[Any]
 ) -> Iterator[Any]:
     """``Strategy.BATCH_COMBINE``'s map side: one partition's elements combined per key and
     window (the engine's ``MapSideTable``), a ``PARTIAL`` row per (key, window); with
-    ``upstream``, the elements are that body's outputs, and its counts a report of its own."""
+    ``upstream``, the elements are that body's outputs, and its counts a report of its own;
+    with ``read``, the partition's rows are a read's bundles, read here."""
     from sparkbeam.runners.spark.batch_grouping import MapSideTable, compact_key_hash
 
     def work(container: MetricsContainer) -> Iterator[Any]:
@@ -260,7 +283,7 @@ def combine_map_task(
             for compact, partial in records:
                 rows.append((PARTIAL, compact_key_hash(compact), pickle.dumps((compact, partial), protocol=pickle.HIGHEST_PROTOCOL)))
 
-        entering = (wv for _, wv in elements_of(rows_of(batches), passed))
+        entering = (wv for _, wv in elements_of(rows_of(batches), passed, read))
         body = None
         try:
             if upstream is None:
@@ -333,10 +356,10 @@ def combine_merge_task(
     return run_task(key, work)
 
 
-def grouping_map_task(op: GroupOp, key: bytes, batches: Iterable[Any]) -> Iterator[Any]:
+def grouping_map_task(op: GroupOp, key: bytes, read: Reader | None, batches: Iterable[Any]) -> Iterator[Any]:
     """A grouping's map side: (key, element) per element, a ``KEYED`` row each, ``h`` its
     key's hash (the shuffle's partition column)."""
-    return _keyed_map_task(op, key_element, key, batches)
+    return _keyed_map_task(op, key_element, key, read, batches)
 
 
 def grouping_task(
@@ -377,7 +400,9 @@ def grouping_task(
     return run_task(key, work)
 
 
-def lifted_map_task(op: GroupOp, overlapping_window_rule: bool, output_watermark: int, key: bytes, batches: Iterable[Any]) -> Iterator[Any]:
+def lifted_map_task(
+    op: GroupOp, overlapping_window_rule: bool, output_watermark: int, key: bytes, read: Reader | None, batches: Iterable[Any]
+) -> Iterator[Any]:
     """A lifted grouping's map side in a stream (``Strategy.LIFTED_GROUPING``): the
     partition's elements combined per key and window by the classic worker's
     ``precombined``, a ``KEYED`` row per (key, ``Partial``), ``h`` the key's hash, so that
@@ -389,7 +414,7 @@ def lifted_map_task(op: GroupOp, overlapping_window_rule: bool, output_watermark
     def work(container: MetricsContainer) -> Iterator[Any]:
         passed: list[tuple[int, int, bytes]] = []
         rows: list[tuple[int, int, bytes]] = []
-        elements = (wv for _, wv in elements_of(rows_of(batches), passed))
+        elements = (wv for _, wv in elements_of(rows_of(batches), passed, read))
         for shuffle_key, partial in precombined(op, overlapping_window_rule, output_watermark, elements):
             rows.append((KEYED, portable_hash(shuffle_key), pickle.dumps((shuffle_key, partial), protocol=pickle.HIGHEST_PROTOCOL)))
             if len(rows) >= ROWS_PER_BATCH * 16:
@@ -401,13 +426,15 @@ def lifted_map_task(op: GroupOp, overlapping_window_rule: bool, output_watermark
     return run_task(key, work)
 
 
-def state_map_task(op: StatefulParDoOp, key: bytes, batches: Iterable[Any]) -> Iterator[Any]:
+def state_map_task(op: StatefulParDoOp, key: bytes, read: Reader | None, batches: Iterable[Any]) -> Iterator[Any]:
     """A stateful DoFn's map side: (key, element) per element (the element keeps its key),
     a ``KEYED`` row each, ``h`` its key's hash (the shuffle's partition column)."""
-    return _keyed_map_task(op, key_for_state, key, batches)
+    return _keyed_map_task(op, key_for_state, key, read, batches)
 
 
-def _keyed_map_task(op: Any, keyed: Callable[[Any, Any], tuple[Any, Any]], key: bytes, batches: Iterable[Any]) -> Iterator[Any]:
+def _keyed_map_task(
+    op: Any, keyed: Callable[[Any, Any], tuple[Any, Any]], key: bytes, read: Reader | None, batches: Iterable[Any]
+) -> Iterator[Any]:
     """The map side of a shuffle by key: ``keyed(op, element)`` gives each element's
     (key, what travels); rows of other PCollections pass on as they came."""
     from pyspark.rdd import portable_hash
@@ -415,7 +442,7 @@ def _keyed_map_task(op: Any, keyed: Callable[[Any, Any], tuple[Any, Any]], key: 
     def work(container: MetricsContainer) -> Iterator[Any]:
         passed: list[tuple[int, int, bytes]] = []
         rows: list[tuple[int, int, bytes]] = []
-        for _, wv in elements_of(rows_of(batches), passed):
+        for _, wv in elements_of(rows_of(batches), passed, read):
             try:
                 shuffle_key, travelling = keyed(op, wv)
             except TransformError as error:

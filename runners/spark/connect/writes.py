@@ -152,18 +152,18 @@ def _written_and_committed(backend: Any, frame: Any, num_shards: int, shard: Any
     """``frame`` written by ``shard`` tasks into ``staging`` (in ``num_shards`` partitions
     if set), then one ``commit`` task given every shard's row and a marker (so it runs for
     empty input too); what the commit reported. A failed write leaves no staging behind."""
-    marker = backend.session.createDataFrame([(MARKER, 0, b"")], schema=tasks.ROWS)
+    marker = backend.session.createDataFrame([(MARKER, 0, b"")], schema=tasks.ROW_TYPE)
     if frame.known_empty:
         written = marker
     else:
         source = frame.df.repartition(num_shards) if num_shards else frame.df
-        written = source.mapInArrow(shard, tasks.ROWS).union(marker)
-    committed = written.repartition(1).mapInArrow(commit, tasks.ROWS)
+        written = source.mapInArrow(shard, tasks.ROW_TYPE).union(marker)
+    committed = written.repartition(1).mapInArrow(commit, tasks.ROW_TYPE)
     try:
         with backend.user_errors():
             rows = committed.collect()
     except BaseException:
-        cleanup = marker.mapInArrow(functools.partial(staging_cleanup_task, staging), tasks.ROWS)
+        cleanup = marker.mapInArrow(functools.partial(staging_cleanup_task, staging), tasks.ROW_TYPE)
         with contextlib.suppress(Exception):  # the write's own failure is the one to report
             cleanup.collect()
         raise
