@@ -33,7 +33,7 @@ from sparkbeam.utils.timestamp import MAX_TIMESTAMP
 if TYPE_CHECKING:
     from sparkbeam.runners.spark.backend import SparkBackend
 
-__all__ = ["EngineFactory", "lifted_grouping", "run_put_off", "side_input_wait", "skip_idle", "stateful", "unlifted_grouping"]
+__all__ = ["EngineFactory", "lifted_grouping", "run_put_off", "side_input_wait", "skip_idle", "state_of", "stateful", "unlifted_grouping"]
 
 MAX = MAX_TIMESTAMP.micros
 
@@ -109,6 +109,7 @@ def _keyed_step(backend: SparkBackend, run: StageRun, keyed: Any, step: Any) -> 
     # this one, which would leave the checkpoint unwritten.
     backend.keep(result.setName(f"{stage.name} (keyed state and panes)"))
     backend.truncate_lineage_now_and_then(stage.id, result)
+    # Until the summary job says the step handed on nothing but state (state_of).
     backend.states[stage.id] = result.mapPartitions(stage_records.strip_state, preservesPartitioning=True)
     stale = backend.state_results.get(stage.id)
     backend.state_results[stage.id] = result
@@ -126,6 +127,7 @@ def _keyed_step(backend: SparkBackend, run: StageRun, keyed: Any, step: Any) -> 
         fetched = result.mapPartitions(functools.partial(stage_records.summaries_and, wanted)).collect()
     summary, collected, _ = stage_records.sort_fetched(fetched, wanted)
     backend.last_summaries[stage.id] = summary
+    state_of(backend, stage.id, sum(record.count for _, record in fetched if type(record) is stage_records.Handed))
     # With no pane fired, the fused body saw nothing and emitted nothing.
     outputs = {
         pcoll: Dataset(
@@ -154,10 +156,28 @@ def run_put_off(backend: SparkBackend) -> None:
     with user_errors(backend.error_key):
         fetched = (summaries[0] if len(summaries) == 1 else backend.sc.union(summaries)).collect()
     parts: dict[int, list[StageSummary]] = {stage_id: [] for stage_id, _, _ in put_off}
+    handed = dict.fromkeys(parts, 0)
     for stage_id, summary in fetched:
-        parts[stage_id].append(summary)
+        if type(summary) is stage_records.Handed:
+            handed[stage_id] += summary.count
+        else:
+            parts[stage_id].append(summary)
     for stage_id, found in parts.items():
         backend.last_summaries[stage_id] = functools.reduce(StageSummary.merge, found, StageSummary())
+        state_of(backend, stage_id, handed[stage_id])
+
+
+def state_of(backend: SparkBackend, stage_id: int, handed: int) -> None:
+    """What the next step of a keyed stage reads as its state, once the summary job has
+    counted the records its step handed on besides state and summaries: with none (a step
+    that fired nothing), the step's cached records themselves, whose summaries the next
+    step skips; else the copy of them that keeps only the state (``strip_state``).
+
+    That copy is a pass of every state record through a Python worker and back into the
+    JVM, in every step: at a million keys, tens of megabytes of buckets unpickled and
+    pickled again to drop one record per partition."""
+    if handed == 0:
+        backend.states[stage_id] = backend.state_results[stage_id]
 
 
 def side_input_wait(backend: SparkBackend, run: StageRun) -> StageResult:

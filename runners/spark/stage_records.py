@@ -28,6 +28,7 @@ from sparkbeam.utils.windowed_value import WindowedValue, new_windowed_value
 
 __all__ = [
     "ElementsToTheDriver",
+    "Handed",
     "as_plain_tuples",
     "materialise",
     "parked",
@@ -55,6 +56,7 @@ def shippable(stage: Stage) -> Stage:
 
 
 def strip_state(records: Any) -> Any:
+    """A keyed stage's step's records with only its state kept (see ``Handed``)."""
     for key, record in records:
         if is_state(record):  # chunks pass as bytes: nothing is unpickled here
             yield key, record
@@ -125,19 +127,42 @@ def reports_and(wanted: frozenset[int], records: Any) -> Any:
             yield where, record
 
 
+@attrs.frozen(slots=True)
+class Handed:
+    """How many records of a partition of a keyed stage's step are neither its state nor
+    its summary (its outputs). With none in any partition, the next step reads the step's
+    records as they are, its summary skipped (``BucketedPartition.read``), instead of a copy
+    with only the state kept (``strip_state``): a pass of the whole state through Python less."""
+
+    count: int
+
+
 def summaries_and(wanted: frozenset[int], records: Any) -> Any:
-    """Summary per partition, and (pcoll, element) for the wanted outputs."""
+    """Summary per partition, (pcoll, element) for the wanted outputs, and how many records
+    are neither state nor summary (``Handed``)."""
+    handed = 0
     for where, record in records:
         kind = type(record)
-        if kind is Summary or (kind is WindowedValue and where in wanted):
+        if kind is Summary:
             yield where, record
+            continue
+        if kind is WindowedValue and where in wanted:
+            yield where, record
+        if not is_state(record):
+            handed += 1
+    yield None, Handed(handed)
 
 
 def stage_summaries(stage_id: int, records: Any) -> Any:
-    """(stage id, summary) for each partition's Summary record of a keyed stage's step."""
+    """(stage id, summary) for each partition's Summary record of a keyed stage's step, and
+    (stage id, ``Handed``) for the records that are neither state nor summary."""
+    handed = 0
     for _, record in records:
         if type(record) is Summary:
             yield stage_id, record.summary
+        elif not is_state(record):
+            handed += 1
+    yield stage_id, Handed(handed)
 
 
 def sort_fetched(fetched: list[Any], wanted: frozenset[int]) -> tuple[StageSummary, dict[int, list[WindowedValue]], dict[int, int]]:
@@ -152,6 +177,8 @@ def sort_fetched(fetched: list[Any], wanted: frozenset[int]) -> tuple[StageSumma
             collected[where].append(record)
         elif kind is Summary:
             parts.append(record.summary)
+        elif kind is Handed:
+            continue  # read by the keyed step (``keyed_stages.state_of``)
         else:
             for pcoll, watermark in record.watermarks:
                 release[pcoll] = min(watermark, release.get(pcoll, MAX))

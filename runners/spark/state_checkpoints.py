@@ -41,7 +41,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from sparkbeam.io import commits
-from sparkbeam.runners.core.grouping.records import StateBucket, StateIndex
+from sparkbeam.runners.core.grouping.records import StateBucket, StateIndex, Summary
 from sparkbeam.runners.spark import sealed_files
 from sparkbeam.runners.spark.sealing import Sealer, UnauthenticatedFileError
 
@@ -138,7 +138,9 @@ def part_records(since: int | None, counter: Any, index: int, records: Iterable[
     written go to ``counter.add`` (an accumulator, or a Spark Connect task's tally)."""
     # A partition's StateIndex is derived from its buckets' headers when they are restored
     # (``timer_index.py``): never written, so the format does not change with it.
-    held = [pair for pair in records if type(pair[1]) is not StateIndex]
+    # The step's summary comes along when the state is the step's records as they are
+    # (``keyed_stages.state_of``): not state either.
+    held = [pair for pair in records if type(pair[1]) is not StateIndex and type(pair[1]) is not Summary]
     # A partition of buckets always holds one at least (``BucketedPartition.run``): one
     # with none holds other state, which may have emptied since (parked elements released).
     full = since is None or not held or any(type(record) is not StateBucket for _, record in held)

@@ -121,10 +121,14 @@ def test_a_streaming_grouping_keeps_bucketed_state_skips_steps_with_nothing_due_
     (elements,) = shipped
     assert len(elements) == 3 and all(type(fields) is tuple for fields in elements)
     state = backend.states[grouping.id]
+    # No pane fired: the next step reads the step's cached records as they are (no copy
+    # keeping only the state), their summaries skipped (keyed_stages.state_of).
+    assert state is backend.state_results[grouping.id]
     kinds = [type(record) for _, record in state.collect()]
     # Per partition that received a key: its bucket, then the index of its timers and holds.
     buckets = kinds.count(StateBucket)
-    assert kinds.count(StateIndex) == buckets and len(kinds) == 2 * buckets and 1 <= buckets <= backend.num_partitions
+    assert kinds.count(StateIndex) == buckets and 1 <= buckets <= backend.num_partitions
+    assert kinds.count(Summary) == backend.num_partitions and len(kinds) == 2 * buckets + backend.num_partitions
 
     for _ in range(2):  # the watermark moves to 20 s, then 40 s: no job, the same state RDD
         loop.run_step()

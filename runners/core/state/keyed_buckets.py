@@ -55,7 +55,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from sparkbeam.runners.core.grouping.records import KeyedState, StateBucket, StateChunk, StateIndex
+from sparkbeam.runners.core.grouping.records import (
+    KeyedState,
+    StateBucket,
+    StateChunk,
+    StateIndex,
+    Summary,
+)
 from sparkbeam.runners.core.lowering.step_values import StageSummary, StepParams
 from sparkbeam.runners.core.state import timer_index
 
@@ -110,7 +116,8 @@ class BucketedPartition:
         self.derived = 0  # indexes rebuilt from the headers (none came, or it did not fit)
 
     def read(self, records: Iterable[tuple[Any, Any]]) -> None:
-        """Sort a partition's records: buckets, state per key (restored), new elements."""
+        """Sort a partition's records: buckets, state per key (restored), new elements (a
+        previous step's ``Summary`` skipped)."""
         buckets, loose, new = self.buckets, self.loose, self.new
         unpack = self.unpack
         for key, record in records:
@@ -121,6 +128,10 @@ class BucketedPartition:
                 self.index = record
             elif kind is KeyedState:
                 loose[key] = record.state
+            elif kind is Summary:
+                # The previous step's: a backend may hand its step's records on as they are
+                # when they hold nothing else (Spark: ``keyed_stages.state_of``).
+                continue
             elif kind is StateChunk:
                 # Chunks (checkpoint format 4) are unpacked per key when restored.
                 msg = "a partition's state holds a StateChunk where buckets were expected; this is a sparkbeam bug"
