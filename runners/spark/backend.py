@@ -348,11 +348,15 @@ class SparkBackend:
                 )
         return chains
 
-    def read_back_state(self, chains: dict[int, state_checkpoints.Chain], path_of: Callable[[int, str], str], sealer: Sealer) -> None:
-        """After a checkpoint: each stage's keyed state from now on reads the files of its
-        chain (``chains_after``; ``path_of(step, name)`` their paths: base and deltas,
-        ``state_checkpoints``), each record back into its partition, so that its lineage
-        starts at those files.
+    def read_back_state(
+        self, chains: dict[int, state_checkpoints.Chain], path_of: Callable[[int, str], str], sealer: Sealer, *, cut: bool = True
+    ) -> None:
+        """After a checkpoint: the chains the next checkpoint extends and, with ``cut``, each
+        stage's keyed state from now on read from the files of its chain (``chains_after``;
+        ``path_of(step, name)`` their paths: base and deltas, ``state_checkpoints``), each
+        record back into its partition, so that its lineage starts at those files. Without
+        ``cut`` (the files the lineage reaches outlive this checkpoint's pruning,
+        ``StreamRun._cuts_lineage``) the cached state stays as it is.
 
         Spark rebuilds a lost cached partition from its lineage. Without this cut, the
         lineage of the state went back through every step since the last truncation, to
@@ -366,6 +370,9 @@ class SparkBackend:
         Costs, once per checkpoint: no write (the checkpoint's files are read), but the next
         step reads the state from the files and shuffles it once into its partitions (the
         cached copy is dropped now) instead of reading it from Spark's cache."""
+        if not cut:
+            self.chains = dict(chains)
+            return
         for stage_id, chain in chains.items():
             directories = [path_of(at, file) for at, file in chain.files]
             state = state_checkpoints.read_chain(self.sc, stage_id, directories, sealer, self.partition_fn, self.num_partitions)

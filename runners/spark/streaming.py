@@ -105,6 +105,9 @@ class StreamRun:
         self.intakes: dict[int, StreamIntake] = {}
         self.replay: dict[int, dict[str, Any]] = {}
         self.restored_step: int | None = None
+        #: the step of the checkpoint whose files the keyed state's lineage starts at (its
+        #: last read-back, or the restore); None: the run's start (``_cuts_lineage``)
+        self.cut_at: int | None = None
         self._last_start: float | None = None
         self._stopping = threading.Event()  # set by cancel(): no more waiting between steps
 
@@ -391,13 +394,35 @@ class StreamRun:
             },
         )
         # From now on the keyed state's lineage starts at this checkpoint's files, before
-        # pruning removes what the lineage reached until now (executor loss, backend.py).
-        self.backend.read_back_state(chains, self.store.state_path, self.store.sealer)
+        # pruning removes what the lineage reached until now (executor loss, backend.py),
+        # unless what it reaches outlives this checkpoint's pruning.
+        cut = self._cuts_lineage(resume_at, finished)
+        self.backend.read_back_state(chains, self.store.state_path, self.store.sealer, cut=cut)
+        if cut:
+            self.cut_at = resume_at
         oldest = self.store.prune()
         if oldest is not None:
             for stage_id, intake in self.intakes.items():
                 intake.forget_through(oldest["sources"][str(stage_id)]["consumed_through"])
         _LOG.info("checkpoint for step %d written in %.3fs", resume_at, time.perf_counter() - started)
+
+    def _cuts_lineage(self, step: int, finished: bool) -> bool:
+        """Whether the checkpoint of ``step``, just committed, must cut the keyed state's
+        lineage (``SparkBackend.read_back_state``: the state read back from its files).
+
+        The lineage reaches the files of the chains of the checkpoint it was last cut at and
+        the log batches after that checkpoint. Pruning keeps both while that checkpoint's
+        manifest is among the ``keep`` newest: it keeps every file their chains name and
+        forgets the log only through the oldest kept checkpoint. So the cut is needed only
+        when this checkpoint's pruning drops that manifest (with ``keep`` = 2, every other
+        checkpoint), when nothing has cut it yet (the log from the run's start), and when
+        this checkpoint replaces the files the lineage reads (written again at the same
+        step, or marked finished). A cut costs a read of the whole state from the files and
+        a shuffle of it, in the next step (docs/state_store.md)."""
+        if finished or self.cut_at is None or self.cut_at == step:
+            return True
+        kept = [manifest["step"] for manifest in self.store.manifests()[: self.store.keep]]
+        return self.cut_at not in kept
 
     def _restore(self, manifest: dict[str, Any]) -> None:
         loop = self.loop
@@ -412,4 +437,5 @@ class StreamRun:
         state_paths = {int(k): commits.join(directory, v) for k, v in manifest["state"].items() if int(k) not in chains}
         self.backend.restore(saved["backend"], state_paths, chains, self.store.state_path, self.store.sealer)
         self.restored_step = manifest["step"]
+        self.cut_at = manifest["step"]  # the state is read from its files
         _LOG.info("restored the checkpoint of step %d from %s", manifest["step"], self.store.root)

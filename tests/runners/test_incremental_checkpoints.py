@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import collections
 import glob
+import itertools
 import os
 import pickle
 import shutil
@@ -138,6 +139,39 @@ def test_compaction_writes_a_base_again_and_pruning_drops_what_no_kept_chain_rea
     assert not os.path.exists(store.checkpoint_path(1)) and not os.path.exists(store.checkpoint_path(2))
     result, counts = run(str(tmp_path / "in"), checkpoint)
     assert dict(e.value for e in result.emissions(counts)) == dict(expected)
+
+
+def test_the_lineage_is_cut_only_when_pruning_would_drop_what_it_reaches(spark, tmp_path, monkeypatch):
+    """A checkpoint reads the state back from its files (cutting the lineage) only when
+    pruning would drop the manifest of the last cut: with the newest 2 kept, every other
+    checkpoint, and always the first and the finished one; the files the lineage reaches
+    stay through every pruning, and the counts are exact."""
+    from sparkbeam.runners.spark.backend import SparkBackend
+
+    cuts: list[bool] = []
+    reached: list[str] = []  # the state files the lineage reads since its last cut
+    original_read_back, original_prune = SparkBackend.read_back_state, CheckpointStore.prune
+
+    def read_back_state(self, chains, path_of, sealer, *, cut=True):
+        cuts.append(cut)
+        if cut:
+            reached[:] = [path_of(at, name) for chain in chains.values() for at, name in chain.files]
+        return original_read_back(self, chains, path_of, sealer, cut=cut)
+
+    def prune(self):
+        oldest = original_prune(self)
+        missing = [path for path in reached if not os.path.isdir(path)]
+        assert not missing, f"pruning removed state files the lineage reads: {missing}"
+        return oldest
+
+    monkeypatch.setattr(SparkBackend, "read_back_state", read_back_state)
+    monkeypatch.setattr(CheckpointStore, "prune", prune)
+    expected = write_input(str(tmp_path / "in"))
+    result, counts = run(str(tmp_path / "in"), str(tmp_path / "ck"))
+    assert dict(e.value for e in result.emissions(counts)) == dict(expected)
+    assert len(cuts) >= 4 and cuts[0] and cuts[-1]  # the first, and the finished checkpoint
+    assert not any(a is False and b is False for a, b in itertools.pairwise(cuts))  # never two in a row skipped
+    assert cuts.count(False) >= 1
 
 
 def test_a_changed_delta_is_refused_naming_stage_partition_and_file(stopped, tmp_path):

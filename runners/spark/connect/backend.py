@@ -346,7 +346,7 @@ class ConnectBackend:
                 chains[stage_id] = Chain([*chain.files, (step, name)], chain.partitions, chain.base_bytes, chain.delta_bytes + size, PLACEMENT)
         return chains
 
-    def read_back_state(self, chains: dict[int, Any], path_of: Callable[[int, str], str], sealer: Any) -> None:
+    def read_back_state(self, chains: dict[int, Any], path_of: Callable[[int, str], str], sealer: Any, *, cut: bool = True) -> None:
         """After a checkpoint: the chains its next one extends. The state rows are not read
         back: each step's ``localCheckpoint`` already cut their lineage (a classic run reads
         them back to cut it, ``SparkBackend.read_back_state``)."""
