@@ -19,6 +19,12 @@ warm-up of query 0 on every runner (over the file's first 2,000 events); ``--rou
 runner, interleaved (each round in a turned order), and prints the medians and every run. The harness's last step (the output made
 comparable and canonical, ``load_query``) is part of each query's pipeline on every runner
 and is not repeated where the results are recorded. Exit status 1 when outputs disagree.
+
+At 1,000,000 events Beam's local runners take minutes to hours per query: ``--skip-beam 7,4``
+leaves Beam's runner out for those queries (sparkbeam's output is then compared with the import
+swap's), and ``--cache`` keeps the events file and Beam's output and times per (query, events,
+seed) in a private per-user folder and reuses them (``nexmark_cache.py``), so that a rerun of
+sparkbeam's side does not rerun Beam's; the note says when and at what load the cached run was.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import collections
 import itertools
 import os
 import re
+import shutil
 import statistics
 import sys
 import tempfile
@@ -39,6 +46,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
 
+import nexmark_cache  # noqa: E402
 from measuring import load_average, start_spark  # noqa: E402  (a sibling module, after the path is set)
 from workloads import BUSY_ELSEWHERE_WARNING, PeerUnavailable, prism_flags  # noqa: E402
 
@@ -95,6 +103,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-prism", action="store_true", help="leave Beam's Prism runner out")
     parser.add_argument("--no-swap", action="store_true", help="leave the import-swap front end out")
     parser.add_argument("--rounds", type=int, default=1, help="runs of each query on each runner, interleaved; medians are printed (default 1)")
+    parser.add_argument(
+        "--skip-beam", default="", metavar="QUERIES",
+        help="comma-separated queries whose Beam local runner is not run (unless --cache has its output): "
+        "sparkbeam's output is then compared with the import swap's",
+    )
+    parser.add_argument(
+        "--cache", action="store_true",
+        help="keep the events file and Beam's runner's output and times per (query, events, seed) in a private "
+        "per-user folder ($SPARKBEAM_NEXMARK_CACHE, else ~/.cache/sparkbeam/nexmark) and reuse them: a cached "
+        "query's Beam runner is not run again (benchmarks/nexmark_cache.py)",
+    )
     args = parser.parse_args(argv)
 
     from sparkbeam.testing.nexmark_generator import NexmarkConfig, write_events
@@ -103,11 +122,20 @@ def main(argv: list[str] | None = None) -> int:
     from tests.oracle import run_beam
 
     chosen = {int(q) for q in args.queries.split(",") if q.strip()} or {query.number for query in QUERIES}
+    skip_beam = {int(q) for q in args.skip_beam.split(",") if q.strip()}
     print(f"python {sys.version.split()[0]} on {os.cpu_count()} cores, load average {load_average()}")
     spark = start_spark(args.master, [], "sparkbeam-nexmark")
     workdir = tempfile.mkdtemp(prefix="sparkbeam-nexmark-")
-    path = str(write_events(os.path.join(workdir, "events.json"), NexmarkConfig(events=args.events, seed=args.seed)))
-    print(f"{args.events:,} Nexmark events ({os.path.getsize(path) / 1e6:.1f} MB), master {spark.sparkContext.master}")
+    reused = False
+    if args.cache:
+        cached_file, reused = nexmark_cache.events_file(args.events, args.seed)
+        path = str(cached_file)
+    else:
+        path = str(write_events(os.path.join(workdir, "events.json"), NexmarkConfig(events=args.events, seed=args.seed)))
+    print(
+        f"{args.events:,} Nexmark events ({os.path.getsize(path) / 1e6:.1f} MB{', from the cache' if reused else ''}), "
+        f"master {spark.sparkContext.master}"
+    )
 
     def timed(run):
         started = time.perf_counter()
@@ -158,15 +186,27 @@ def main(argv: list[str] | None = None) -> int:
         # Each round runs every runner once, the order turned by one each round, so that no
         # runner always meets the same moment of a machine whose load moves; medians are printed.
         runners = {"sparkbeam": lambda build=build: run_on_sparkbeam(build, canonical_output=True)[0]}
+        seconds: dict[str, list[float]] = {}
+        outputs: dict[str, list[collections.Counter]] = {}
+        notes: list[str] = []
+        cached = None
+        if query.no_oracle is None and args.cache:
+            cached = nexmark_cache.load_beam(query.number, args.events, args.seed, query.beam_runner)
+        if cached is not None:
+            # Beam's runner is not run again: its output and times as it gave them then.
+            outputs["beam"], seconds["beam"] = [cached[0]], cached[1]
+            notes.append(f"Beam's run from the cache ({cached[2]['at']}, load {cached[2]['load']:.1f})")
+        elif query.no_oracle is None and query.number in skip_beam:
+            notes.append("Beam's runner not run (--skip-beam): compared with the import swap")
         if query.no_oracle is None:
-            runners["beam"] = lambda build=build, query=query: run_beam(build, runner=query.beam_runner, canonical_output=True)
+            if cached is None and query.number not in skip_beam:
+                runners["beam"] = lambda build=build, query=query: run_beam(build, runner=query.beam_runner, canonical_output=True)
             if prism is not None:
                 runners["prism"] = lambda build=build: run_beam(build, runner="PrismRunner", flags=prism, canonical_output=True)
             if swapped is not None and query.compared_step is None:  # a step's output is compared by label in Beam's graph alone
                 runners["swap"] = lambda query=query: run_swapped(lambda p: load_swapped_query(query, p, path, swapped))
-        seconds: dict[str, list[float]] = {runner: [] for runner in runners}
-        outputs: dict[str, list[collections.Counter]] = {runner: [] for runner in runners}
-        notes: list[str] = []
+        seconds.update({runner: [] for runner in runners})
+        outputs.update({runner: [] for runner in runners})
         loads = [os.getloadavg()[0]]
         order = list(runners)
         for round_index in range(args.rounds):
@@ -192,12 +232,24 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:<6} {sum(ours.values()):>8} {'-':>8} {'-':>8} {median['sparkbeam']:>12.2f} {'-':>15} {'-':>16} {'-':>8} {'-':>10} {load_cell:>6}  {query.no_oracle}")
             status = status or int(disagrees)
             continue
-        theirs = outputs["beam"][0]
-        agrees = not disagrees and all(rows == ours for rows in outputs["beam"])
-        if query.beam_runner != "FnApiRunner":
+        if "beam" in runners and args.cache:
+            why_not = nexmark_cache.store_beam(
+                query.number, args.events, args.seed, query.beam_runner, outputs["beam"][0], seconds["beam"], statistics.median(loads)
+            )
+            notes += [f"Beam's output {why_not}"] if why_not else []
+        # The oracle: Beam's runner, else (--skip-beam) the import swap, else none.
+        reference = "beam" if "beam" in outputs else "swap" if "swap" in outputs else None
+        if reference is None:
+            notes.append("no oracle ran: output unchecked")
+            theirs = ours
+        else:
+            theirs = outputs[reference][0]
+        oracle_name = "Beam's runner" if reference == "beam" else "the import swap"
+        agrees = not disagrees and all(rows == ours for rows in outputs.get(reference or "sparkbeam", []))
+        if query.beam_runner != "FnApiRunner" and "beam" in outputs:
             notes.insert(0, f"Beam's runner: {query.beam_runner}")
-        notes += [] if agrees else ["DISAGREES with Beam's runner"]
-        beam_seconds, our_seconds = median["beam"], median["sparkbeam"]
+        notes += [] if agrees else [f"DISAGREES with {oracle_name}"]
+        beam_seconds, our_seconds = median.get("beam"), median["sparkbeam"]
         prism_cell, prism_ratio = "-", "-"
         if "prism" in median:
             prism_cell, prism_ratio = f"{median['prism']:.2f}", f"{median['prism'] / our_seconds:.2f}x"
@@ -206,21 +258,24 @@ def main(argv: list[str] | None = None) -> int:
                 agrees = False
         swap_cell, swap_ratio = "-", "-"
         if "swap" in median:
-            swap_cell, swap_ratio = f"{median['swap']:.2f}", f"{beam_seconds / median['swap']:.2f}x"
-            if any(rows != theirs for rows in outputs["swap"]):
+            swap_cell = f"{median['swap']:.2f}"
+            swap_ratio = "-" if beam_seconds is None else f"{beam_seconds / median['swap']:.2f}x"
+            if reference == "beam" and any(rows != theirs for rows in outputs["swap"]):
                 notes.append("import swap DISAGREES with Beam's runner")
                 agrees = False
         if args.rounds > 1:
             notes.append("runs: " + ", ".join(f"{runner} " + "/".join(f"{t:.1f}" for t in times) for runner, times in seconds.items()))
         status = status or (0 if agrees else 1)
+        beam_cell, beam_ratio = ("-", "-") if beam_seconds is None else (f"{beam_seconds:.2f}", f"{beam_seconds / our_seconds:.2f}x")
         print(
-            f"{name:<6} {sum(ours.values()):>8} {beam_seconds:>8.2f} {prism_cell:>8} {our_seconds:>12.2f} "
-            f"{beam_seconds / our_seconds:>14.2f}x {prism_ratio:>16} {swap_cell:>8} {swap_ratio:>10} {load_cell:>6}  {'; '.join(notes)}",
+            f"{name:<6} {sum(ours.values()):>8} {beam_cell:>8} {prism_cell:>8} {our_seconds:>12.2f} "
+            f"{beam_ratio:>15} {prism_ratio:>16} {swap_cell:>8} {swap_ratio:>10} {load_cell:>6}  {'; '.join(notes)}",
             flush=True,
         )
         if theirs != ours:
             # What differs, so that a disagreement can be looked into without a rerun.
-            for label, rows in (("Beam has, sparkbeam lacks", theirs - ours), ("sparkbeam has, Beam lacks", ours - theirs)):
+            short = "Beam" if reference == "beam" else "the swap"
+            for label, rows in ((f"{short} has, sparkbeam lacks", theirs - ours), (f"sparkbeam has, {short} lacks", ours - theirs)):
                 shown = sorted(rows.elements(), key=repr)
                 print(f"       {label}: {len(shown)} rows" + "".join(f"\n         {row!r}" for row in shown[:3]))
     load = os.getloadavg()[0]
@@ -232,6 +287,7 @@ def main(argv: list[str] | None = None) -> int:
         "interleaved runs each; load: the median of the 1-minute load average between rounds."
     )
     spark.stop()
+    shutil.rmtree(workdir)  # the events file (100 MB at 1M events) and the warm-up's
     return status
 
 
