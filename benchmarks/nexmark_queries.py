@@ -197,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             outputs["beam"], seconds["beam"] = [cached[0]], cached[1]
             notes.append(f"Beam's run from the cache ({cached[2]['at']}, load {cached[2]['load']:.1f})")
         elif query.no_oracle is None and query.number in skip_beam:
-            notes.append("Beam's runner not run (--skip-beam): compared with the import swap")
+            notes.append("Beam's runner not run (--skip-beam)")
         if query.no_oracle is None:
             if cached is None and query.number not in skip_beam:
                 runners["beam"] = lambda build=build, query=query: run_beam(build, runner=query.beam_runner, canonical_output=True)
@@ -249,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
             theirs = ours
         else:
             theirs = outputs[reference][0]
+            notes += [] if reference == "beam" else ["compared with the import swap"]
         oracle_name = "Beam's runner" if reference == "beam" else "the import swap"
         agrees = not disagrees and all(rows == ours for rows in outputs.get(reference or "sparkbeam", []))
         if query.beam_runner != "FnApiRunner" and "beam" in outputs:
