@@ -70,11 +70,7 @@ def _transcript_names(file_name: str) -> list[str]:
 
 
 _BEAM_ON_CONNECT_LATER = [name for name in _transcript_names("beam") if name != "garbage_collection"]
-_OUR_ON_CONNECT_LATER = [
-    name
-    for name in _transcript_names("sparkbeam_transcripts.yaml")
-    if name != "session_merge_earliest_hold"
-]
+_OUR_ON_CONNECT_LATER = _transcript_names("sparkbeam_transcripts.yaml")
 
 FULL_MATRIX: dict[str, str] = {
     **{f"{_BEAM_TRANSCRIPTS}[classic-{name}]": "a Beam transcript on Spark; its kind stays in the suite" for name in _BEAM_TRANSCRIPTS_LATER},
@@ -253,28 +249,34 @@ FULL_MATRIX: dict[str, str] = {
             ("game/leader_board", "; game/hourly_team_score and game/user_score stay unmodified"),
         )
     },
+    # Session 14, to stay within the 15 minutes:
+    "tests/runners/test_real_sources.py::test_directory_stream_sums_windows_and_counts_dead_letters[connect]": (
+        "the Connect checkpoint case (test_stream_recovery.py -k max_steps) streams a watched folder on Connect; the case stays on the classic session"
+    ),
+    "tests/beam_frontend/test_nexmark.py::test_query_gives_beams_results[classic-query6]": (
+        "a strict xfail: Beam's query 6 fails on every runner, Beam's own included (the other queries stay)"
+    ),
     # Session 14: a stream's side inputs under Spark Connect (parked elements as state rows).
     **{
         f"tests/transforms/test_side_inputs.py::test_streaming_main_elements_wait_for_their_side_window_in_every_view[connect-{case}]": (
-            "main_then_side-fixed and the checkpoint of waiting elements stay on Connect; every case stays on the classic session"
+            "the checkpoint of waiting elements stays on Connect (it runs the stream, waits and releases, twice); every case stays on the classic session"
         )
-        for case in ("side_then_main-fixed", "side_then_main-global", "main_then_side-global")
+        for case in ("side_then_main-fixed", "side_then_main-global", "main_then_side-fixed", "main_then_side-global")
     },
     "tests/transforms/test_side_inputs.py::test_early_panes_of_a_global_window_side_input_do_not_release_the_main_input[connect]": (
-        "main_then_side-fixed and the checkpoint of waiting elements stay on Connect; the case stays on the classic session"
+        "the checkpoint of waiting elements stays on Connect; the case stays on the classic session"
     ),
     # Session 14: the trigger transcripts streamed through Spark Connect (#25 item 3): all pass
-    # there; the suite keeps Beam's garbage_collection and, of sparkbeam's own, a session merge
-    # holding its earliest timestamp.
+    # there; the suite keeps Beam's garbage_collection.
     **{
-        f"{test}[connect-{name}]": "two transcripts stay on Connect (garbage collection, a session merge); every case stays on the classic session and the engine"
+        f"{test}[connect-{name}]": "Beam's garbage_collection transcript stays on Connect; every case stays on the classic session and the engine"
         for test, cases in ((_BEAM_TRANSCRIPTS, _BEAM_ON_CONNECT_LATER), (_OUR_TRANSCRIPTS, _OUR_ON_CONNECT_LATER))
         for name in cases
     },
     # Session 14: the Beam front end's examples and Nexmark through Spark Connect (#25 item 3).
-    # The suite keeps one of each on Connect (it is within a minute of its 15): an example with
-    # windows and triggers over text, and Nexmark's stateful join with timers (q3); the oracle
-    # pairs cover side inputs and sliding windows there. Every case stays on the classic session.
+    # The suite keeps one example on Connect (its quiet run was 943 s against the 15 minutes):
+    # windows and triggers over text through the runner; Nexmark runs there in the full matrix.
+    # Every case stays on the classic session.
     **{
         f"tests/beam_frontend/test_examples_unmodified.py::test_unmodified_example_runs_as_on_beam[connect-{name}]": (
             "game/hourly_team_score stays on Connect; the example stays on the classic session"
@@ -284,9 +286,9 @@ FULL_MATRIX: dict[str, str] = {
     },
     **{
         f"tests/beam_frontend/test_nexmark.py::test_query_gives_beams_results[connect-query{number}]": (
-            "query 3 stays on Connect; every query stays on the classic session (0 and 5 by import swap)"
+            "Beam's unmodified game/hourly_team_score stays on Connect through the runner; every query stays on the classic session (0 and 5 by import swap)"
         )
-        for number in (0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12)
+        for number in (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12)
     },
     "tests/compat/test_examples.py::test_example_runs_as_on_beam[wordcount/wordcount_debugging]": (
         "wordcount, wordcount_minimal and wordcount_with_metrics stay (the same pipeline with assert_that and metrics)"

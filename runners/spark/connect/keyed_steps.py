@@ -39,7 +39,7 @@ from sparkbeam.runners.spark.connect import tasks
 from sparkbeam.runners.spark.stage_records import shippable
 from sparkbeam.utils.windowed_value import WindowedValue
 
-__all__ = ["STATE", "keyed_step", "keyed_step_task", "scripted_step", "skip_idle"]
+__all__ = ["STATE", "keyed_step", "keyed_step_task", "scripted_step", "skip_idle", "step_rows"]
 
 #: a partition's hash bucket of keyed state (a pickled ``StateBucket``), or the index of its
 #: buckets' timers and holds (a pickled ``StateIndex``, ``timer_index.py``), ``h`` its anchor
@@ -146,22 +146,41 @@ def keyed_step_task(
             step = worker.stateful_partition_step(stage, store, params, side, records)
         else:
             step = worker.grouping_partition(stage, store, factory, params, side, records)
-        output = tasks.Output()
-        summary = StageSummary()
-        for where, record in step:
-            kind = type(record)
-            if kind is StateBucket or kind is StateIndex:
-                if anchor is not None:  # else: no key reached this partition, nothing is kept
-                    output.add_row((STATE, anchor, pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)))
-            elif kind is Summary:
-                summary = record.summary
-            else:
-                batch = output.add(where, record)
-                if batch is not None:
-                    yield batch
-        for row in passed:
-            output.add_row(row)
-        output.add_row(tasks.report_row(summary, container.updates()))
-        yield output.close()
+        def state_row(record: Any) -> tuple[int, int, bytes] | None:
+            if anchor is None:  # no key reached this partition: nothing is kept
+                return None
+            return (STATE, anchor, pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
+
+        yield from step_rows(step, (StateBucket, StateIndex), state_row, passed, container)
 
     return tasks.run_task(key, work)
+
+
+def step_rows(
+    step: Iterable[tuple[Any, Any]],
+    state_kinds: tuple[type, ...],
+    state_row: Any,
+    passed: list[tuple[int, int, bytes]],
+    container: Any,
+) -> Iterator[Any]:
+    """A partition's step as Arrow batches of rows: its records of ``state_kinds`` as the
+    rows ``state_row`` makes of them (None: not kept), its outputs as element rows, the rows
+    ``passed`` on as they came, and last the task's report of its ``Summary``."""
+    output = tasks.Output()
+    summary = StageSummary()
+    for where, record in step:
+        kind = type(record)
+        if kind in state_kinds:
+            row = state_row(record)
+            if row is not None:
+                output.add_row(row)
+        elif kind is Summary:
+            summary = record.summary
+        else:
+            batch = output.add(where, record)
+            if batch is not None:
+                yield batch
+    for row in passed:
+        output.add_row(row)
+    output.add_row(tasks.report_row(summary, container.updates()))
+    yield output.close()

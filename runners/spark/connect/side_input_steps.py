@@ -30,12 +30,12 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from sparkbeam.runners.core.elements.dofn_invoker import SideInputs
-from sparkbeam.runners.core.grouping.records import Parked, ReleaseAt, Summary
+from sparkbeam.runners.core.grouping.records import Parked, ReleaseAt
 from sparkbeam.runners.core.loop.side_input_wait import run_waiting
 from sparkbeam.runners.core.loop.steps import StageResult, StageSummary, StepParams
 from sparkbeam.runners.core.plan.plan import Stage
 from sparkbeam.runners.spark.connect import tasks
-from sparkbeam.runners.spark.connect.keyed_steps import STATE
+from sparkbeam.runners.spark.connect.keyed_steps import STATE, step_rows
 from sparkbeam.runners.spark.stage_records import shippable
 from sparkbeam.utils.windowed_value import WindowedValue
 
@@ -71,6 +71,12 @@ def side_input_wait(backend: Any, run: Any) -> StageResult:
     return StageResult(outputs, summary)
 
 
+def _parked_row(record: Any) -> tuple[int, int, bytes] | None:
+    if type(record) is not Parked:
+        return None
+    return (STATE, 0, pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL))
+
+
 def waiting_task(
     stage: Stage, params: StepParams, side_inputs: dict[int, list[WindowedValue]] | None, key: bytes, batches: Iterable[Any]
 ) -> Iterator[Any]:
@@ -92,23 +98,8 @@ def waiting_task(
                 arriving.extend(pickle.loads(chunk))
             else:
                 passed.append((pcoll, h, chunk))
-        output = tasks.Output()
-        summary = StageSummary()
-        for where, record in run_waiting(stage, SideInputs(side_inputs) if side_inputs else None, params, arriving, parked):
-            kind = type(record)
-            if kind is Parked:
-                output.add_row((STATE, 0, pickle.dumps(record, protocol=pickle.HIGHEST_PROTOCOL)))
-            elif kind is Summary:
-                summary = record.summary
-            elif kind is ReleaseAt:
-                continue  # not brought back (module docs)
-            else:
-                batch = output.add(where, record)
-                if batch is not None:
-                    yield batch
-        for row in passed:
-            output.add_row(row)
-        output.add_row(tasks.report_row(summary, container.updates()))
-        yield output.close()
+        step = run_waiting(stage, SideInputs(side_inputs) if side_inputs else None, params, arriving, parked)
+        # what must still wait, a row each; the release watermarks are not brought back (module docs)
+        yield from step_rows(step, (Parked, ReleaseAt), _parked_row, passed, container)
 
     return tasks.run_task(key, work)
