@@ -89,6 +89,11 @@ FULL_MATRIX: dict[str, str] = {
     "tests/runners/test_stream_recovery.py::test_a_file_url_checkpoint_through_hadoop_resumes_after_sigkill": (
         "the checkpoint primitives through Hadoop's API on s3a:// and the SIGKILL resume on local paths stay"
     ),
+    "tests/runners/test_hdfs.py::test_text_reads_of_hdfs_on_spark_connect_give_what_the_classic_session_reads": (
+        "a Connect server beside the HDFS mini-cluster in one worker: the classic session's hdfs:// read stays "
+        "(test_batch_file_sinks_write_on_hdfs_the_bytes_they_write_locally), and Connect's reads of local files "
+        "(test_batch_oracle.py, tests/io)"
+    ),
     "tests/runners/test_hdfs.py::test_a_stream_keeps_its_checkpoints_log_journal_and_step_folders_on_hdfs": (
         "a short stream with its checkpoints, write-ahead log, journal and step folders on hdfs:// stays, and this "
         "stream job on local paths (test_stream_recovery.py)"

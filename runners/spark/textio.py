@@ -55,6 +55,9 @@ from sparkbeam.window import GlobalWindow
 __all__ = [
     "MatchedFile",
     "TextFileSink",
+    "compression_of",
+    "contents_elements",
+    "line_elements",
     "matched_files",
     "output_prefix",
     "range_bundles",
@@ -113,14 +116,16 @@ def _names_a_local_directory(pattern: str) -> bool:
     return filesystem.is_directory(pattern)
 
 
-def _to_windowed(lines: Iterable[str]) -> Iterator[WindowedValue]:
+def line_elements(lines: Iterable[str]) -> Iterator[WindowedValue]:
+    """Each line as a read's element: in the global window at the minimum timestamp."""
     # assignment's own tuple: a WindowInto(GlobalWindows()) copies nothing. Built by map
     # and zip in C: no Python frame per line.
     fields = zip(lines, repeat(MIN_TIMESTAMP.micros), repeat(GLOBAL_WINDOWS), repeat(PANE_INFO_UNKNOWN))
     return map(new_windowed_value, fields)
 
 
-def _compression_of(source: ReadFromText, path: str) -> str:
+def compression_of(source: ReadFromText, path: str) -> str:
+    """The compression the source reads ``path`` with (by its extension when AUTO, as Beam)."""
     if source.compression_type == CompressionTypes.AUTO:  # by extension, as Beam
         return CompressionTypes.detect_compression_type(path)
     return source.compression_type
@@ -158,7 +163,7 @@ def _whole_file_blocks(op: ReadTextOp, files: Iterable[tuple[str, bytes]]) -> It
     source = op.source
     for path, data in files:
         try:
-            stream = compressed_stream(io.BytesIO(data), "rb", _compression_of(source, path), path)
+            stream = compressed_stream(io.BytesIO(data), "rb", compression_of(source, path), path)
             yield from stream_lines(stream, source.skip_header_lines, not source.strip_trailing_newlines)
         except Exception as error:
             raise _failed(op, path, error) from error
@@ -201,7 +206,7 @@ def _decoded_lines(op: ReadTextOp, files: Iterable[tuple[str, bytes]]) -> Iterat
     decode = source.coder.decode
     for path, data in files:
         try:
-            content = compressed_stream(io.BytesIO(data), "rb", _compression_of(source, path), path).read()
+            content = compressed_stream(io.BytesIO(data), "rb", compression_of(source, path), path).read()
         except Exception as error:
             raise _failed(op, path, error) from error
         records = split_records(
@@ -218,6 +223,14 @@ def _decoded_lines(op: ReadTextOp, files: Iterable[tuple[str, bytes]]) -> Iterat
                 note = TransformError(f"{path}, record {number}: {source.coder!r} could not decode {record[:80]!r}: {error}")
                 raise UserCodeError(op.label, op.location, note, record) from error
             yield WindowedValue(value, start, window, PANE_INFO_UNKNOWN)
+
+
+def contents_elements(op: ReadTextOp, files: Iterable[tuple[str, bytes]]) -> Iterator[WindowedValue]:
+    """The elements of whole files (path, bytes) by Beam's rules: decompressed by the
+    source's compression, split into lines or records, decoded by its coder."""
+    if op.source.splits_lines_in_python():
+        return _decoded_lines(op, files)
+    return line_elements(_whole_file_lines(op, files))
 
 
 def readable_files(op: ReadTextOp, matched: list[MatchedFile]) -> list[MatchedFile]:
@@ -240,7 +253,7 @@ def readable_files(op: ReadTextOp, matched: list[MatchedFile]) -> list[MatchedFi
 def range_bundles(op: ReadTextOp, files: list[MatchedFile], parallelism: int) -> list[tuple[TextRange, ...]]:
     """Local files cut into byte ranges, bundled for ``parallelism`` readers (each bundle
     from 1 MiB to 32 MiB): what ``read_range_bundles`` reads, a bundle per task."""
-    ranges = tuple(TextRange(f.path, 0, f.size, _compression_of(op.source, f.path)) for f in files)
+    ranges = tuple(TextRange(f.path, 0, f.size, compression_of(op.source, f.path)) for f in files)
     total = sum(f.size for f in files)
     size = min(_MAX_BUNDLE, max(_MIN_BUNDLE, -(-total // max(1, parallelism))))
     return [bundle for _, bundle in bundle_ranges(ranges, size)]
@@ -248,7 +261,7 @@ def range_bundles(op: ReadTextOp, files: list[MatchedFile], parallelism: int) ->
 
 def read_range_bundles(op: ReadTextOp, bundles: Iterable[tuple[TextRange, ...]]) -> Iterator[WindowedValue]:
     """The elements of local files' byte ranges: each line in the global window."""
-    return _to_windowed(_range_lines(op, bundles))
+    return line_elements(_range_lines(op, bundles))
 
 
 def read_whole_files(op: ReadTextOp, paths: Iterable[str]) -> Iterator[WindowedValue]:
@@ -276,7 +289,7 @@ def read_text(sc: Any, op: ReadTextOp) -> tuple[Any, Any]:
         return sc.emptyRDD(), None
     on_cluster_fs = not all(f.local for f in files)
     plain = not source.splits_lines_in_python() and source.strip_trailing_newlines
-    if on_cluster_fs and plain and all(_compression_of(source, f.path) == CompressionTypes.UNCOMPRESSED for f in files):
+    if on_cluster_fs and plain and all(compression_of(source, f.path) == CompressionTypes.UNCOMPRESSED for f in files):
         # The executors' Python cannot open an hdfs:// or s3a:// file, and whole files would
         # have to fit in a task's memory (and under 2 GB): Spark's splittable text reader,
         # with its three differences from Beam's lines (README).
@@ -291,7 +304,7 @@ def read_text(sc: Any, op: ReadTextOp) -> tuple[Any, Any]:
         bundles = range_bundles(op, files, sc.defaultParallelism)
         lines = sc.parallelize(bundles, len(bundles)).mapPartitions(functools.partial(_range_lines, op))
         lines.setName(f"{op.label} ({len(bundles)} bundles of lines)")
-    return lines.mapPartitions(_to_windowed), lines
+    return lines.mapPartitions(line_elements), lines
 
 
 def _opener(path: str, compression: str) -> Any:

@@ -111,13 +111,6 @@ def test_a_stream_s_checkpoint_dir_on_a_cluster_file_system_is_refused_naming_th
         p.run()
 
 
-def test_a_text_read_of_a_file_system_only_the_jvm_serves_is_refused_naming_it(nowhere):
-    p = _pipeline(spark_remote=nowhere)
-    beam.capture(p | "Lines" >> beam.io.ReadFromText("hdfs://namenode/in.txt", validate=False))
-    with pytest.raises(UnsupportedError, match=r"'Lines.*ReadFromText of 'hdfs://namenode/in.txt' is not yet under Spark Connect"):
-        p.run()
-
-
 def test_a_sink_of_no_files_is_refused_naming_it(nowhere):
     from sparkbeam.io.kafka import WriteToKafka
 

@@ -298,3 +298,58 @@ def test_a_namenode_that_cannot_be_reached_is_refused_before_the_first_step(clus
     with pytest.raises(ValueError, match=f"--checkpoint_dir: {nowhere}/ck cannot be used: its namenode") as refused, beam.Pipeline(options=options) as p:
         p | beam.io.ReadFromTextStream(str(input_dir)) | beam.Map(touch)
     assert not touched.exists()
+
+
+def _put(spark, url: str, data: bytes) -> None:
+    """Writes ``data`` as the file ``url`` with Hadoop's FileSystem in the driver's JVM."""
+    jvm = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(url)
+    stream = path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).create(path, True)
+    try:
+        stream.write(bytearray(data))
+    finally:
+        stream.close()
+
+
+def test_text_reads_of_hdfs_on_spark_connect_give_what_the_classic_session_reads(cluster, connect_server, spark):
+    """ReadFromText of hdfs:// under Spark Connect (runners/spark/connect/remote_reads.py):
+    matched and read by the server's Spark, plain lines by its text source, a compressed file
+    and a read with header lines whole; the same elements as a classic session's read, and a
+    pattern that matches nothing refused as Beam refuses it."""
+    import gzip
+
+    _put(spark, cluster.url("reads", "a.txt"), b"a1\na2\n")
+    _put(spark, cluster.url("reads", "b.txt"), b"b1\nb2\nb3")
+    _put(spark, cluster.url("reads", "empty.txt"), b"")
+    _put(spark, cluster.url("reads", "h.csv"), b"name,score\nx,1\ny,2\n")
+    _put(spark, cluster.url("reads", "z.txt.gz"), gzip.compress(b"z1\nz2\n"))
+
+    def read(options):
+        p = beam.Pipeline(options=PipelineOptions(**options))
+        outputs = {
+            "plain": p | "Plain" >> beam.io.ReadFromText(cluster.url("reads", "*.txt")),
+            "gzip": p | "Gzip" >> beam.io.ReadFromText(cluster.url("reads", "z.txt.gz")),
+            "header": p | "Header" >> beam.io.ReadFromText(cluster.url("reads", "h.csv"), skip_header_lines=1),
+            "unvalidated": p | "Nothing" >> beam.io.ReadFromText(cluster.url("reads", "none-*"), validate=False),
+        }
+        captured = {name: beam.capture(pcoll) for name, pcoll in outputs.items()}
+        result = p.run()
+        return {name: sorted(e.value for e in result.emissions(c)) for name, c in captured.items()}
+
+    on_connect = read({"spark_remote": connect_server.url})
+    assert on_connect == {
+        "plain": ["a1", "a2", "b1", "b2", "b3"],
+        "gzip": ["z1", "z2"],
+        "header": ["x,1", "y,2"],
+        "unvalidated": [],
+    }
+    assert on_connect == read({})
+    p = beam.Pipeline(options=PipelineOptions(spark_remote=connect_server.url))
+    beam.capture(p | "Missing" >> beam.io.ReadFromText(cluster.url("reads", "none-*")))
+    with pytest.raises(Exception, match=r"'Missing' \(applied at .*test_hdfs.py:\d+\): no files match 'hdfs://"):
+        p.run()
+    nowhere = f"hdfs://127.0.0.1:{_closed_port()}"
+    p = beam.Pipeline(options=PipelineOptions(spark_remote=connect_server.url))
+    beam.capture(p | "Unreachable" >> beam.io.ReadFromText(f"{nowhere}/in/*.txt"))
+    with pytest.raises(Exception, match=r"'Unreachable' \(applied at .*test_hdfs.py:\d+\): the Spark Connect server could not list 'hdfs://127.0.0.1:\d+/in/\*.txt': \S"):
+        p.run()

@@ -23,7 +23,7 @@ The read's op goes to the server pickled (cloudpickle, a user's source may live 
 ``__main__``) and base64-encoded in an option of the data source, as a task's function
 goes in its closure: what the client sent, never data. Only local paths (``file://``
 included) are read here, as the server's Python opens them; a URL of another file system
-is refused before the run (``refusals.py``). A relative pattern is made absolute on the
+is read by Spark's own file sources (``remote_reads.py``). A relative pattern is made absolute on the
 client, in its working directory, as a classic run reads it.
 """
 
@@ -169,7 +169,7 @@ class BundleReader:
             raise UserCodeError(self.op.label, self.op.location, error) from error
 
 
-def read_task(read: BundleReader, key: bytes, batches: Iterable[Any]) -> Iterator[Any]:
+def read_task(read: tasks.Reader, key: bytes, batches: Iterable[Any]) -> Iterator[Any]:
     """The elements of the partition's bundle, a chunk per row, for a reader that does not
     read the bundle itself."""
 
@@ -199,7 +199,7 @@ def _with_absolute_pattern(op: ReadTextOp) -> ReadTextOp:
 _REGISTERED: set[int] = set()
 
 
-def read_frame(session: Any, op: Op, parallelism: int, key: bytes) -> tuple[Any, Any, BundleReader]:
+def read_frame(session: Any, op: Op, parallelism: int, key: bytes) -> tuple[Any, Any, tasks.Reader]:
     """The read's DataFrame of element rows, its DataFrame of bundle rows, and what reads
     those in a task that takes them (see the module docs), read on the server."""
     from pyspark import cloudpickle
@@ -207,6 +207,11 @@ def read_frame(session: Any, op: Op, parallelism: int, key: bytes) -> tuple[Any,
     if id(session) not in _REGISTERED:
         session.dataSource.register(SparkbeamRead)
         _REGISTERED.add(id(session))
+    if isinstance(op, ReadTextOp) and not local_pattern(op):
+        from sparkbeam.runners.spark.connect.remote_reads import remote_text_bundles
+
+        bundles, remote = remote_text_bundles(session, op)
+        return bundles.mapInArrow(functools.partial(read_task, remote, key), tasks.ROW_TYPE), bundles, remote
     if isinstance(op, ReadTextOp):
         op = _with_absolute_pattern(op)
     shipped = base64.b64encode(cloudpickle.dumps((op, parallelism), protocol=pickle.HIGHEST_PROTOCOL)).decode("ascii")

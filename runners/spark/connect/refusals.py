@@ -11,11 +11,10 @@ from __future__ import annotations
 from sparkbeam.io import commits
 from sparkbeam.runners.core.elements.execution import Role, keyed_strategy, kind_of
 from sparkbeam.runners.core.lowering.errors import UnsupportedError
-from sparkbeam.runners.core.lowering.ops import Op, ReadTextOp, WriteTextOp
+from sparkbeam.runners.core.lowering.ops import Op, WriteTextOp
 from sparkbeam.runners.core.lowering.settings import RunMode, RunSettings
 from sparkbeam.runners.core.plan.plan import StagePlan
 from sparkbeam.runners.spark.connect.backend import CONNECT
-from sparkbeam.runners.spark.connect.reads import local_pattern
 from sparkbeam.runners.spark.sinks import step_files
 
 __all__ = ["refuse_what_connect_cannot_run"]
@@ -82,12 +81,6 @@ def refuse_what_connect_cannot_run(plan: StagePlan, mode: RunMode, settings: Run
             kind = kind_of(head)
             if kind.role is Role.SOURCE and not CONNECT.sources.serves(head):
                 msg = f"{_where(head)}: {type(head).__name__} is not yet under Spark Connect (it reads {', '.join(CONNECT.sources.names())}); {_INSTEAD}"
-                raise UnsupportedError(msg)
-            if isinstance(head, ReadTextOp) and not local_pattern(head):
-                msg = (
-                    f"{_where(head)}: ReadFromText of {head.source.file_pattern!r} is not yet under Spark Connect, which reads "
-                    f"the server's local files (a path or file://) with its Python workers; {_INSTEAD}"
-                )
                 raise UnsupportedError(msg)
             if kind.role is Role.GROUPING and keyed_strategy(kind) not in CONNECT.strategies:
                 what = "a stateful DoFn" if kind.user_state else type(head).__name__
