@@ -102,6 +102,19 @@ FULL_MATRIX: dict[str, str] = {
         "a short stream with its checkpoints and step folders on hdfs:// and the SIGKILL resumes on local paths "
         "(test_stream_recovery.py) stay in the suite"
     ),
+    "tests/runners/test_disk_full.py::test_a_full_local_disk_stops_the_stream_cleanly_and_it_resumes_exactly": (
+        "two drivers of their own in a tmpfs namespace (37 s of one worker): the full disk's short message stays "
+        "(test_cluster_failures.py, local-disk-full), and so does a stream stopped and resumed exactly from its "
+        "checkpoint (test_stream_recovery.py)"
+    ),
+    "tests/runners/test_sql_plan_panes.py::test_many_groups_written_to_files_never_pass_through_the_driver[200k]": (
+        "a driver of its own with its task results capped (19 s of one worker): the panes made on the executors "
+        "as the driver makes them stay (the same module's other tests)"
+    ),
+    "tests/runners/test_error_output.py::test_a_failing_map_in_a_stream_submitted_with_spark_submit_prints_a_short_error": (
+        "a stream through spark-submit (18 s of one worker): the batch run's short error stays, and so does a "
+        "batch run through spark-submit with --verbose_errors (same module)"
+    ),
     "tests/runners/test_standalone_cluster.py::test_a_stream_stopped_on_the_cluster_resumes_through_spark_submit": (
         "the batch example on the same standalone cluster and a stream on local-cluster stay in the suite"
     ),

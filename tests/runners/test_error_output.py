@@ -85,8 +85,8 @@ def test_a_failing_map_in_a_stream_submitted_with_spark_submit_prints_a_short_er
     check_short_error(*run(tmp_path, "stream", submit=True))
 
 
-def test_verbose_errors_print_spark_s_traces_on_the_terminal(tmp_path):
-    returncode, stderr = run(tmp_path, "batch", "--verbose_errors")
+def test_verbose_errors_print_spark_s_traces_on_the_terminal_of_a_spark_submit_run(tmp_path):
+    returncode, stderr = run(tmp_path, "batch", "--verbose_errors", submit=True)
     assert returncode == 1
     assert "ValueError: cannot handle 13" in stderr
     assert "org.apache.spark.api.python.PythonException" in stderr  # the executor's trace
