@@ -145,9 +145,12 @@ def test_expired_side_windows_are_dropped_and_live_ones_kept():
     assert expire_side_contents(contents, MAX, 0) == []
 
 
-def stream_with_a_waiting_element():
-    """Main 'x' at 1s; the side input's watermark reaches 5s, then 10s (its window's end)."""
-    p = beam.Pipeline()
+def stream_with_a_waiting_element(**options):
+    """Main 'x' at 1s; the side input's watermark reaches 5s, then 10s (its window's end).
+    ``options``: the pipeline's (a kind of Spark session's)."""
+    from sparkbeam.options.pipeline_options import PipelineOptions
+
+    p = beam.Pipeline(options=PipelineOptions(**options)) if options else beam.Pipeline()
     stream = (
         TestStream()
         .add_elements([TimestampedValue("x", 1)], tag="main")

@@ -383,14 +383,27 @@ def test_waiting_elements_are_checkpointed_with_the_keyed_state_and_restored(req
     ]
 
 
-def test_the_timeline_of_a_waiting_stage_on_spark_equals_the_engines(spark):
+def test_the_timeline_of_a_waiting_stage_on_spark_equals_the_engines(spark_session_kind, monkeypatch):
     """The hold, the waiting count and the watermarks of the reading stage, step by step:
     on Spark (per-partition summaries, steps skipped when nothing can be released) as in
-    the engine, whose timeline tests/core/test_side_input_wait.py checks."""
+    the engine, whose timeline tests/core/test_side_input_wait.py checks. On Connect the
+    reading stage runs only at the steps that bring it elements or let its side input
+    release what waits (the tasks report ``ReleaseAt``), as on a classic session."""
+    from sparkbeam.runners.spark.connect.backend import ConnectBackend
     from tests.core.test_side_input_wait import stream_with_a_waiting_element
 
-    def timeline(run):
-        p, _ = stream_with_a_waiting_element()
+    ran: list[int] = []
+    materialise = ConnectBackend.materialise
+
+    def counted(self, stage, *args, **kwargs):
+        if stage.name == "Read":
+            ran.append(1)
+        return materialise(self, stage, *args, **kwargs)
+
+    monkeypatch.setattr(ConnectBackend, "materialise", counted)
+
+    def timeline(run, **options):
+        p, _ = stream_with_a_waiting_element(**options)
         result = run(p)
         return [
             (r.step, r.input_watermark, r.output_watermark, r.earliest_hold, r.hold_key, r.hold_window,
@@ -398,6 +411,11 @@ def test_the_timeline_of_a_waiting_stage_on_spark_equals_the_engines(spark):
             for r in result.watermarks().for_stage("Read")
         ]
 
-    on_spark = timeline(lambda p: p.run())
+    on_spark = timeline(lambda p: p.run(), **spark_session_kind)
     assert on_spark == timeline(lambda p: run_in_memory(p, streaming=True))
     assert any(row[6] == 1 and row[3] == 1_000_000 for row in on_spark)
+    if spark_session_kind:
+        # the step that brought 'x' and the one whose side watermark reached its window's end
+        releasing = [row for before, row in zip(on_spark, on_spark[1:]) if row[6] < before[6]]
+        arriving = [row for row in on_spark if row[7]]
+        assert len(ran) == len(arriving) + len(releasing) == 2 < len(on_spark)

@@ -85,6 +85,7 @@ from sparkbeam.runners.spark.connect import keyed_steps, side_input_steps, tasks
 from sparkbeam.runners.spark.connect.session import made_active
 from sparkbeam.runners.spark.stage_records import shippable
 from sparkbeam.runners.spark.state_chunks import bucketed_partition
+from sparkbeam.utils.timestamp import MAX_TIMESTAMP
 from sparkbeam.utils.windowed_value import WindowedValue
 
 __all__ = ["CONNECT", "ConnectBackend", "Frame", "Reading", "feed", "user_errors"]
@@ -171,6 +172,9 @@ class ConnectBackend:
         self.states: dict[int, Any] = {}
         #: a stream's keyed stages: stage id -> the summary of its last step that ran
         self.last_summaries: dict[int, StageSummary] = {}
+        #: a stream's stages waiting for side inputs: stage id -> the watermark each side
+        #: input must reach before anything parked can go (the tasks' ``ReleaseAt``, reported)
+        self.release_at: dict[int, dict[int, int]] = {}
         #: a real stream's: the key its write-ahead log is sealed with, and the run's id
         #: (set by ``StreamRun.attach``, ``stream_intake.py``)
         self.wal_sealer: Any = None
@@ -249,6 +253,7 @@ class ConnectBackend:
             counted=counted,
             has_state=stage_id in self.states,
             previous=self.last_summaries.get(stage_id),
+            release_at=self.release_at.get(stage_id),
         )
         run = ConnectRun(planned, inputs, params, side_inputs, facts)
         implementation: Callable[[ConnectBackend, ConnectRun], StageResult] = CONNECT.strategies.lookup(choose(planned, facts))
@@ -279,13 +284,20 @@ class ConnectBackend:
         for pcoll, chunk in rows:
             (reports if pcoll == tasks.REPORT else held[pcoll]).append(chunk)
         summary = StageSummary()
+        release: dict[int, int] | None = None
         for chunk in reports:
-            counts, updates, of_stage = tasks.read_report(chunk)
-            if of_stage is None or of_stage == stage.id:
-                summary = summary.merge(counts)
+            report = tasks.read_report(chunk)
+            if report.of_stage is None or report.of_stage == stage.id:
+                summary = summary.merge(report.summary)
             else:
-                self.handed_counts[of_stage] = self.handed_counts.get(of_stage, StageSummary()).merge(counts)
-            self.updates = self.updates.combine(updates)
+                self.handed_counts[report.of_stage] = self.handed_counts.get(report.of_stage, StageSummary()).merge(report.summary)
+            self.updates = self.updates.combine(report.updates)
+            if report.release_at is not None:
+                release = {} if release is None else release
+                for pcoll, watermark in report.release_at:
+                    release[pcoll] = min(watermark, release.get(pcoll, MAX_TIMESTAMP.micros))
+        if release is not None:
+            self.release_at[stage.id] = release
         empty = summary.elements_out == 0
         outputs = {
             pcoll: Frame(

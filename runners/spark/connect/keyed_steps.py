@@ -32,7 +32,7 @@ import pickle
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from sparkbeam.runners.core.grouping.records import StateBucket, StateIndex, Summary
+from sparkbeam.runners.core.grouping.records import ReleaseAt, StateBucket, StateIndex, Summary
 from sparkbeam.runners.core.loop.steps import StageResult, StageSummary, StepParams
 from sparkbeam.runners.core.plan.plan import Stage
 from sparkbeam.runners.spark.connect import tasks
@@ -165,9 +165,11 @@ def step_rows(
 ) -> Iterator[Any]:
     """A partition's step as Arrow batches of rows: its records of ``state_kinds`` as the
     rows ``state_row`` makes of them (None: not kept), its outputs as element rows, the rows
-    ``passed`` on as they came, and last the task's report of its ``Summary``."""
+    ``passed`` on as they came, and last the task's report of its ``Summary`` (and of its
+    ``ReleaseAt``, a stage waiting for side inputs)."""
     output = tasks.Output()
     summary = StageSummary()
+    release: list[tuple[int, int]] | None = None
     for where, record in step:
         kind = type(record)
         if kind in state_kinds:
@@ -176,11 +178,13 @@ def step_rows(
                 output.add_row(row)
         elif kind is Summary:
             summary = record.summary
+        elif kind is ReleaseAt:
+            release = [*(release or ()), *record.watermarks]
         else:
             batch = output.add(where, record)
             if batch is not None:
                 yield batch
     for row in passed:
         output.add_row(row)
-    output.add_row(tasks.report_row(summary, container.updates()))
+    output.add_row(tasks.report_row(summary, container.updates(), release_at=release))
     yield output.close()

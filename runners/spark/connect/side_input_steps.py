@@ -17,9 +17,10 @@ On a classic session those parked elements are an RDD kept from step to step
    over the stage's state partitions, are the stage's state for the next step (and what a
    checkpoint writes, a part file per partition), unless nothing waits any more.
 
-The earliest side-input watermark that could release anything (``ReleaseAt``) is not brought
-back to the driver here, so a step whose side inputs cannot release anything yet still runs
-the stage (a classic session skips it): the outputs are the same, the step costs a job.
+Each task reports the side-input watermarks its parked elements wait for (``ReleaseAt``, in
+its report row, ``tasks.report_row``); the backend keeps their minimum per side input
+(``ConnectBackend.release_at``), so a later step with nothing new whose side inputs have not
+reached them skips the stage (``Condition.NOTHING_RELEASABLE``), as on a classic session.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from sparkbeam.runners.core.elements.dofn_invoker import SideInputs
-from sparkbeam.runners.core.grouping.records import Parked, ReleaseAt
+from sparkbeam.runners.core.grouping.records import Parked
 from sparkbeam.runners.core.loop.side_input_wait import run_waiting
 from sparkbeam.runners.core.loop.steps import StageResult, StageSummary, StepParams
 from sparkbeam.runners.core.plan.plan import Stage
@@ -67,6 +68,7 @@ def side_input_wait(backend: Any, run: Any) -> StageResult:
         backend.states[stage.id] = kept.filter(kept["pcoll"] == STATE).repartition(backend.num_partitions)
     else:
         backend.states.pop(stage.id, None)  # nothing waits: no state to carry or checkpoint
+        backend.release_at.pop(stage.id, None)
     backend.last_summaries[stage.id] = summary
     return StageResult(outputs, summary)
 
@@ -99,7 +101,7 @@ def waiting_task(
             else:
                 passed.append((pcoll, h, chunk))
         step = run_waiting(stage, SideInputs(side_inputs) if side_inputs else None, params, arriving, parked)
-        # what must still wait, a row each; the release watermarks are not brought back (module docs)
-        yield from step_rows(step, (Parked, ReleaseAt), _parked_row, passed, container)
+        # what must still wait, a row each; the release watermarks in the task's report
+        yield from step_rows(step, (Parked,), _parked_row, passed, container)
 
     return tasks.run_task(key, work)

@@ -59,6 +59,7 @@ __all__ = [
     "ROW_TYPE",
     "ConnectTaskFailure",
     "Output",
+    "Report",
     "UpstreamBody",
     "batch_of",
     "combine_map_task",
@@ -166,27 +167,52 @@ class Output:
         return self.take()
 
 
-def report_row(summary: StageSummary, updates: MetricUpdates, of_stage: int | None = None) -> tuple[int, int, bytes]:
+def report_row(
+    summary: StageSummary,
+    updates: MetricUpdates,
+    of_stage: int | None = None,
+    release_at: Iterable[tuple[int, int]] | None = None,
+) -> tuple[int, int, bytes]:
     """A task's report; ``of_stage``: the stage whose counts these are, where they may reach
     another stage's rows (an upstream body run in a combine's pass, ``UpstreamBody``, or
-    rows handed on unmaterialised, ``backend.fused_map``), else None (the task's stage)."""
+    rows handed on unmaterialised, ``backend.fused_map``), else None (the task's stage);
+    ``release_at``: a stage waiting for side inputs, the (side input, watermark) pairs its
+    partition's parked elements wait for (``ReleaseAt``)."""
     from sparkbeam.runners.spark.attempt_reports import updates_to_json
 
     counts = attrs.asdict(summary)
-    report = {"summary": counts, "metrics": json.loads(updates_to_json(updates)), "of_stage": of_stage}
+    report: dict[str, Any] = {"summary": counts, "metrics": json.loads(updates_to_json(updates)), "of_stage": of_stage}
+    if release_at is not None:
+        report["release_at"] = [[int(pcoll), int(watermark)] for pcoll, watermark in release_at]
     return (REPORT, 0, json.dumps(report).encode("utf-8"))
 
 
-def read_report(chunk: bytes) -> tuple[StageSummary, MetricUpdates, int | None]:
-    """A report row's counts, metric updates and the stage they are of (``report_row``;
-    JSON: nothing is unpickled)."""
+@attrs.frozen
+class Report:
+    """A task's report as the client reads it (``report_row``)."""
+
+    summary: StageSummary
+    updates: MetricUpdates
+    of_stage: int | None
+    release_at: tuple[tuple[int, int], ...] | None
+
+
+def read_report(chunk: bytes) -> Report:
+    """A report row's counts, metric updates, the stage they are of and the release
+    watermarks (``report_row``; JSON: nothing is unpickled)."""
     from sparkbeam.runners.spark.attempt_reports import report_from_json
 
     report = json.loads(chunk.decode("utf-8"))
     fields = {field.name for field in attrs.fields(StageSummary)}
     summary = StageSummary(**{name: value for name, value in report["summary"].items() if name in fields})
     of_stage = report.get("of_stage")
-    return summary, report_from_json(json.dumps(report["metrics"]).encode("utf-8")), None if of_stage is None else int(of_stage)
+    release = report.get("release_at")
+    return Report(
+        summary,
+        report_from_json(json.dumps(report["metrics"]).encode("utf-8")),
+        None if of_stage is None else int(of_stage),
+        None if release is None else tuple((int(pcoll), int(watermark)) for pcoll, watermark in release),
+    )
 
 
 def run_task(key: bytes, work: Callable[[MetricsContainer], Iterator[Any]]) -> Iterator[Any]:
