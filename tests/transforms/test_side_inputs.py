@@ -8,6 +8,7 @@ such one, as Beam), and a side input in the global window is seen whole from any
 from __future__ import annotations
 
 import collections
+import itertools
 import os
 
 import pytest
@@ -416,6 +417,6 @@ def test_the_timeline_of_a_waiting_stage_on_spark_equals_the_engines(spark_sessi
     assert any(row[6] == 1 and row[3] == 1_000_000 for row in on_spark)
     if spark_session_kind:
         # the step that brought 'x' and the one whose side watermark reached its window's end
-        releasing = [row for before, row in zip(on_spark, on_spark[1:]) if row[6] < before[6]]
+        releasing = [row for before, row in itertools.pairwise(on_spark) if row[6] < before[6]]
         arriving = [row for row in on_spark if row[7]]
         assert len(ran) == len(arriving) + len(releasing) == 2 < len(on_spark)
