@@ -170,6 +170,9 @@ class ConnectBackend:
         self.handed_counts: dict[int, StageSummary] = {}
         #: a stream's keyed stages: stage id -> its state rows (``keyed_steps.py``)
         self.states: dict[int, Any] = {}
+        #: a stream's keyed stages whose state rows are the last step's output, each in the
+        #: partition of its keys (a step with nothing new runs over them unshuffled)
+        self.placed: set[int] = set()
         #: a stream's keyed stages: stage id -> the summary of its last step that ran
         self.last_summaries: dict[int, StageSummary] = {}
         #: a stream's stages waiting for side inputs: stage id -> the watermark each side
@@ -386,6 +389,7 @@ class ConnectBackend:
         self.chains = {}
         for stage_id, chain in chains.items():
             self.states[stage_id] = load_chain(self, stage_id, chain, path_of, sealer)
+            self.placed.discard(stage_id)  # shuffled into its partitions by its first step
             self.chains[stage_id] = chain
 
     def end_step(self, step: int) -> None:

@@ -19,6 +19,9 @@ classic run), kept from the stage's last step. A step:
    the stage's fused body), with its state rows, outputs and report as rows;
 4. the result is materialised with ``localCheckpoint`` (``ConnectBackend.materialise``),
    which cuts the state's lineage every step; the next step reads the ``STATE`` rows of it.
+   Its partitions are the shuffle's, so a step with no new elements (a watermark or a
+   timer firing) runs over those rows as they are, without step 2's shuffle
+   (``ConnectBackend.placed``); restored state is shuffled once first.
 
 A step with nothing new and nothing due (``Strategy.SKIP_IDLE``) runs no job: the state
 rows and the last summary are carried, as on a classic session. The state's rows are
@@ -78,8 +81,13 @@ def keyed_step(backend: Any, run: Any, *, stateful: bool, lifted: bool = False) 
     if not parts:
         # Nothing new and no state: nothing can fire (SKIP_IDLE takes such a step first).
         return StageResult({pcoll: Frame(None, known_empty=True, size=0) for pcoll in stage.outputs}, StageSummary())
-    combined = functools.reduce(lambda left, right: left.union(right), parts)
-    shuffled = combined.repartition(backend.num_partitions, "h")
+    if source.known_empty and stage.id in backend.placed:
+        # Only the state's rows, each already in its keys' partition (the last step's
+        # output, partition for partition): nothing to shuffle.
+        shuffled = state
+    else:
+        combined = functools.reduce(lambda left, right: left.union(right), parts)
+        shuffled = combined.repartition(backend.num_partitions, "h")
     factory = None
     if not stateful:
         from sparkbeam.runners.spark.keyed_stages import EngineFactory
@@ -92,8 +100,10 @@ def keyed_step(backend: Any, run: Any, *, stateful: bool, lifted: bool = False) 
     kept = backend.kept[-1]
     if summary.state_keys:
         backend.states[stage.id] = kept.filter(kept["pcoll"] == STATE)
+        backend.placed.add(stage.id)
     else:
         backend.states.pop(stage.id, None)  # every key's state expired: nothing to carry
+        backend.placed.discard(stage.id)
     backend.last_summaries[stage.id] = summary
     return StageResult(outputs, summary)
 
