@@ -162,11 +162,12 @@ def kafka(tmp_path_factory, kafka_jars):
 
 
 @pytest.fixture(scope="session")
-def connect_server(tmp_path_factory):
+def connect_server(request, tmp_path_factory):
     """One Spark Connect server for this test process (tools/connect_server.py: pip's
     PySpark, a child process on 127.0.0.1 at a free port, so that each xdist worker has its
     own and the classic session below keeps working beside it), started when the first test
-    asks for it (about 14 s on the 2-core machine) and stopped at the end."""
+    asks for it (about 14 s on the 2-core machine) and stopped at the end. In a process that
+    collected Kafka tests it starts with Spark's Kafka connector, as the classic session does."""
     from sparkbeam.runners.spark.connect.session import release_sessions
     from tools.connect_server import ConnectServer
 
@@ -174,7 +175,15 @@ def connect_server(tmp_path_factory):
     # drivers), which the server's Python workers import from this checkout, as a user's
     # server imports their code's modules.
     checkout = str(pathlib.Path(__file__).resolve().parents[1])
-    server = ConnectServer(tmp_path_factory.mktemp("connect-server"), python_path=(checkout,)).start()
+    conf = {}
+    if _KAFKA_COLLECTED:
+        from tools.maven_jars import MavenFetchError
+
+        try:
+            conf["spark.jars"] = request.getfixturevalue("kafka_jars").spark_conf()
+        except MavenFetchError as error:
+            warnings.warn(f"the tests' Spark Connect server starts without Spark's Kafka connector: {error}", stacklevel=1)
+    server = ConnectServer(tmp_path_factory.mktemp("connect-server"), conf=conf, python_path=(checkout,)).start()
     yield server
     release_sessions()  # while the server answers: released after it, each retried for minutes at exit
     server.stop()

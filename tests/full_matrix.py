@@ -400,4 +400,27 @@ FULL_MATRIX: dict[str, str] = {
         "a base and its deltas restored exactly (test_base_and_deltas_restore_the_state_exactly, same module) and the "
         "SIGKILL resumes of a stream with keyed state (test_stream_recovery.py) stay"
     ),
+    # Kafka on Spark Connect (#25, helper kafkaconnect2): every Kafka test runs on both kinds
+    # of session; the suite keeps the Connect stream stopped at --max_steps and resumed (a
+    # stream through the server with keyed state, text and Kafka sinks, offsets in its
+    # checkpoint) and the Connect refusals the server tells (an unreachable broker, a missing
+    # topic); every case stays on the classic session.
+    **{
+        f"tests/runners/test_kafka.py::{name}[connect]": (
+            "the stream stopped at --max_steps and resumed (same module) stays on Connect (it reads, groups, keeps "
+            f"state and writes Kafka through the server){also}; the case stays on the classic session"
+        )
+        for name, also in (
+            ("test_records_with_keys_headers_and_create_times_keep_their_fields", ""),
+            ("test_log_append_time_stamps_records_when_the_broker_wrote_them", ""),
+            ("test_records_that_do_not_deserialise_are_dead_letters_naming_topic_partition_and_offset", ""),
+            ("test_an_idle_partition_stops_holding_the_watermark_and_rejoins_without_moving_it_back", ""),
+            ("test_write_to_kafka_writes_each_step_with_headers_to_deduplicate", ""),
+            ("test_wrong_credentials_are_refused_naming_the_sasl_settings", ", with the other refusals the server tells"),
+            ("test_an_apache_beam_pipeline_with_beams_kafka_transforms_runs_on_sparkbeams_runner", ""),
+        )
+    },
+    "tests/runners/test_kafka.py::test_a_stream_stopped_at_max_steps_resumes_from_its_checkpoint_exactly[classic]": (
+        "the Connect case stays; a classic Kafka stream resumed from its checkpoint runs in the SIGKILL loops (kafka_full)"
+    ),
 }

@@ -5,6 +5,7 @@
         server.url                           # 'sc://127.0.0.1:PORT'
 
     python tools/connect_server.py           # starts one and prints its URL until Ctrl-C
+    python tools/connect_server.py --kafka   # the same with Spark's Kafka connector (tools/kafka_broker.py)
 
 The server is Spark's own ``org.apache.spark.sql.connect.service.SparkConnectServer`` run by
 PySpark's ``bin/spark-submit`` as a child process (what ``sbin/start-connect-server.sh
@@ -170,9 +171,23 @@ def _accepts(host: str, port: int) -> bool:
 
 
 if __name__ == "__main__":
+    import argparse
     import tempfile
 
-    with ConnectServer(tempfile.mkdtemp(prefix="sparkbeam-connect-")) as server:
+    parser = argparse.ArgumentParser(description="Start a loopback Spark Connect server from pip's PySpark until Ctrl-C.")
+    parser.add_argument(
+        "--kafka", action="store_true",
+        help="with Spark's Kafka connector on its class path (fetched by tools/maven_jars.py into the user's cache)",
+    )
+    arguments = parser.parse_args()
+    conf = {}
+    if arguments.kafka:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from tools.kafka_broker import connector_jars
+
+        conf["spark.jars"] = connector_jars().spark_conf()
+        print(f"spark.jars={conf['spark.jars']}", flush=True)
+    with ConnectServer(tempfile.mkdtemp(prefix="sparkbeam-connect-"), conf=conf) as server:
         print(f"{server.url} (started in {server.started_in:.1f} s; log: {server.log}); Ctrl-C stops it", flush=True)
         with contextlib.suppress(KeyboardInterrupt):
             signal.pause()

@@ -28,8 +28,10 @@ import functools
 import os
 import re
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
+
+import attrs
 
 from sparkbeam.io.kafka import HEADER_ATTEMPT, HEADER_RUN, HEADER_STEP, WriteKafkaSpec
 from sparkbeam.runners.core.lowering.errors import TransformError, UserCodeError
@@ -37,14 +39,29 @@ from sparkbeam.runners.core.lowering.ops import Op
 from sparkbeam.runners.spark.metrics import metered_by
 from sparkbeam.utils.windowed_value import WindowedValue
 
-__all__ = ["ACCEPTED_VERSION_VARIABLE", "check_before_first_step", "check_connector", "check_kafka", "write_step"]
+__all__ = [
+    "ACCEPTED_VERSION_VARIABLE",
+    "CLIENT_PREFIXES",
+    "KafkaCheck",
+    "check_before_first_step",
+    "check_connector",
+    "check_kafka",
+    "check_seconds",
+    "client_timeouts",
+    "kafka_uses",
+    "record_schema",
+    "records",
+    "save",
+    "write_step",
+]
 
 #: names a connector version other than PySpark's that the user accepts
 ACCEPTED_VERSION_VARIABLE = "SPARKBEAM_KAFKA_CONNECTOR_VERSION"
 _PROVIDER = "org.apache.spark.sql.kafka010.KafkaSourceProvider"
 _JAR_VERSION = re.compile(r"spark-sql-kafka-0-10_[0-9.]+-([^/]+?)\.jar$")
-#: client settings the Admin client takes from a consumer or producer config
-_CLIENT_PREFIXES = ("bootstrap.servers", "security.protocol", "sasl.", "ssl.", "client.dns.lookup", "client.id")
+#: client settings a check takes from a consumer or producer config (where the brokers are,
+#: how to reach them, who asks)
+CLIENT_PREFIXES = ("bootstrap.servers", "security.protocol", "sasl.", "ssl.", "client.dns.lookup", "client.id")
 _CHECK_SECONDS = 10
 
 
@@ -95,7 +112,7 @@ def check_connector(spark: Any, op: Op) -> None:
         raise TransformError(msg)
 
 
-def _check_seconds(op: Op, config: dict[str, str], config_name: str) -> float:
+def check_seconds(op: Op, config: dict[str, str], config_name: str) -> float:
     """How long the check waits for the brokers: the config's ``default.api.timeout.ms``
     (Kafka's own bound on a client call, which Spark's consumer also takes), else 10 s."""
     configured = config.get("default.api.timeout.ms")
@@ -111,18 +128,27 @@ def _check_seconds(op: Op, config: dict[str, str], config_name: str) -> float:
     return max(milliseconds / 1000, 1.0)
 
 
+def client_timeouts(seconds: float) -> dict[str, str]:
+    """The Kafka client settings that bound a check's calls by ``seconds``: the call's own
+    bound ends before the caller stops waiting for it, so that the cause reported is
+    Kafka's; a client refuses a request timeout longer than that bound (Kafka's default
+    request timeout, 30 s, is longer than the 10 s a check waits)."""
+    call = int(max(seconds - 2, seconds * 0.8) * 1000)
+    return {
+        "default.api.timeout.ms": str(call),
+        "request.timeout.ms": str(min(5000, call)),
+        # one attempt at a broker that is not there, rather than reconnecting in a tight loop
+        "reconnect.backoff.max.ms": "1000",
+    }
+
+
 def _admin_properties(jvm: Any, config: dict[str, str], seconds: float) -> Any:
     properties = jvm.java.util.Properties()
     for key, value in config.items():
-        if key.startswith(_CLIENT_PREFIXES):
+        if key.startswith(CLIENT_PREFIXES):
             properties.setProperty(key, str(value))
-    # The call's own bound ends before the driver stops waiting for it, so that the cause
-    # reported is Kafka's; the Admin client refuses a request timeout longer than that bound.
-    call = int(max(seconds - 2, seconds * 0.8) * 1000)
-    properties.setProperty("default.api.timeout.ms", str(call))
-    properties.setProperty("request.timeout.ms", str(min(5000, call)))
-    # one attempt at a broker that is not there, rather than reconnecting in a tight loop
-    properties.setProperty("reconnect.backoff.max.ms", "1000")
+    for key, value in client_timeouts(seconds).items():
+        properties.setProperty(key, value)
     return properties
 
 
@@ -138,13 +164,55 @@ def _cause_names(error: BaseException) -> list[tuple[str, str]]:
     return chain
 
 
+@attrs.frozen
+class KafkaCheck:
+    """What a check before the first step asks of Kafka, and how its failure is told (the
+    same words on a classic session and through Spark Connect, ``connect/kafka.py``)."""
+
+    op: Op
+    servers: str
+    topics: list[str]
+    #: ``consumer_config`` or ``producer_config``
+    config_name: str
+    #: ``topics`` or ``topic``
+    topic_setting: str
+    seconds: float
+
+    def refusal(self, failure: str, detail: str, missing: Callable[[], list[str]], reaches: str = "the broker is up") -> str:
+        """The refusal of a failed check: ``failure`` holds the Kafka exceptions' class
+        names (the whole failure's text will do), ``detail`` the line to quote, ``missing``
+        finds the topics that do not exist, ``reaches`` what to check of an unreachable broker."""
+        where, servers, config_name = _where(self.op), self.servers, self.config_name
+        if "UnknownTopicOrPartition" in failure:
+            gone = missing()
+            return (
+                f"{where}: {self.topic_setting} {', '.join(repr(t) for t in gone) or self.topics} "
+                f"{'does' if len(gone) == 1 else 'do'} not exist on {servers} ({config_name}['bootstrap.servers']); "
+                "create the topic first (sparkbeam does not create topics)"
+            )
+        if "Authentication" in failure or "SaslAuthentication" in failure:
+            return (
+                f"{where}: {servers} refused the credentials of {config_name} "
+                f"('security.protocol', 'sasl.mechanism', 'sasl.jaas.config'): {detail}"
+            )
+        if "Authorization" in failure:
+            return f"{where}: {servers} denies access to {self.topic_setting} {self.topics} for {config_name}'s principal: {detail}"
+        if "Timeout" in failure or "ConfigException" in failure:
+            return (
+                f"{where}: no Kafka broker answered at {servers!r} ({config_name}['bootstrap.servers']) "
+                f"within {self.seconds:g} s ({detail}); check the address and that {reaches} "
+                f"(a slow one: raise {config_name}['default.api.timeout.ms'])"
+            )
+        return f"{where}: cannot reach Kafka at {servers!r} with {config_name}: {detail}"
+
+
 def check_kafka(spark: Any, op: Op, config: dict[str, str], topics: Iterable[str], config_name: str, topic_setting: str) -> None:
     """The brokers answer with these credentials and every topic exists; refused naming the
     setting otherwise (``config_name`` is ``consumer_config`` or ``producer_config``)."""
     jvm = spark._jvm
     servers = config.get("bootstrap.servers", "")
     topics = list(topics)
-    seconds = _check_seconds(op, config, config_name)
+    seconds = check_seconds(op, config, config_name)
     admin = None
     try:
         admin = jvm.org.apache.kafka.clients.admin.Admin.create(_admin_properties(jvm, config, seconds))
@@ -154,29 +222,8 @@ def check_kafka(spark: Any, op: Op, config: dict[str, str], topics: Iterable[str
         chain = _cause_names(error)
         names = " ".join(name for name, _ in chain)
         detail = next((message for _, message in reversed(chain) if message and message != "None"), str(error).splitlines()[0])
-        if "UnknownTopicOrPartition" in names:
-            missing = _missing_topics(admin, jvm, topics)
-            msg = (
-                f"{_where(op)}: {topic_setting} {', '.join(repr(t) for t in missing) or topics} "
-                f"{'does' if len(missing) == 1 else 'do'} not exist on {servers} ({config_name}['bootstrap.servers']); "
-                "create the topic first (sparkbeam does not create topics)"
-            )
-        elif "Authentication" in names or "SaslAuthentication" in names:
-            msg = (
-                f"{_where(op)}: {servers} refused the credentials of {config_name} "
-                f"('security.protocol', 'sasl.mechanism', 'sasl.jaas.config'): {detail}"
-            )
-        elif "Authorization" in names:
-            msg = f"{_where(op)}: {servers} denies access to {topic_setting} {topics} for {config_name}'s principal: {detail}"
-        elif "Timeout" in names or "ConfigException" in names:
-            msg = (
-                f"{_where(op)}: no Kafka broker answered at {servers!r} ({config_name}['bootstrap.servers']) "
-                f"within {seconds:g} s ({detail}); check the address and that the broker is up "
-                f"(a slow one: raise {config_name}['default.api.timeout.ms'])"
-            )
-        else:
-            msg = f"{_where(op)}: cannot reach Kafka at {servers!r} with {config_name}: {detail}"
-        raise TransformError(msg) from None
+        checked = KafkaCheck(op, servers, list(topics), config_name, topic_setting, seconds)
+        raise TransformError(checked.refusal(names, detail, lambda: _missing_topics(admin, jvm, topics))) from None
     finally:
         if admin is not None:
             with contextlib.suppress(Exception):  # closing after a failure: the failure is what is reported
@@ -193,24 +240,32 @@ def _missing_topics(admin: Any, jvm: Any, topics: list[str]) -> list[str]:
     return [topic for topic in topics if topic not in known]
 
 
-def check_before_first_step(spark: Any, plan: Any) -> None:
-    """Every Kafka read and write of ``plan`` checked once Spark is up (see module docs)."""
+def kafka_uses(plan: Any) -> Iterator[tuple[Op, dict[str, str], list[str], str, str]]:
+    """Each Kafka read and write of ``plan``: the op, its client config (the source's
+    ``kafka.`` options without the prefix), its topics, and the names of both settings."""
     from sparkbeam.runners.core.lowering.ops import StreamReadOp, WriteKafkaOp
 
     for stage in plan.stages:
         for op in [*((stage.head,) if stage.head is not None else ()), *stage.sinks]:
             if isinstance(op, StreamReadOp) and op.spec.format == "kafka":
-                check_connector(spark, op)
                 options = dict(op.spec.options)
                 config = {key.removeprefix("kafka."): value for key, value in options.items() if key.startswith("kafka.")}
-                check_kafka(spark, op, config, options["subscribe"].split(","), "consumer_config", "topics")
+                yield op, config, options["subscribe"].split(","), "consumer_config", "topics"
             elif isinstance(op, WriteKafkaOp):
-                check_connector(spark, op)
-                check_kafka(spark, op, op.spec.producer_config, [op.spec.topic], "producer_config", "topic")
+                yield op, dict(op.spec.producer_config), [op.spec.topic], "producer_config", "topic"
+
+
+def check_before_first_step(spark: Any, plan: Any) -> None:
+    """Every Kafka read and write of ``plan`` checked once Spark is up (see module docs)."""
+    for op, config, topics, config_name, topic_setting in kafka_uses(plan):
+        check_connector(spark, op)
+        check_kafka(spark, op, config, topics, config_name, topic_setting)
 
 
 # -- writing a step ---------------------------------------------------------------------
-def _records(op: Op, spec: WriteKafkaSpec, step: int, run: str, attempt: str, values: Iterator[WindowedValue]) -> Iterator[tuple]:
+def records(op: Op, spec: WriteKafkaSpec, step: int, run: str, attempt: str, values: Iterator[WindowedValue]) -> Iterator[tuple]:
+    """The step's elements as Kafka records ``(key, value, headers)``, the headers naming
+    the run, the step and this attempt (see module docs)."""
     headers = [(HEADER_RUN, run.encode()), (HEADER_STEP, str(step).encode()), (HEADER_ATTEMPT, attempt.encode())]
     element = None
     try:
@@ -224,20 +279,29 @@ def _records(op: Op, spec: WriteKafkaSpec, step: int, run: str, attempt: str, va
         raise UserCodeError(op.label, op.location, error, element) from error
 
 
-def write_step(spark: Any, op: Op, rdd: Any, known_empty: bool, step: int, run: str, channel: Any = None) -> None:
-    """Write one step's records to the topic with Spark's Kafka writer (see module docs)."""
+def record_schema() -> Any:
+    """The rows Spark's Kafka writer takes: key, value and headers."""
     from pyspark.sql.types import ArrayType, BinaryType, StringType, StructField, StructType
 
-    if known_empty:
-        return
-    spec: WriteKafkaSpec = op.spec
-    attempt = uuid.uuid4().hex  # a replayed step's records are told apart from the first attempt's
     header = StructType([StructField("key", StringType(), False), StructField("value", BinaryType(), True)])
-    schema = StructType(
+    return StructType(
         [StructField("key", BinaryType(), True), StructField("value", BinaryType(), True), StructField("headers", ArrayType(header), True)]
     )
-    records = rdd.mapPartitions(metered_by(channel, functools.partial(_records, op, spec, step, run, attempt)))
-    writer = spark.createDataFrame(records, schema).write.format("kafka").option("topic", spec.topic)
+
+
+def save(op: Op, frame: Any) -> None:
+    """``frame`` (rows of ``record_schema``) written to the op's topic by Spark's Kafka writer."""
+    spec: WriteKafkaSpec = op.spec
+    writer = frame.write.format("kafka").option("topic", spec.topic)
     for key, value in spec.writer_options().items():
         writer = writer.option(key, value)
     writer.save()
+
+
+def write_step(spark: Any, op: Op, rdd: Any, known_empty: bool, step: int, run: str, channel: Any = None) -> None:
+    """Write one step's records to the topic with Spark's Kafka writer (see module docs)."""
+    if known_empty:
+        return
+    attempt = uuid.uuid4().hex  # a replayed step's records are told apart from the first attempt's
+    rows = rdd.mapPartitions(metered_by(channel, functools.partial(records, op, op.spec, step, run, attempt)))
+    save(op, spark.createDataFrame(rows, record_schema()))

@@ -3,8 +3,9 @@
     python kafka_job.py BOOTSTRAP TOPIC OUT_TOPIC OUTPUT_DIR CHECKPOINT_DIR TIMELINE_LOG [pipeline flags]
 
 Reads TOPIC (scores as ``team,score`` values stamped with their CreateTime), at most
-``maxOffsetsPerTrigger`` records per step, available-now so that the run ends when it has
-read what the topic held at start; sums scores per team in 60-second windows; writes the
+``per_step`` records per step (``maxOffsetsPerTrigger``: 40, unless a test calls ``main``
+with another), available-now so that the run ends when it has read what the topic held at
+start; sums scores per team in 60-second windows; writes the
 totals with an exactly-once file sink and to OUT_TOPIC with WriteToKafka, and a running
 sequence number per team (state that a lost or replayed step would repeat or skip).
 """
@@ -36,14 +37,14 @@ def format_total(team_total, window=beam.DoFn.WindowParam):
     return team, f"{int(window.start)},{total}"
 
 
-def build(p, bootstrap: str, topic: str, out_topic: str, output_dir: str) -> None:
+def build(p, bootstrap: str, topic: str, out_topic: str, output_dir: str, per_step: int = 40) -> None:
     scores = p | "ReadScores" >> beam.io.ReadFromKafka(
         {"bootstrap.servers": bootstrap, "auto.offset.reset": "earliest"},
         topic,
         value_deserializer="org.apache.kafka.common.serialization.StringDeserializer",
         timestamp_policy="CreateTime",
         watermark=BoundedOutOfOrdernessWatermarkEstimator(max_delay=20),
-        options={"maxOffsetsPerTrigger": "40"},
+        options={"maxOffsetsPerTrigger": str(per_step)},
     )
     team_scores = scores | "Parse" >> beam.MapTuple(lambda _, value: (value.split(",")[0], int(value.split(",")[1])))
     team_scores | "Sequence" >> beam.ParDo(RunningSequence()) | "WriteSequence" >> beam.io.WriteToText(f"{output_dir}/sequence")
@@ -57,10 +58,15 @@ def build(p, bootstrap: str, topic: str, out_topic: str, output_dir: str) -> Non
     totals | "WriteKafka" >> beam.io.WriteToKafka({"bootstrap.servers": bootstrap}, out_topic, key_serializer=STRING, value_serializer=STRING)
 
 
-def main(bootstrap: str, topic: str, out_topic: str, output_dir: str, checkpoint_dir: str, timeline_log: str, *flags: str) -> None:
+def main(
+    bootstrap: str, topic: str, out_topic: str, output_dir: str, checkpoint_dir: str, timeline_log: str, *flags: str, per_step: int = 40
+) -> None:
+    # ``--spark_remote=sc://...`` among the flags runs it through a Spark Connect server,
+    # whose master is its own.
+    remote = any(flag.startswith("--spark_remote") for flag in flags)
     options = PipelineOptions(
         list(flags),
-        spark_master="local[2]",
+        **({} if remote else {"spark_master": "local[2]"}),
         available_now=True,
         checkpoint_dir=checkpoint_dir,
         checkpoint_interval=3,
@@ -69,7 +75,7 @@ def main(bootstrap: str, topic: str, out_topic: str, output_dir: str, checkpoint
         state_partitions=2,
     )
     with beam.Pipeline(options=options) as p:
-        build(p, bootstrap, topic, out_topic, output_dir)
+        build(p, bootstrap, topic, out_topic, output_dir, per_step)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Kafka under kills and outages: SIGKILL of the driver at random steps, a broker that goes away.
+"""Kafka under kills and outages: SIGKILL of the driver at random steps, a broker that goes
+away, a Spark Connect server without the connector.
 
 Not in the default run (marker ``kafka_full``): ``python -m pytest -m kafka_full -n 1``
 (``tests/kafka_full.sh``). A Kafka stream job (``kafka_job.py``) reads a 4-partition topic
@@ -27,7 +28,7 @@ import pytest
 
 from sparkbeam.io.kafka import HEADER_ATTEMPT, HEADER_RUN, HEADER_STEP
 from tests.runners import kafka_job
-from tests.runners.test_kafka import produce
+from tests.runners.test_kafka import new_topic, produce
 from tests.runners.test_stream_recovery import (
     check_watermarks,
     committed,
@@ -43,13 +44,13 @@ RECORDS = 240
 T0 = 1_700_000_000
 
 
-def write_input(kafka, topic: str) -> tuple[collections.Counter, collections.Counter]:
+def write_input(kafka, topic: str, count: int = RECORDS) -> tuple[collections.Counter, collections.Counter]:
     """The topic's records; the totals per (team, window start) and the records per team."""
     rng = random.Random(11)
     totals: collections.Counter = collections.Counter()
     per_team: collections.Counter = collections.Counter()
     records = []
-    for index in range(RECORDS):
+    for index in range(count):
         ts = (index // 40) * 30 + rng.uniform(0, 15) + (index % 2) * 14  # within the 20 s delay
         team, score = f"team{rng.randrange(3)}", rng.randrange(1, 10)
         totals[(team, int((T0 + ts) // 60 * 60))] += score
@@ -134,6 +135,27 @@ def topic_and_truth(kafka, spark, tmp_path_factory):
     with contextlib.redirect_stderr(io.StringIO()):
         kafka_job.main(kafka.bootstrap, topic, out_topic, str(base / "out"), str(base / "ck"), str(base / "log.jsonl"))
     return topic, expected, per_team, str(base / "out"), topic_output(kafka, out_topic)
+
+
+def test_a_connect_server_without_the_kafka_connector_is_refused_before_the_run(kafka, tmp_path):
+    """A real server started without Spark's Kafka connector (the suite's test of this
+    refusal gives the check the error such a server sends: test_kafka.py)."""
+    import sparkbeam as beam
+    from sparkbeam.options.pipeline_options import PipelineOptions
+    from sparkbeam.runners.core.lowering.errors import TransformError
+    from sparkbeam.runners.spark.connect.session import release_sessions
+    from tools.connect_server import ConnectServer
+
+    topic = new_topic(kafka, 1)
+    server = ConnectServer(tmp_path / "server").start()
+    try:
+        p = beam.Pipeline(options=PipelineOptions(spark_remote=server.url, available_now=True, checkpoint_dir=str(tmp_path / "ck")))
+        p | "Read" >> beam.io.ReadFromKafka({"bootstrap.servers": kafka.bootstrap}, topic)
+        with pytest.raises(TransformError, match=r"'Read/Read'.*the Spark Connect server has no Kafka connector on its class path.*--packages org.apache.spark:spark-sql-kafka-0-10_2.13:"):
+            p.run()
+    finally:
+        release_sessions()
+        server.stop()
 
 
 def test_the_uninterrupted_run_matches_plain_python(topic_and_truth):

@@ -42,7 +42,8 @@ elements are read in the task of the stage that takes them (``feed``, ``reads.py
   split and read on the server through a Python data source (``reads.py``);
 - sinks (``writes.py``): WriteToText's shards in batch, and each step's directory of a file
   sink in a stream (WriteToText, and the ``WriteFilesPerStep`` of CSV, JSON, Parquet and
-  ``WriteShardedFiles``), written by tasks and committed by one task on the server.
+  ``WriteShardedFiles``), written by tasks and committed by one task on the server;
+  ``WriteToKafka``'s records by Spark's Kafka writer (``kafka.py``).
 
 Side inputs, collected by the step loop, travel inside the tasks' functions (no
 broadcast). Shuffles partition by a column the tasks computed (``repartition(n, "h")``)
@@ -75,13 +76,14 @@ from sparkbeam.runners.core.lowering.ops import (
     StreamReadOp,
     TestStreamOp,
     WriteFilesPerStepOp,
+    WriteKafkaOp,
     WriteTextOp,
 )
 from sparkbeam.runners.core.lowering.strategies import Capabilities, StateStore, Strategy
 from sparkbeam.runners.core.plan.physical import PlannedStage, StepFacts, choose
 from sparkbeam.runners.core.plan.plan import Stage
 from sparkbeam.runners.core.sources.sources import SourceEmission
-from sparkbeam.runners.spark.connect import keyed_steps, side_input_steps, tasks, writes
+from sparkbeam.runners.spark.connect import kafka, keyed_steps, side_input_steps, tasks, writes
 from sparkbeam.runners.spark.connect.session import made_active
 from sparkbeam.runners.spark.stage_records import shippable
 from sparkbeam.runners.spark.state_chunks import bucketed_partition
@@ -612,3 +614,4 @@ CONNECT.sources.register(ReadTextOp, BoundedSourceReadOp)(_bounded_read)
 CONNECT.sources.register(StreamReadOp)(_write_ahead_log)
 CONNECT.sinks.register(WriteTextOp)(writes.text_sink)
 CONNECT.sinks.register(WriteFilesPerStepOp)(writes.step_files_sink)
+CONNECT.sinks.register(WriteKafkaOp)(kafka.write_sink)

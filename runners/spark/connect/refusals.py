@@ -31,20 +31,24 @@ def _where(op: Op) -> str:
     return f"'{op.label}' (applied at {op.location})"
 
 
-#: the real sources a Connect run reads: a watched folder of files (``stream_intake.py``)
+#: the real sources a Connect run reads (``stream_intake.py``): a watched folder of files,
+#: and Kafka (checked through the server before the first step, ``kafka.py``)
 _FILE_FORMATS = ("text", "csv", "json", "parquet")
+_BROKER_FORMATS = ("kafka",)
 
 
 def _refuse_stream_source(op: Op) -> None:
-    """A real source Connect does not read yet: a broker, a socket, a rate, or a folder
-    that is not the server's own (a URL of another file system)."""
+    """A real source Connect does not read yet: a socket, a rate, or a folder that is not
+    the server's own (a URL of another file system)."""
     spec = getattr(op, "spec", None)
     form = getattr(spec, "format", None)
     path = getattr(spec, "path", None)
+    if form in _BROKER_FORMATS:
+        return
     if form not in _FILE_FORMATS or path is None:
         msg = (
             f"{_where(op)}: a stream of a {form} source is not yet under Spark Connect, which reads watched "
-            f"folders of files ({', '.join(_FILE_FORMATS)}) as streams; {_INSTEAD}"
+            f"folders of files ({', '.join(_FILE_FORMATS)}) and Kafka as streams; {_INSTEAD}"
         )
         raise UnsupportedError(msg)
     if "://" in path and not path.startswith("file:"):
@@ -93,7 +97,10 @@ def refuse_what_connect_cannot_run(plan: StagePlan, mode: RunMode, settings: Run
                     f"{', '.join(CONNECT.sinks.names())}); capture the output instead, or {_INSTEAD}"
                 )
                 raise UnsupportedError(msg)
-            prefix = step_files(sink).prefix if not isinstance(sink, WriteTextOp) else sink.sink.file_path_prefix
+            files = None if isinstance(sink, WriteTextOp) else step_files(sink)
+            if files is None and not isinstance(sink, WriteTextOp):
+                continue  # a sink of no files (Kafka): its brokers are checked through the server
+            prefix = sink.sink.file_path_prefix if files is None else files.prefix
             if "://" in prefix and not prefix.startswith("file://"):
                 what = "WriteToText" if isinstance(sink, WriteTextOp) else "a file sink"
                 msg = (

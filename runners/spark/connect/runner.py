@@ -18,6 +18,7 @@ from sparkbeam.runners.core.lowering.settings import RunMode, RunSettings
 from sparkbeam.runners.core.plan.physical import plan_physical
 from sparkbeam.runners.core.plan.plan import plan_stages
 from sparkbeam.runners.spark.connect.backend import CONNECT, ConnectBackend
+from sparkbeam.runners.spark.connect.kafka import check_on_server
 from sparkbeam.runners.spark.connect.refusals import refuse_what_connect_cannot_run
 from sparkbeam.runners.spark.connect.session import ConnectTarget, connect_session, host_port
 from sparkbeam.runners.spark.dependencies import check_dependency_options, ship_to_connect
@@ -58,6 +59,9 @@ def run_on_connect(
         check_before_start(plan, settings)
     check_dependency_options(settings.requirements_file, settings.setup_file)  # a missing file: before the server
     session = connect_session(target)
+    # Kafka's brokers, topics and the server's connector: checked on the server, as a
+    # classic run checks them from its driver, before anything is started.
+    check_on_server(session, plan)
     ship_to_connect(session, settings.requirements_file, settings.setup_file)
     cleanups = []
     if settings.spark_conf:
