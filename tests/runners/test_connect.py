@@ -111,12 +111,14 @@ def test_a_stream_s_checkpoint_dir_on_a_cluster_file_system_is_refused_naming_th
         p.run()
 
 
-def test_a_sink_of_no_files_is_refused_naming_it(nowhere):
-    from sparkbeam.io.kafka import WriteToKafka
+def test_a_sink_connect_does_not_write_is_refused_naming_it(nowhere):
+    """WriteToFiles of bounded input to a URL only a classic driver's JVM reaches: its
+    primitive, which writes through that driver, has no Connect sink."""
+    from sparkbeam.io.fileio import WriteToFiles
 
     p = _pipeline(spark_remote=nowhere)
-    _ = p | beam.Create([(b"k", b"v")]) | "Out" >> WriteToKafka({"bootstrap.servers": "127.0.0.1:9"}, "topic")
-    with pytest.raises(UnsupportedError, match=r"'Out.*WriteKafkaOp \(a sink\) is not yet under Spark Connect"):
+    _ = p | beam.Create(["a"]) | "Out" >> WriteToFiles("hdfs://namenode/out")
+    with pytest.raises(UnsupportedError, match=r"'Out.*WriteFilesThroughDriverOp \(a sink\) is not yet under Spark Connect"):
         p.run()
 
 
