@@ -79,12 +79,9 @@ def _lower(pipeline: Pipeline, settings: RunSettings) -> LoweredPipeline:
     """The pipeline's ops, each schema'd segment one SQL plan unless it cannot be one (the
     reason noted on its stage) or ``--no_sql_plans`` keeps the general path."""
     from sparkbeam.runners.core.schema.schema_segments import find_segments
-    from sparkbeam.runners.spark.connect.session import connect_target
 
     reason = None
-    if connect_target(settings) is not None:
-        reason = "a Spark Connect run (SQL plans are not yet under Spark Connect)"
-    elif settings.streaming:
+    if settings.streaming:
         reason = "a streaming run (SQL plans run in batch only)"
     elif not settings.sql_plans:
         reason = "--no_sql_plans"

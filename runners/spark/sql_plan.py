@@ -17,6 +17,11 @@ from which the pane's timestamp follows the timestamp combiner as on the general
   kept (persisted) for the step, and one small job over them counts them and finds the
   worst problem of a file's records and whether a 64-bit sum overflowed (the query then
   runs again with exact sums), before anything reads them.
+
+Both backends run it: what a backend provides is a ``SqlHost`` (its session, how the
+driver's columns become a DataFrame, how a DataFrame is kept for the step). The classic
+backend's registration is ``read_segment`` below; Spark Connect's is
+``connect/sql_segments.py``, whose executors make the panes into its element rows.
 """
 
 from __future__ import annotations
@@ -26,6 +31,8 @@ import itertools
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
+
+import attrs
 
 from sparkbeam.runners.core.elements.gc_pause import gc_paused
 from sparkbeam.runners.core.grouping.holds import HoldPolicy, last_instant, single_pane_timestamp
@@ -49,7 +56,7 @@ from sparkbeam.window import (
     TimestampCombiner,
 )
 
-__all__ = ["aggregate_dataframe", "read_segment"]
+__all__ = ["SqlHost", "aggregate_dataframe", "checked_groups", "kept_groups", "panes", "read_segment"]
 
 _ROWS = "__rows"
 
@@ -82,6 +89,31 @@ def _arrow_table(op: SchemaAggregateOp, names: dict[str, str]) -> Any:
 _SPARK_TYPES = {"bool": "boolean", "int": "bigint", "float": "double", "str": "string"}
 
 
+@attrs.frozen
+class SqlHost:
+    """What a SQL plan needs of the backend that runs it."""
+
+    #: the session (classic or Spark Connect) the plan is built and run in
+    spark: Any
+    #: the driver's columns (a ``Create``'s Arrow table, a DDL schema) as a DataFrame
+    driver_columns: Callable[[Any, str], Any]
+    #: a DataFrame computed once, by the first job that reads it, and kept for the step
+    keep: Callable[[Any], Any]
+    #: what ``keep`` kept, let go before the step ends
+    release: Callable[[Any], None]
+
+
+def classic_host(backend: Any) -> SqlHost:
+    """The classic backend's: the driver's columns in one broadcast, persisted groups."""
+
+    def keep(frame: Any) -> Any:
+        frame = frame.persist()
+        backend.step_cache.append(frame)  # unpersisted at the end of the step
+        return frame
+
+    return SqlHost(backend.spark, functools.partial(_broadcast_columns, backend), keep, lambda frame: frame.unpersist())
+
+
 def _slices(shipped: Any, ids: Iterator[Any]) -> Iterator[Any]:
     """``mapInArrow`` over the ids of slices: each slice's Arrow batches, as shipped."""
     import pyarrow as pa
@@ -91,23 +123,13 @@ def _slices(shipped: Any, ids: Iterator[Any]) -> Iterator[Any]:
             yield from pa.ipc.open_stream(shipped.value[index])
 
 
-def _source(backend: Any, op: SchemaAggregateOp, view: str) -> tuple[Any, str]:
-    """The relation the plan starts from (files as Spark reads them, or the driver's columns
-    as a DataFrame of the backend's partition count), and the SQL text of the plan's
-    columns over it, read as ``view``.
-
-    The driver's columns travel as Arrow IPC slices in one broadcast and become rows in the JVM through
-    ``mapInArrow`` over one id per slice: ``createDataFrame`` of a large Arrow table holds
-    it whole in the driver's JVM and makes a partition per 10,000 rows.
-    """
+def _broadcast_columns(backend: Any, table: Any, schema: str) -> Any:
+    """The driver's columns as a DataFrame of the backend's partition count: Arrow IPC
+    slices in one broadcast, made rows in the JVM by ``mapInArrow`` over one id per slice
+    (``createDataFrame`` of a large Arrow table holds it whole in the driver's JVM and
+    makes a partition per 10,000 rows)."""
     import pyarrow as pa
 
-    names = _column_names(op)
-    if isinstance(op.table, ParquetTable):
-        return sql_sources.parquet_files(backend.spark, op), sql_sources.parquet_query(op, names, view)
-    if op.table is not None:
-        return sql_sources.csv_lines(backend.spark, op), sql_sources.csv_query(op, names, view)
-    table = _arrow_table(op, names)
     size = max(1, -(-table.num_rows // backend.num_partitions))
     slices = []
     for start in range(0, table.num_rows, size):
@@ -117,28 +139,40 @@ def _source(backend: Any, op: SchemaAggregateOp, view: str) -> tuple[Any, str]:
         slices.append(sink.getvalue().to_pybytes())
     shipped = backend.sc.broadcast(slices)
     backend.broadcasts.append(shipped)  # unpersisted at the end of the step
-    schema = ", ".join(f"{name} {_SPARK_TYPES[op.kind_of_column(source)]}" for source, name in names.items())
     ids = backend.spark.range(0, len(slices), 1, len(slices))
-    return ids.mapInArrow(functools.partial(_slices, shipped), schema), f"SELECT * FROM {view}"
+    return ids.mapInArrow(functools.partial(_slices, shipped), schema)
 
 
-def _planned(backend: Any, op: SchemaAggregateOp, query: Callable[[str], str]) -> Any:
+def _source(host: SqlHost, op: SchemaAggregateOp, view: str) -> tuple[Any, str]:
+    """The relation the plan starts from (files as Spark reads them, or the driver's columns
+    as the host makes them a DataFrame), and the SQL text of the plan's columns over it,
+    read as ``view``."""
+    names = _column_names(op)
+    if isinstance(op.table, ParquetTable):
+        return sql_sources.parquet_files(host.spark, op), sql_sources.parquet_query(op, names, view)
+    if op.table is not None:
+        return sql_sources.csv_lines(host.spark, op), sql_sources.csv_query(op, names, view)
+    schema = ", ".join(f"{name} {_SPARK_TYPES[op.kind_of_column(source)]}" for source, name in names.items())
+    return host.driver_columns(_arrow_table(op, names), schema), f"SELECT * FROM {view}"
+
+
+def _planned(host: SqlHost, op: SchemaAggregateOp, query: Callable[[str], str]) -> Any:
     """The DataFrame of ``query(columns)``, SQL text over the SQL text of the plan's columns
-    (``_source``): the whole plan in a few calls into the JVM, where building it a step at
-    a time with DataFrame methods takes hundreds. The source is a temporary view while the
-    query is analysed (the DataFrame keeps the plan it resolved to)."""
+    (``_source``): the whole plan in a few calls into the JVM (or one request to a Connect
+    server), where building it a step at a time with DataFrame methods takes hundreds.
+    The source goes in as ``spark.sql``'s DataFrame argument: on a classic session a
+    temporary view while the query is analysed (the DataFrame keeps the plan it resolved
+    to), under Spark Connect its plan inside the query's (a view there would have to
+    outlive every job that runs the query)."""
     view = f"__sparkbeam_source_{uuid.uuid4().hex}"
-    source, columns = _source(backend, op, view)
-    source.createOrReplaceTempView(view)
-    try:
-        return backend.spark.sql(query(columns))
-    finally:
-        backend.spark.catalog.dropTempView(view)
+    source, columns = _source(host, op, view)
+    text = query(columns).replace("{", "{{").replace("}", "}}").replace(view, "{source}")
+    return host.spark.sql(text, source=source)
 
 
-def source_frame(backend: Any, op: SchemaAggregateOp) -> Any:
+def source_frame(host: SqlHost, op: SchemaAggregateOp) -> Any:
     """The DataFrame of the columns the plan reads (``_source``)."""
-    return _planned(backend, op, lambda columns: columns)
+    return _planned(host, op, lambda columns: columns)
 
 
 def aggregate_query(op: SchemaAggregateOp, columns: str, *, exact_sums: bool = False) -> str:
@@ -183,7 +217,7 @@ def aggregate_query(op: SchemaAggregateOp, columns: str, *, exact_sums: bool = F
         if agg.function in ("sum", "mean") and is_int and (
             exact_sums or (op.table is None and _sum_may_overflow(op, op.data[positions[agg.column]], agg.column))
         ):
-            # Python's ints do not overflow: sum exactly, as decimals (back as ints in _panes).
+            # Python's ints do not overflow: sum exactly, as decimals (back as ints in panes).
             column = f"CAST({column} AS decimal(38,0))"
         # A file's values are unknown before the run: a 64-bit sum that overflows is null
         # (try_sum), and the plan runs again with exact sums.
@@ -215,9 +249,9 @@ def aggregate_query(op: SchemaAggregateOp, columns: str, *, exact_sums: bool = F
     return f"SELECT {', '.join(selected)} FROM ({frame}) {grouping}"
 
 
-def aggregate_dataframe(backend: Any, op: SchemaAggregateOp, *, exact_sums: bool = False) -> Any:
+def aggregate_dataframe(host: SqlHost, op: SchemaAggregateOp, *, exact_sums: bool = False) -> Any:
     """The DataFrame of ``aggregate_query`` over the op's source: one SQL query."""
-    return _planned(backend, op, functools.partial(aggregate_query, op, exact_sums=exact_sums))
+    return _planned(host, op, functools.partial(aggregate_query, op, exact_sums=exact_sums))
 
 
 def _sum_may_overflow(op: SchemaAggregateOp, values: tuple, column: str) -> bool:
@@ -228,9 +262,9 @@ def _sum_may_overflow(op: SchemaAggregateOp, values: tuple, column: str) -> bool
     return largest * len(values) >= 2**63
 
 
-def _panes(op: SchemaAggregateOp, overlapping_window_rule: bool, groups: Any) -> list[WindowedValue]:
-    """The panes of the groups (an Arrow table from ``aggregate_dataframe``), built on the
-    driver a column at a time."""
+def panes(op: SchemaAggregateOp, overlapping_window_rule: bool, groups: Any) -> list[WindowedValue]:
+    """The panes of the groups (an Arrow table or record batch of ``aggregate_dataframe``'s
+    rows), built a column at a time: on the driver, or by a Connect task a batch at a time."""
     import pyarrow as pa
 
     def column(name: str) -> list:
@@ -312,10 +346,10 @@ def _panes_of_columns(op: SchemaAggregateOp, overlapping_window_rule: bool, colu
     return list(map(new_windowed_value, zip(results, timestamps, windows, itertools.repeat(pane, rows))))
 
 
-def _groups(backend: Any, op: SchemaAggregateOp) -> Any:
-    """The aggregation's groups on the driver, as one Arrow table; with the sums of a
-    file's ints exact (again as decimals when a 64-bit sum overflowed)."""
-    groups = aggregate_dataframe(backend, op).toArrow()
+def checked_groups(host: SqlHost, op: SchemaAggregateOp) -> Any:
+    """The aggregation's groups on the driver, as one Arrow table, a file's records checked;
+    with the sums of a file's ints exact (again as decimals when a 64-bit sum overflowed)."""
+    groups = aggregate_dataframe(host, op).toArrow()
     if op.table is None:
         return groups
     import pyarrow.compute as pc
@@ -324,9 +358,9 @@ def _groups(backend: Any, op: SchemaAggregateOp) -> Any:
     worst = pc.max(problems).as_py() or 0
     # min or max of one missing value is None, as Python's min([None]); of more, an error.
     rows_at_worst = pc.max(pc.filter(groups.column(_ROWS), pc.equal(problems, worst))).as_py() if worst else 0
-    _check_records(backend, op, worst, rows_at_worst)
+    _check_records(host, op, worst, rows_at_worst)
     if any(groups.column(name).null_count for name in _int_sums(op)):
-        groups = aggregate_dataframe(backend, op, exact_sums=True).toArrow()
+        groups = aggregate_dataframe(host, op, exact_sums=True).toArrow()
     return groups
 
 
@@ -340,49 +374,43 @@ def _int_sums(op: SchemaAggregateOp) -> list[str]:
     ]
 
 
-def _check_records(backend: Any, op: SchemaAggregateOp, worst: int, rows_at_worst: int) -> None:
+def _check_records(host: SqlHost, op: SchemaAggregateOp, worst: int, rows_at_worst: int) -> None:
     """Fail as the general path fails when a record of the files is one it rejects (or one
     Spark would read differently): ``worst``, the worst problem of any group (of which
     the largest had ``rows_at_worst`` rows), shown with a record."""
     if worst == 0 or (worst == sql_sources.MISSING_IN_MIN_MAX and rows_at_worst == 1):
         return
-    from pyspark.sql import functions as F
-
-    frame = source_frame(backend, op)
-    record = frame.where(F.col(sql_sources.PROBLEM) >= F.lit(max(worst, sql_sources.MISSING))).select(
-        sql_sources.LINE, F.input_file_name().alias("file")
-    ).first()
+    # SQL text, not pyspark.sql.functions: its columns are a classic session's or Connect's
+    # by the process's mode, and a process may hold both kinds of session.
+    frame = source_frame(host, op)
+    found = (sql_sources.LINE, "input_file_name() AS file")
+    record = frame.where(f"{sql_sources.PROBLEM} >= {max(worst, sql_sources.MISSING)}").selectExpr(*found).first()
     if record is None:  # a missing value under min or max in a group of several
-        record = frame.where(F.col(sql_sources.PROBLEM) == F.lit(worst)).select(
-            sql_sources.LINE, F.input_file_name().alias("file")
-        ).first()
+        record = frame.where(f"{sql_sources.PROBLEM} = {worst}").selectExpr(*found).first()
         worst = sql_sources.MISSING
     error, msg = sql_sources.describe_problem(op, worst, record[0], record[1])
     raise error(msg)
 
 
-def _kept_groups(backend: Any, op: SchemaAggregateOp) -> tuple[Any, int]:
+def kept_groups(host: SqlHost, op: SchemaAggregateOp) -> tuple[Any, int]:
     """The aggregation's groups as a DataFrame kept on the executors for the step, checked
-    as ``_groups`` checks them, and how many there are: one small job, whose one row is all
-    that comes to the driver."""
-    from pyspark.sql import functions as F
-
-    groups = aggregate_dataframe(backend, op).persist()
-    backend.step_cache.append(groups)
-    facts = [F.count(F.lit(1)).alias("groups")]
+    as ``checked_groups`` checks them, and how many there are: one small job, whose one row
+    is all that comes to the driver."""
+    groups = host.keep(aggregate_dataframe(host, op))
+    # SQL text (see _check_records): one global aggregate of the groups.
+    facts = ["count(1) AS groups"]
     if op.table is not None:
         # The worst problem and, among its groups, the most rows (a struct orders so).
-        facts.append(F.max(F.struct(F.col(sql_sources.PROBLEM), F.col(_ROWS))).alias("worst"))
-        facts += [F.count(F.when(F.col(name).isNull(), 1)).alias(f"null_{name}") for name in _int_sums(op)]
-    (row,) = groups.agg(*facts).collect()
+        facts.append(f"max(struct({sql_sources.PROBLEM}, {_ROWS})) AS worst")
+        facts += [f"count(CASE WHEN {name} IS NULL THEN 1 END) AS null_{name}" for name in _int_sums(op)]
+    (row,) = groups.selectExpr(*facts).collect()
     if op.table is None:
         return groups, row["groups"]
     worst, rows_at_worst = row["worst"] if row["worst"] is not None else (0, 0)
-    _check_records(backend, op, worst or 0, rows_at_worst or 0)
+    _check_records(host, op, worst or 0, rows_at_worst or 0)
     if any(row[f"null_{name}"] for name in _int_sums(op)):
-        groups.unpersist()
-        groups = aggregate_dataframe(backend, op, exact_sums=True).persist()
-        backend.step_cache.append(groups)
+        host.release(groups)
+        groups = host.keep(aggregate_dataframe(host, op, exact_sums=True))
     return groups, row["groups"]
 
 
@@ -405,26 +433,27 @@ def read_segment(backend: Any, op: SchemaAggregateOp, emission: SourceEmission) 
     # job group (which an interrupt cancels and the progress line reads), under its label.
     backend.current_stage = op.label
     backend.sc.setJobGroup(backend.job_group, f"{op.label} (SQL plan)", True)
+    host = classic_host(backend)
     if not op.driver_reads:
-        groups, count = _kept_groups(backend, op)
+        groups, count = kept_groups(host, op)
         if not count:
             return Dataset(backend.sc.emptyRDD(), known_empty=True, size=0)
         return Dataset(_executor_rdd(backend, op, groups), size=count)
-    groups = _groups(backend, op)
+    groups = checked_groups(host, op)
     with gc_paused():
-        panes = _panes(op, backend.overlapping_window_rule, groups)
-    if not panes:
+        made = panes(op, backend.overlapping_window_rule, groups)
+    if not made:
         return Dataset(backend.sc.emptyRDD(), known_empty=True, collected=[])
     if op.executors_read:
         # Spread once, a slice per partition (a function holding them would be pickled
         # into every task).
-        return backend.from_driver(panes, keep=True)
+        return backend.from_driver(made, keep=True)
     # Nothing on the executors reads them (the planner says): an RDD that costs nothing
     # unless a job runs it, then shipping them with each task.
-    slices = max(1, min(backend.num_partitions, len(panes)))
-    size = -(-len(panes) // slices)
-    rdd = backend.sc.parallelize(range(slices), slices).flatMap(functools.partial(_slice, panes, size))
-    return Dataset(rdd, collected=panes)
+    slices = max(1, min(backend.num_partitions, len(made)))
+    size = -(-len(made) // slices)
+    rdd = backend.sc.parallelize(range(slices), slices).flatMap(functools.partial(_slice, made, size))
+    return Dataset(rdd, collected=made)
 
 
 def _slice(panes: list[WindowedValue], size: int, index: int) -> list[WindowedValue]:

@@ -48,16 +48,16 @@ def written(prefix):
 
 
 @pytest.mark.parametrize("window", [{}, {"timestamp_combiner": sparkbeam.window.TimestampCombiner.OUTPUT_AT_EARLIEST}])
-def test_panes_a_sink_writes_are_made_on_the_executors_as_the_driver_makes_them(spark, tmp_path, window):
+def test_panes_a_sink_writes_are_made_on_the_executors_as_the_driver_makes_them(spark_session_kind, tmp_path, window):
     path = tmp_path / "scores.csv"
     rows = [(f"team{i % 7}", i % 11, i * 3.5) for i in range(400)]
     path.write_text("team,points,t\n" + "".join(f"{team},{points},{t}\n" for team, points, t in rows))
 
-    captured = sparkbeam.Pipeline(options=PipelineOptions(quiet=True))
+    captured = sparkbeam.Pipeline(options=PipelineOptions(quiet=True, **spark_session_kind))
     on_driver = sparkbeam.capture(totals(captured, path, **window))
     driver_result = captured.run()
 
-    written_out = sparkbeam.Pipeline(options=PipelineOptions(quiet=True))
+    written_out = sparkbeam.Pipeline(options=PipelineOptions(quiet=True, **spark_session_kind))
     totals(written_out, path, **window) | "Describe" >> sparkbeam.Map(describe) | "Write" >> sparkbeam.io.WriteToText(str(tmp_path / "out"))
     result = written_out.run()
 
@@ -68,10 +68,10 @@ def test_panes_a_sink_writes_are_made_on_the_executors_as_the_driver_makes_them(
     assert record.elements_out == len(written(tmp_path / "out"))  # counted without collecting them
 
 
-def test_panes_captured_and_read_by_a_later_stage_are_the_drivers_spread_once(spark, tmp_path):
+def test_panes_captured_and_read_by_a_later_stage_are_the_drivers_spread_once(spark_session_kind, tmp_path):
     path = tmp_path / "scores.csv"
     path.write_text("team,points,t\n" + "".join(f"team{i % 5},{i},{i * 7.0}\n" for i in range(100)))
-    p = sparkbeam.Pipeline(options=PipelineOptions(quiet=True))
+    p = sparkbeam.Pipeline(options=PipelineOptions(quiet=True, **spark_session_kind))
     aggregated = totals(p, path)
     both = sparkbeam.capture(aggregated), sparkbeam.capture(aggregated | "Describe" >> sparkbeam.Map(describe))
     result = p.run()
@@ -80,29 +80,29 @@ def test_panes_captured_and_read_by_a_later_stage_are_the_drivers_spread_once(sp
     assert "panes collected on the driver" in result.watermarks().notes["Totals"]
 
 
-def test_a_bad_record_fails_the_plan_before_its_sink_writes_anything(spark, tmp_path):
+def test_a_bad_record_fails_the_plan_before_its_sink_writes_anything(spark_session_kind, tmp_path):
     path = tmp_path / "scores.csv"
     path.write_text("team,points,t\nx,3,1.5\ny,1\n")
-    p = sparkbeam.Pipeline(options=PipelineOptions(quiet=True))
+    p = sparkbeam.Pipeline(options=PipelineOptions(quiet=True, **spark_session_kind))
     totals(p, path) | "Write" >> sparkbeam.io.WriteToText(str(tmp_path / "out"))
     with pytest.raises(BadRecordError, match="y,1"):
         p.run()
     assert not glob.glob(str(tmp_path / "out*"))
 
 
-def test_sums_beyond_64_bits_are_exact_when_made_on_the_executors(spark, tmp_path):
+def test_sums_beyond_64_bits_are_exact_when_made_on_the_executors(spark_session_kind, tmp_path):
     path = tmp_path / "big.csv"
     path.write_text("team,points,t\n" + "".join(f"{team},{points},1.0\n" for team, points in [("x", 2**62), ("x", 2**62 + 1), ("x", 2**62), ("y", 5)]))
-    p = sparkbeam.Pipeline(options=PipelineOptions(quiet=True))
+    p = sparkbeam.Pipeline(options=PipelineOptions(quiet=True, **spark_session_kind))
     totals(p, path) | "Format" >> sparkbeam.Map(lambda r: f"{r.team} {r.total}") | "Write" >> sparkbeam.io.WriteToText(str(tmp_path / "out"))
     p.run()
     assert written(tmp_path / "out") == [f"x {3 * 2**62 + 1}", "y 5"]
 
 
-def test_an_empty_file_gives_no_pane_and_writes_nothing(spark, tmp_path):
+def test_an_empty_file_gives_no_pane_and_writes_nothing(spark_session_kind, tmp_path):
     path = tmp_path / "empty.csv"
     path.write_text("team,points,t\n")
-    p = sparkbeam.Pipeline(options=PipelineOptions(quiet=True))
+    p = sparkbeam.Pipeline(options=PipelineOptions(quiet=True, **spark_session_kind))
     (
         p
         | sparkbeam.io.ReadFromCsv(str(path), dtype={"team": str, "points": int, "t": float})
@@ -148,12 +148,12 @@ def test_many_groups_written_to_files_never_pass_through_the_driver(tmp_path, gr
 
 @pytest.mark.parametrize("read_later", [False, True], ids=["captured", "read-by-a-later-stage"])
 @pytest.mark.parametrize("content", ["team,points,t\nx,,1.0\ny,2,2.0\ny,4,3.0\n", "team,points,t\nx,,1.0\ny,2,2.0\ny,,3.0\n"])
-def test_a_missing_value_under_max_is_none_alone_and_fails_among_others_on_both_routes(spark, tmp_path, content, read_later):
+def test_a_missing_value_under_max_is_none_alone_and_fails_among_others_on_both_routes(spark_session_kind, tmp_path, content, read_later):
     path = tmp_path / "scores.csv"
     path.write_text(content)
 
     def outcome(sql_plans):
-        p = sparkbeam.Pipeline(options=PipelineOptions(quiet=True, sql_plans=sql_plans))
+        p = sparkbeam.Pipeline(options=PipelineOptions(quiet=True, sql_plans=sql_plans, **spark_session_kind))
         best = p | sparkbeam.io.ReadFromCsv(str(path)) | "Totals" >> sparkbeam.GroupBy("team").aggregate_field("points", max, "best")
         out = sparkbeam.capture(best | sparkbeam.Map(tuple) if read_later else best)
         try:

@@ -137,9 +137,9 @@ def run(build, **options):
     return panes, result
 
 
-def test_every_shape_gives_the_general_paths_panes_through_sql_plans(spark):
-    general, general_result = run(shapes, sql_plans=False)
-    through_sql, sql_result = run(shapes)
+def test_every_shape_gives_the_general_paths_panes_through_sql_plans(spark_session_kind):
+    general, general_result = run(shapes, sql_plans=False, **spark_session_kind)
+    through_sql, sql_result = run(shapes, **spark_session_kind)
     assert through_sql == general
     assert {value[0] for value, *_ in general} == {
         "global-default", "fixed-eow", "sliding-earliest", "fixed-latest-select", "global-earliest-no-key", "named-tuples-two-keys",
@@ -152,6 +152,8 @@ def test_every_shape_gives_the_general_paths_panes_through_sql_plans(spark):
     assert len(notes) == 7
     assert all(note.startswith("SQL plan: ") for note in notes.values())
     assert all(note == "general path: --no_sql_plans" for note in general_result.watermarks().notes.values())
+    # The physical plan shows each segment as its stage's planner choice.
+    assert sql_result.physical_plan().describe().count("planner: SQL plan: ") == 7
 
 
 def test_same_as_beam(spark):
@@ -232,14 +234,14 @@ def write_parquet_scores(path, teams):
     pq.write_table(pa.table(columns), str(path))
 
 
-def test_file_reads_give_the_general_paths_panes_through_sql_plans(spark, tmp_path):
+def test_file_reads_give_the_general_paths_panes_through_sql_plans(spark_session_kind, tmp_path):
     paths = (tmp_path / "scores.csv", tmp_path / "ms.csv", tmp_path / "scores.parquet")
     paths[0].write_text(CSV_SCORES)
     paths[1].write_text(CSV_MS)
     write_parquet_scores(paths[2], [None if index == 3 else team for index, (team, *_) in enumerate(SCORES)])
     build = csv_shapes(tuple(map(str, paths)))
-    general, _ = run(build, sql_plans=False)
-    through_sql, result = run(build)
+    general, _ = run(build, sql_plans=False, **spark_session_kind)
+    through_sql, result = run(build, **spark_session_kind)
     assert through_sql == general
     assert any(value[1][1][0] == ("team", None) for value, *_ in general if value[0] == "csv-ms-sliding")
     assert any(value[1][1][0] == ("team", None) for value, *_ in general if value[0] == "parquet-fixed")
@@ -272,7 +274,7 @@ def test_file_reads_through_sql_plans_same_as_beam(spark, tmp_path):
         ("team,points,t\nx,3,1.5\ny,,2.0\n", "TypeError", ""),
     ],
 )
-def test_a_csv_record_the_general_path_rejects_fails_the_sql_plan_too(spark, tmp_path, content, error, match):
+def test_a_csv_record_the_general_path_rejects_fails_the_sql_plan_too(spark_session_kind, tmp_path, content, error, match):
     path = tmp_path / "bad.csv"
     path.write_text(content)
 
@@ -281,7 +283,7 @@ def test_a_csv_record_the_general_path_rejects_fails_the_sql_plan_too(spark, tmp
 
     for sql_plans in (False, True):
         with pytest.raises(Exception) as caught:  # the type is checked below, by name
-            run(build, sql_plans=sql_plans)
+            run(build, sql_plans=sql_plans, **spark_session_kind)
         assert type(caught.value).__name__ == error, (sql_plans, caught.value)
         assert match in str(caught.value)
 
@@ -304,7 +306,7 @@ def test_a_csv_plan_is_built_as_one_query_reading_lines_and_testing_each_field_o
         | sparkbeam.GroupBy("team").aggregate_field("points", sum, "total")
     )
     (op,) = [builder.op for builder in find_segments(pipeline).substitutes.values() if hasattr(builder, "op")]
-    backend = types.SimpleNamespace(spark=spark, sc=spark.sparkContext, num_partitions=2, broadcasts=[])
+    backend = types.SimpleNamespace(spark=spark, sc=spark.sparkContext, num_partitions=2, broadcasts=[], step_cache=[])
     client = spark.sparkContext._gateway._gateway_client
     calls = []
     send = client.send_command
@@ -316,7 +318,7 @@ def test_a_csv_plan_is_built_as_one_query_reading_lines_and_testing_each_field_o
         return send(*args, **kwargs)
 
     monkeypatch.setattr(client, "send_command", counted)
-    frame = sql_plan.aggregate_dataframe(backend, op)
+    frame = sql_plan.aggregate_dataframe(sql_plan.classic_host(backend), op)
     monkeypatch.undo()
     # Built with DataFrame methods, the plan took about 240 calls into the JVM.
     assert len(calls) < 50
@@ -324,7 +326,7 @@ def test_a_csv_plan_is_built_as_one_query_reading_lines_and_testing_each_field_o
     assert "FileScan text" in plan
     # points and t are read (try_cast) once each, not once per expression that reads them
     assert plan.count("try_cast(") == 2
-    assert not [table.name for table in spark.catalog.listTables() if table.name.startswith("__sparkbeam")]  # the view is dropped
+    assert not [table.name for table in spark.catalog.listTables() if table.name.startswith("_pyspark")]  # the view is dropped
 
 
 def test_the_panes_of_many_groups_are_built_without_cyclic_collections(spark, monkeypatch):
@@ -347,10 +349,10 @@ def test_the_panes_of_many_groups_are_built_without_cyclic_collections(spark, mo
     op = attrs.evolve(op, driver_reads=True)  # as for a capture: the panes are built on the driver
     rows = 20_000
     groups = pa.table({"k0": [f"team{i}" for i in range(rows)], "a0": list(range(rows)), "__window_start": [60_000_000 * (i % 7) for i in range(rows)]})
-    monkeypatch.setattr(sql_plan, "_groups", lambda backend, op: groups)
-    backend = types.SimpleNamespace(sc=spark.sparkContext, num_partitions=2, overlapping_window_rule=True, job_group="test")
+    monkeypatch.setattr(sql_plan, "checked_groups", lambda host, op: groups)
+    backend = types.SimpleNamespace(spark=spark, sc=spark.sparkContext, step_cache=[], num_partitions=2, overlapping_window_rule=True, job_group="test")
     collections_seen = []  # while the panes are built
-    build_panes = sql_plan._panes
+    build_panes = sql_plan.panes
 
     def counted(*args):
         seen = lambda phase, info: collections_seen.append(phase)  # noqa: E731
@@ -360,7 +362,7 @@ def test_the_panes_of_many_groups_are_built_without_cyclic_collections(spark, mo
         finally:
             gc.callbacks.remove(seen)
 
-    monkeypatch.setattr(sql_plan, "_panes", counted)
+    monkeypatch.setattr(sql_plan, "panes", counted)
     group = spark.sparkContext.getLocalProperty("spark.jobGroup.id")
     try:
         panes = sql_plan.read_segment(backend, op, None).collected

@@ -39,7 +39,8 @@ elements are read in the task of the stage that takes them (``feed``, ``reads.py
   of its elements (``tasks.lifted_map_task``), in batch too (one step);
 - ``AS_READ``: a source the driver holds, handed on as it is;
 - sources: Create, Impulse and a TestStream's events from the driver; ReadFromText and ``Read(BoundedSource)``
-  split and read on the server through a Python data source (``reads.py``);
+  split and read on the server through a Python data source (``reads.py``); a schema'd
+  segment's SQL plan, its panes made on the server or the client (``sql_segments.py``);
 - sinks (``writes.py``): WriteToText's shards in batch, and each step's directory of a file
   sink in a stream (WriteToText, and the ``WriteFilesPerStep`` of CSV, JSON, Parquet and
   ``WriteShardedFiles``), written by tasks and committed by one task on the server;
@@ -82,8 +83,9 @@ from sparkbeam.runners.core.lowering.ops import (
 from sparkbeam.runners.core.lowering.strategies import Capabilities, StateStore, Strategy
 from sparkbeam.runners.core.plan.physical import PlannedStage, StepFacts, choose
 from sparkbeam.runners.core.plan.plan import Stage
+from sparkbeam.runners.core.schema.schema_segments import SchemaAggregateOp
 from sparkbeam.runners.core.sources.sources import SourceEmission
-from sparkbeam.runners.spark.connect import kafka, keyed_steps, side_input_steps, tasks, writes
+from sparkbeam.runners.spark.connect import kafka, keyed_steps, side_input_steps, sql_segments, tasks, writes
 from sparkbeam.runners.spark.connect.session import made_active
 from sparkbeam.runners.spark.stage_records import shippable
 from sparkbeam.runners.spark.state_chunks import bucketed_partition
@@ -208,8 +210,9 @@ class ConnectBackend:
             return Frame(None, known_empty=True, size=0)
         return read(self, head, emission)
 
-    def from_driver(self, pcoll: int, elements: list[WindowedValue]) -> Frame:
-        """Elements the driver holds, in chunks spread over at most ``num_partitions``."""
+    def from_driver(self, pcoll: int, elements: list[WindowedValue], *, hold: bool = False) -> Frame:
+        """Elements the driver holds, in chunks spread over at most ``num_partitions``;
+        ``hold``: the frame keeps the chunks too, for the driver's own reads (``collect``)."""
         if not elements:
             return Frame(None, known_empty=True, size=0)
         per_chunk = max(1, min(tasks.CHUNK, -(-len(elements) // self.num_partitions)))
@@ -220,7 +223,7 @@ class ConnectBackend:
         df = self.session.createDataFrame(rows, schema=tasks.ROW_TYPE)
         if len(rows) > 1:
             df = df.repartition(min(len(rows), self.num_partitions))
-        return Frame(df, size=len(elements))
+        return Frame(df, size=len(elements), held=[chunk for _, _, chunk in rows] if hold else None)
 
     def union(self, frames: list[Frame]) -> Frame:
         live = [frame for frame in frames if not frame.known_empty]
@@ -612,6 +615,7 @@ CONNECT.sources.register(TestStreamOp)(keyed_steps.scripted_step)
 CONNECT.sources.register(CreateOp, ImpulseOp)(_driver_elements)
 CONNECT.sources.register(ReadTextOp, BoundedSourceReadOp)(_bounded_read)
 CONNECT.sources.register(StreamReadOp)(_write_ahead_log)
+CONNECT.sources.register(SchemaAggregateOp)(sql_segments.read_segment)
 CONNECT.sinks.register(WriteTextOp)(writes.text_sink)
 CONNECT.sinks.register(WriteFilesPerStepOp)(writes.step_files_sink)
 CONNECT.sinks.register(WriteKafkaOp)(kafka.write_sink)
