@@ -400,15 +400,14 @@ FULL_MATRIX: dict[str, str] = {
         "a base and its deltas restored exactly (test_base_and_deltas_restore_the_state_exactly, same module) and the "
         "SIGKILL resumes of a stream with keyed state (test_stream_recovery.py) stay"
     ),
-    # Kafka on Spark Connect (#25, helper kafkaconnect2): every Kafka test runs on both kinds
-    # of session; the suite keeps the Connect stream stopped at --max_steps and resumed (a
-    # stream through the server with keyed state, text and Kafka sinks, offsets in its
-    # checkpoint) and the Connect refusals the server tells (an unreachable broker, a missing
-    # topic); every case stays on the classic session.
+    # Kafka on Spark Connect (#25): every Kafka test runs on both kinds of session; the suite
+    # keeps the Connect refusals the server tells (an unreachable broker, a missing topic: the
+    # topics read through the server); every case stays on the classic session.
     **{
         f"tests/runners/test_kafka.py::{name}[connect]": (
-            "the stream stopped at --max_steps and resumed (same module) stays on Connect (it reads, groups, keeps "
-            f"state and writes Kafka through the server){also}; the case stays on the classic session"
+            "the Connect refusals the server tells stay (same module: the topics read through the server), and a "
+            f"Connect stream of a watched folder through the same write-ahead log (test_stream_recovery.py){also}; "
+            "the case stays on the classic session"
         )
         for name, also in (
             ("test_records_with_keys_headers_and_create_times_keep_their_fields", ""),
@@ -430,4 +429,37 @@ FULL_MATRIX: dict[str, str] = {
         "the server), and so do a Connect stream of a watched folder stopped at --max_steps and resumed "
         "(test_stream_recovery.py) and the classic Kafka streams; the write-ahead log both feed is the same"
     ),
+    # SQL plans of schema'd segments under Spark Connect (#25 Must work 2): every SQL-plan case runs on both
+    # sessions; the suite keeps on Connect a CSV plan whose panes the server's tasks make for a sink, with the
+    # exact-sums rerun (test_sums_beyond_64_bits_are_exact_when_made_on_the_executors), a captured plan whose
+    # panes a later stage reads too (collected to the client, spread once), and a bad record's failure.
+    **{
+        f"tests/runners/{test}[connect{case}]": (
+            f"test_sql_plan_panes.py's exact sums made on the server, captured panes and bad record stay on Spark Connect; "
+            f"{stays}; every case stays on the classic session"
+        )
+        for test, case, stays in (
+            ("test_sql_plans.py::test_every_shape_gives_the_general_paths_panes_through_sql_plans", "",
+             "the same query text and pane code serve both sessions"),
+            ("test_sql_plans.py::test_file_reads_give_the_general_paths_panes_through_sql_plans", "",
+             "CSV reads by the plan stay on Connect"),
+            ("test_sql_plans.py::test_a_csv_record_the_general_path_rejects_fails_the_sql_plan_too", "-bad-record",
+             "a bad record's failure stays on Connect"),
+            ("test_sql_plans.py::test_a_csv_record_the_general_path_rejects_fails_the_sql_plan_too", "-missing-summed",
+             "a bad record's failure stays on Connect (the same check)"),
+            *(
+                ("test_sql_plan_panes.py::test_panes_a_sink_writes_are_made_on_the_executors_as_the_driver_makes_them",
+                 f"-{window}", "panes made on the server for a sink and panes collected stay on Connect")
+                for window in ("window0", "window1")
+            ),
+            ("test_sql_plan_panes.py::test_an_empty_file_gives_no_pane_and_writes_nothing", "",
+             "the plan's count of groups stays on Connect"),
+            *(
+                ("test_sql_plan_panes.py::test_a_missing_value_under_max_is_none_alone_and_fails_among_others_on_both_routes",
+                 f"-{content}-{route}", "the same record check stays on Connect")
+                for content in ("alone", "among-others")
+                for route in ("captured", "read-by-a-later-stage")
+            ),
+        )
+    },
 }

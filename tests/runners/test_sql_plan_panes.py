@@ -147,7 +147,9 @@ def test_many_groups_written_to_files_never_pass_through_the_driver(tmp_path, gr
 
 
 @pytest.mark.parametrize("read_later", [False, True], ids=["captured", "read-by-a-later-stage"])
-@pytest.mark.parametrize("content", ["team,points,t\nx,,1.0\ny,2,2.0\ny,4,3.0\n", "team,points,t\nx,,1.0\ny,2,2.0\ny,,3.0\n"])
+@pytest.mark.parametrize(
+    "content", ["team,points,t\nx,,1.0\ny,2,2.0\ny,4,3.0\n", "team,points,t\nx,,1.0\ny,2,2.0\ny,,3.0\n"], ids=["alone", "among-others"]
+)
 def test_a_missing_value_under_max_is_none_alone_and_fails_among_others_on_both_routes(spark_session_kind, tmp_path, content, read_later):
     path = tmp_path / "scores.csv"
     path.write_text(content)

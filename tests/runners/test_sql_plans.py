@@ -273,6 +273,7 @@ def test_file_reads_through_sql_plans_same_as_beam(spark, tmp_path):
         ("team,points,t\nx,3,1.5\ny,1\n", "BadRecordError", "y,1"),
         ("team,points,t\nx,3,1.5\ny,,2.0\n", "TypeError", ""),
     ],
+    ids=["bad-record", "missing-summed"],
 )
 def test_a_csv_record_the_general_path_rejects_fails_the_sql_plan_too(spark_session_kind, tmp_path, content, error, match):
     path = tmp_path / "bad.csv"
