@@ -62,7 +62,7 @@ from workloads import (
 
 RunFn = Callable[["Workload"], list[Row]]
 
-ALL_PEERS = ("sparkbeam", "sparkbeam-connect", "sparkbeam-rows", "beam", "prism", "beam-on-sparkbeam", "dataframe", "rdd")
+ALL_PEERS = ("sparkbeam", "sparkbeam-connect", "sparkbeam-rows", "sparkbeam-rows-connect", "sparkbeam-rows-connect-general", "beam", "prism", "beam-on-sparkbeam", "dataframe", "rdd")
 
 
 @attrs.frozen
@@ -157,18 +157,21 @@ def prepare_sparkbeam(bench: Bench, connect: bool = False) -> RunFn:
     return run
 
 
-def prepare_sparkbeam_rows(bench: Bench) -> RunFn:
+def prepare_sparkbeam_rows(bench: Bench, connect: bool = False, sql_plans: bool = True) -> RunFn:
     """The schema'd pipeline: ReadFromCsv (the dataframe peer's file) -> AssignTimestamps ->
     FixedWindows -> GroupBy.aggregate_field, which sparkbeam runs as one Spark SQL plan
     (README: "Schema'd aggregations as Spark SQL"); ``--rows-source memory`` starts from a
-    Create of in-memory Rows instead."""
+    Create of in-memory Rows instead. ``connect``: through this command's Spark Connect
+    server (``prepare_sparkbeam``); ``sql_plans=False``: on the general path."""
     import sparkbeam as beam
     from sparkbeam import window
     from sparkbeam.schemas import AssignTimestamps
     from sparkbeam.transforms.combiners import CountCombineFn
 
+    where = {"spark_remote": connect_remote(bench)} if connect else {"spark_master": bench.master}
+
     def run(workload: Workload) -> list[Row]:
-        options = beam.PipelineOptions(spark_master=bench.master, state_partitions=bench.partitions)
+        options = beam.PipelineOptions(state_partitions=bench.partitions, sql_plans=sql_plans, **where)
         pipeline = beam.Pipeline(options=options)
         if workload.rows is not None:
             stamped = pipeline | "Create" >> beam.Create(workload.rows) | "Stamp" >> AssignTimestamps("t")
@@ -295,6 +298,8 @@ PREPARE: dict[str, Callable[[Bench], RunFn]] = {
     "sparkbeam": prepare_sparkbeam,
     "sparkbeam-connect": lambda bench: prepare_sparkbeam(bench, connect=True),
     "sparkbeam-rows": prepare_sparkbeam_rows,
+    "sparkbeam-rows-connect": lambda bench: prepare_sparkbeam_rows(bench, connect=True),
+    "sparkbeam-rows-connect-general": lambda bench: prepare_sparkbeam_rows(bench, connect=True, sql_plans=False),
     "beam": prepare_beam,
     "prism": lambda bench: prepare_beam(bench, runner="prism"),
     "beam-on-sparkbeam": lambda bench: prepare_beam(bench, runner="sparkbeam"),
@@ -306,6 +311,8 @@ DESCRIBE = {
     "sparkbeam": "sparkbeam on Spark: Read -> Map(TimestampedValue) -> FixedWindows(60) -> CombinePerKey",
     "sparkbeam-connect": "the sparkbeam peer's pipeline through Spark Connect (--spark_remote), on a local Connect server this command starts (tools/connect_server.py) with the same master and widths",
     "sparkbeam-rows": "sparkbeam on Spark, schema'd: ReadFromCsv (or Create(Rows) with --rows-source memory) -> AssignTimestamps -> FixedWindows(60) -> GroupBy.aggregate_field (a Spark SQL plan)",
+    "sparkbeam-rows-connect": "the sparkbeam-rows peer's pipeline through Spark Connect (its SQL plan), on the sparkbeam-connect peer's server",
+    "sparkbeam-rows-connect-general": "the sparkbeam-rows peer's pipeline through Spark Connect with --no_sql_plans (the general path, as before SQL plans ran under Connect)",
     "beam": "Apache Beam, FnApiRunner in this process, same pipeline, results written to a file",
     "prism": "the beam peer's apache_beam pipeline unchanged on Beam's Prism runner (tools/prism.py; Go, its own process, SDK worker LOOPBACK in this one)",
     "beam-on-sparkbeam": "the beam peer's apache_beam pipeline unchanged, with --runner=sparkbeam.SparkRunner",
