@@ -56,7 +56,7 @@ from sparkbeam.window import (
     TimestampCombiner,
 )
 
-__all__ = ["SqlHost", "aggregate_dataframe", "checked_groups", "kept_groups", "panes", "read_segment"]
+__all__ = ["SqlHost", "aggregate_dataframe", "checked_groups", "classic_host", "kept_groups", "panes", "read_segment"]
 
 _ROWS = "__rows"
 

@@ -78,6 +78,8 @@ def test_panes_captured_and_read_by_a_later_stage_are_the_drivers_spread_once(sp
     on_driver, described = (list(result.emissions(pcoll)) for pcoll in both)
     assert sorted(e.value for e in described) == sorted(describe(e.value, e.timestamp, e.windows[0], e.pane) for e in on_driver)
     assert "panes collected on the driver" in result.watermarks().notes["Totals"]
+    # The physical plan shows the segment (on Spark Connect too), as the planner's choice for its stage.
+    assert "    planner: SQL plan: group by [team] per FixedWindows" in result.physical_plan().describe()
 
 
 def test_a_bad_record_fails_the_plan_before_its_sink_writes_anything(spark_session_kind, tmp_path):
