@@ -166,6 +166,8 @@ def _planned(host: SqlHost, op: SchemaAggregateOp, query: Callable[[str], str]) 
     outlive every job that runs the query)."""
     view = f"__sparkbeam_source_{uuid.uuid4().hex}"
     source, columns = _source(host, op, view)
+    # spark.sql formats the text as str.format does: its own braces (a regex's \p{Nd}, a
+    # header's text) are escaped, and the unique name becomes the argument's field.
     text = query(columns).replace("{", "{{").replace("}", "}}").replace(view, "{source}")
     return host.spark.sql(text, source=source)
 
