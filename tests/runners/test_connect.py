@@ -277,7 +277,7 @@ def _reading(p, pattern):
 
 
 def test_a_read_is_read_in_the_tasks_of_the_stages_that_take_its_elements(spark, connect_server, tmp_path):
-    # Its bundles go into a combine's map side and into a fused map (backend.feed,
+    # Its bundles go into a combine's map side and into a fused map (frames.feed,
     # reads.BundleReader): what the stages get and count is what a classic session's get.
     path = tmp_path / "words.txt"
     path.write_text("".join(f"w{n % 7} v{n % 3}\n" for n in range(500)))

@@ -16,7 +16,7 @@ A stage whose outputs the driver alone reads (captures, side inputs; no later st
 sink) is not kept either: one ``collect`` computes its rows and fetches them with the
 reports. A stage whose one output one later stage alone reads is not kept: its rows, its
 reports among them (each naming its stage), go on into that stage's job. A bounded read's
-elements are read in the task of the stage that takes them (``feed``, ``reads.py``):
+elements are read in the task of the stage that takes them (``frames.feed``, ``reads.py``):
 
 - ``FUSED_MAP``: ``mapInArrow`` of the stage's fused body over the union of its inputs
   (kept, or handed on unmaterialised as above);
@@ -46,7 +46,9 @@ elements are read in the task of the stage that takes them (``feed``, ``reads.py
   ``WriteShardedFiles``), written by tasks and committed by one task on the server;
   ``WriteToKafka``'s records by Spark's Kafka writer (``kafka.py``).
 
-Side inputs, collected by the step loop, travel inside the tasks' functions (no
+The implementations are in ``stages.py``, ``keyed_steps.py`` and ``side_input_steps.py``;
+what a step hands between stages (``Frame``) in ``frames.py``. Side inputs, collected by
+the step loop, travel inside the tasks' functions (no
 broadcast). Shuffles partition by a column the tasks computed (``repartition(n, "h")``)
 rather than through ``groupBy().applyInArrow``: a partition function sees all its keys at
 once and ends with one report, where a per-group function has no end of its own.
@@ -61,12 +63,10 @@ import secrets
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import attrs
-
 from sparkbeam.errors import hide_engine_frames
 from sparkbeam.io import commits
 from sparkbeam.metrics.execution import MetricUpdates
-from sparkbeam.runners.core.elements.execution import backend_ops, kind_of
+from sparkbeam.runners.core.elements.execution import backend_ops
 from sparkbeam.runners.core.loop.steps import StageResult, StageSummary, StepParams
 from sparkbeam.runners.core.lowering.errors import rebuild_user_error
 from sparkbeam.runners.core.lowering.ops import (
@@ -85,77 +85,25 @@ from sparkbeam.runners.core.plan.physical import PlannedStage, StepFacts, choose
 from sparkbeam.runners.core.plan.plan import Stage
 from sparkbeam.runners.core.schema.schema_segments import SchemaAggregateOp
 from sparkbeam.runners.core.sources.sources import SourceEmission
-from sparkbeam.runners.spark.connect import kafka, keyed_steps, side_input_steps, sql_segments, tasks, writes
+from sparkbeam.runners.spark.connect import (
+    kafka,
+    keyed_steps,
+    side_input_steps,
+    sql_segments,
+    stages,
+    tasks,
+    writes,
+)
+from sparkbeam.runners.spark.connect.frames import ConnectRun, Frame, driver_alone_reads
 from sparkbeam.runners.spark.connect.session import made_active
-from sparkbeam.runners.spark.stage_records import shippable
 from sparkbeam.runners.spark.state_chunks import bucketed_partition
 from sparkbeam.utils.timestamp import MAX_TIMESTAMP
 from sparkbeam.utils.windowed_value import WindowedValue
 
-__all__ = ["CONNECT", "ConnectBackend", "Frame", "Reading", "feed", "user_errors"]
+__all__ = ["CONNECT", "ConnectBackend", "user_errors"]
 
 #: what the Spark Connect backend runs: per source op type, per strategy
 CONNECT = backend_ops("Spark Connect")
-
-
-@attrs.frozen
-class Frame:
-    """A DataFrame of one PCollection's element rows (None when known to be empty), and
-    how many elements it has where the driver knows."""
-
-    df: Any
-    known_empty: bool = False
-    size: int | None = None
-    #: the rows are a body's output that a batch combine's map side runs instead (``map_side_pass``)
-    upstream: UpstreamPass | None = None
-    #: the chunks of its rows, where the driver fetched them with the stage's reports
-    held: list[bytes] | None = None
-    #: a bounded read's bundle rows, which the task of a stage taking the elements reads
-    #: itself (``feed``); ``df`` reads them in a task of its own
-    reading: Reading | None = None
-
-
-@attrs.frozen
-class Reading:
-    """A bounded read not yet read: the DataFrame of its bundle rows and what reads them
-    (``reads.BundleReader``)."""
-
-    bundles: Any
-    read: tasks.Reader
-
-
-def feed(frame: Frame) -> tuple[Any, tasks.Reader | None]:
-    """The DataFrame a task taking the frame's elements maps over, and the reader the task
-    reads the read's bundles with (None: rows of elements): a read's elements then go
-    from the file into the task's code with no rows between."""
-    if frame.reading is not None:
-        return frame.reading.bundles, frame.reading.read
-    return frame.df, None
-
-
-@attrs.frozen
-class UpstreamPass:
-    """A bare fused body not run, handed with the DataFrame of its input rows (and their
-    reader, ``feed``) to the batch combine that alone reads its output (``Strategy.MAP_SIDE_PASS``)."""
-
-    source: Any
-    body: tasks.UpstreamBody
-    read: tasks.Reader | None = None
-
-
-@attrs.frozen
-class ConnectRun:
-    """One stage's step as its strategy's implementation runs it."""
-
-    planned: PlannedStage
-    inputs: dict[int, Frame]
-    params: StepParams
-    side_inputs: dict[int, list[WindowedValue]]
-    facts: StepFacts
-
-    @property
-    def stage(self) -> Stage:
-        return self.planned.stage
 
 
 class ConnectBackend:
@@ -279,7 +227,7 @@ class ConnectBackend:
         fetched = [tasks.REPORT, *sorted(collected)]
         kept = None
         with self.user_errors(), made_active(self.session):
-            if not keeps_state and _driver_alone_reads(stage, collected):
+            if not keeps_state and driver_alone_reads(stage, collected):
                 rows = df.select("pcoll", "chunk").collect()
             else:
                 # Not eager: the collect computes every partition, and so keeps it (an
@@ -432,189 +380,20 @@ def _full_text(failure: BaseException) -> str:
     return "\n".join(parts)
 
 
-# -------------------------------------------------------------------------- the strategies
-
-
-def _entering(backend: ConnectBackend, run: ConnectRun, pcolls: tuple[int, ...]) -> Frame:
-    return backend.union([run.inputs[pcoll] for pcoll in dict.fromkeys(pcolls)])
-
-
-def _nothing(run: ConnectRun) -> StageResult:
-    return StageResult({pcoll: Frame(None, known_empty=True, size=0) for pcoll in run.stage.outputs}, StageSummary())
-
-
-def fused_map(backend: ConnectBackend, run: ConnectRun) -> StageResult:
-    stage = run.stage
-    source = _entering(backend, run, tuple(run.inputs))
-    if source.known_empty:
-        return _nothing(run)
-    entering, read = feed(source)
-    task = functools.partial(tasks.fused_task, shippable(stage), run.side_inputs or None, backend.error_key, read)
-    body = entering.mapInArrow(task, tasks.ROW_TYPE)
-    if _read_once_by_a_stage(run.planned):
-        # Its rows, its tasks' reports among them, go on unmaterialised into the one stage
-        # that reads them, whose tasks hand the reports on to that stage's materialise.
-        (output,) = stage.outputs
-        return StageResult({output: Frame(body)}, _handed_counts(backend, stage))
-    outputs, summary = backend.materialise(stage, body, run.planned.collected)
-    return StageResult(outputs, summary)
-
-
-def _driver_alone_reads(stage: Stage, collected: frozenset[int]) -> bool:
-    """Whether the driver collects each of the stage's outputs and nothing else reads any
-    (no other stage, no sink): then no row of it need be kept on the server."""
-    return not stage.sinks and all(pcoll in collected and pcoll not in stage.shared_outputs for pcoll in stage.outputs)
-
-
-def _read_once_by_a_stage(planned: PlannedStage) -> bool:
-    """Whether the stage's one output is read by one later stage and nothing else (no
-    collect, no sink), so that its rows need not be kept: computed once, by that reader."""
-    stage = planned.stage
-    return len(stage.outputs) == 1 and not stage.shared_outputs and not planned.collected and not stage.sinks
-
-
-def _handed_counts(backend: ConnectBackend, stage: Stage) -> Callable[[], StageSummary]:
-    """The summary of a stage whose tasks' reports reach the step's driver in a later
-    stage's rows (``ConnectBackend.materialise`` sets them aside by their stage)."""
-
-    def summary() -> StageSummary:
-        counts = backend.handed_counts.pop(stage.id, None)
-        if counts is None:
-            msg = f"stage {stage.id} '{stage.name}': its reports were handed on to a later stage that did not run"
-            raise RuntimeError(msg)
-        return counts
-
-    return summary
-
-
-def map_side_pass(backend: ConnectBackend, run: ConnectRun) -> StageResult:
-    """The stage's body handed, not run, to the batch combine that alone reads its output:
-    that stage's map-side tasks run it over this stage's input, in the same pass, so its
-    output is neither materialised nor moved. Its counts are known once that stage ran."""
-    stage = run.stage
-    ((pcoll, source),) = run.inputs.items()
-    if source.known_empty:
-        return _nothing(run)
-    (output,) = stage.outputs
-    shipped, side = shippable(stage), run.side_inputs or None
-    # The body run on its own, its reports handed on in its rows (as ``fused_map``'s), for
-    # a reader the plan did not foresee.
-    entering, read = feed(source)
-    alone = entering.mapInArrow(functools.partial(tasks.fused_task, shipped, side, backend.error_key, read), tasks.ROW_TYPE)
-    handed = UpstreamPass(entering, tasks.UpstreamBody(shipped, side, pcoll), read)
-    return StageResult({output: Frame(alone, upstream=handed)}, _handed_counts(backend, stage))
-
-
-def as_read(backend: ConnectBackend, run: ConnectRun) -> StageResult:
-    """A source whose elements the driver holds, handed on as read."""
-    ((pcoll, held),) = run.inputs.items()
-    count = held.size or 0
-    return StageResult({pcoll: held}, StageSummary(elements_in=count, elements_out=count))
-
-
-def batch_combine(backend: ConnectBackend, run: ConnectRun) -> StageResult:
-    stage, grouping = run.stage, run.stage.grouping
-    source = _entering(backend, run, tuple(grouping.inputs))
-    if source.known_empty:
-        return _nothing(run)
-    rule, key = backend.overlapping_window_rule, backend.error_key
-    # The upstream stage's body handed to this map side (``map_side_pass``) runs here, over its input.
-    if source.upstream is not None:
-        entering, upstream, read = source.upstream.source, source.upstream.body, source.upstream.read
-    else:
-        (entering, read), upstream = feed(source), None
-    partials = entering.mapInArrow(functools.partial(tasks.combine_map_task, grouping, rule, key, upstream, read), tasks.ROW_TYPE)
-    shuffled = partials.repartition(backend.num_partitions, "h")
-    merge = functools.partial(tasks.combine_merge_task, shippable(stage), rule, run.side_inputs or None, key)
-    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(merge, tasks.ROW_TYPE), run.planned.collected)
-    return StageResult(outputs, summary)
-
-
-def unlifted_grouping(backend: ConnectBackend, run: ConnectRun) -> StageResult:
-    if not run.params.batch:
-        return keyed_steps.keyed_step(backend, run, stateful=False)
-    stage, grouping = run.stage, run.stage.grouping
-    source = _entering(backend, run, tuple(grouping.inputs))
-    if source.known_empty:
-        return _nothing(run)
-    key = backend.error_key
-    entering, read = feed(source)
-    keyed = entering.mapInArrow(functools.partial(tasks.grouping_map_task, grouping, key, read), tasks.ROW_TYPE)
-    shuffled = keyed.repartition(backend.num_partitions, "h")
-    group = functools.partial(
-        tasks.grouping_task, shippable(stage), run.params, backend.overlapping_window_rule, run.side_inputs or None, key
-    )
-    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(group, tasks.ROW_TYPE), run.planned.collected)
-    return StageResult(outputs, summary)
-
-
-def lifted_grouping(backend: ConnectBackend, run: ConnectRun) -> StageResult:
-    """A combine's grouping with keyed state (a stream, or a batch whose trigger or merging
-    windows keep it from ``BATCH_COMBINE``): partials per key and window cross the shuffle
-    and are merged into the state (``keyed_steps.py``), as a classic session lifts it."""
-    return keyed_steps.keyed_step(backend, run, stateful=False, lifted=True)
-
-
-def stateful(backend: ConnectBackend, run: ConnectRun) -> StageResult:
-    """A stateful DoFn in batch: keyed, ``repartition`` by the key's hash, the engine's
-    stateful step over each partition's keys (``tasks.stateful_task``)."""
-    if not run.params.batch:
-        return keyed_steps.keyed_step(backend, run, stateful=True)
-    stage, op = run.stage, run.stage.grouping
-    source = _entering(backend, run, tuple(op.inputs))
-    if source.known_empty:
-        return _nothing(run)
-    key = backend.error_key
-    entering, read = feed(source)
-    keyed = entering.mapInArrow(functools.partial(tasks.state_map_task, op, key, read), tasks.ROW_TYPE)
-    shuffled = keyed.repartition(backend.num_partitions, "h")
-    step = functools.partial(tasks.stateful_task, shippable(stage), run.params, run.side_inputs or None, key)
-    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(step, tasks.ROW_TYPE), run.planned.collected)
-    return StageResult(outputs, summary)
-
-
-def _bounded_read(backend: ConnectBackend, op: Any, emission: SourceEmission) -> Frame:
-    """A file read or a ``BoundedSource``, split and read on the server (``reads.py``)."""
-    from sparkbeam.runners.spark.connect.reads import read_frame
-
-    elements, bundles, read = read_frame(backend.session, op, backend.num_partitions, backend.error_key)
-    return Frame(elements, reading=Reading(bundles, read))
-
-
-def _write_ahead_log(backend: ConnectBackend, op: Any, emission: SourceEmission) -> Frame:
-    """A real stream's micro-batches of the step, read from its write-ahead log on the
-    server (``stream_intake.py``)."""
-    from sparkbeam.runners.spark.connect.stream_intake import wal_frame
-
-    if not emission.wal_paths:
-        return Frame(None, known_empty=True, size=0)
-    if backend.wal_sealer is None:
-        msg = f"'{op.label}': a write-ahead log is read only by a stream run that holds its key"
-        raise RuntimeError(msg)
-    (pcoll,) = op.outputs
-    return Frame(wal_frame(backend.session, pcoll, emission.wal_paths, backend.wal_sealer, backend.error_key))
-
-
-def _driver_elements(backend: ConnectBackend, op: Any, emission: SourceEmission) -> Frame:
-    elements = kind_of(op).driver_elements
-    (pcoll,) = op.outputs
-    return backend.from_driver(pcoll, [] if elements is None else elements(op))
-
-
-CONNECT.strategies.register(Strategy.FUSED_MAP)(fused_map)
-CONNECT.strategies.register(Strategy.MAP_SIDE_PASS)(map_side_pass)
-CONNECT.strategies.register(Strategy.AS_READ)(as_read)
-CONNECT.strategies.register(Strategy.BATCH_COMBINE)(batch_combine)
-CONNECT.strategies.register(Strategy.UNLIFTED_GROUPING)(unlifted_grouping)
-CONNECT.strategies.register(Strategy.LIFTED_GROUPING)(lifted_grouping)
-CONNECT.strategies.register(Strategy.STATEFUL)(stateful)
+CONNECT.strategies.register(Strategy.FUSED_MAP)(stages.fused_map)
+CONNECT.strategies.register(Strategy.MAP_SIDE_PASS)(stages.map_side_pass)
+CONNECT.strategies.register(Strategy.AS_READ)(stages.as_read)
+CONNECT.strategies.register(Strategy.BATCH_COMBINE)(stages.batch_combine)
+CONNECT.strategies.register(Strategy.UNLIFTED_GROUPING)(stages.unlifted_grouping)
+CONNECT.strategies.register(Strategy.LIFTED_GROUPING)(stages.lifted_grouping)
+CONNECT.strategies.register(Strategy.STATEFUL)(stages.stateful)
 CONNECT.strategies.register(Strategy.SKIP_IDLE)(keyed_steps.skip_idle)
 CONNECT.strategies.register(Strategy.SIDE_INPUT_WAIT)(side_input_steps.side_input_wait)
 CONNECT.strategies.register(StateStore.HASH_BUCKETS)(bucketed_partition)
 CONNECT.sources.register(TestStreamOp)(keyed_steps.scripted_step)
-CONNECT.sources.register(CreateOp, ImpulseOp)(_driver_elements)
-CONNECT.sources.register(ReadTextOp, BoundedSourceReadOp)(_bounded_read)
-CONNECT.sources.register(StreamReadOp)(_write_ahead_log)
+CONNECT.sources.register(CreateOp, ImpulseOp)(stages.driver_elements)
+CONNECT.sources.register(ReadTextOp, BoundedSourceReadOp)(stages.bounded_read)
+CONNECT.sources.register(StreamReadOp)(stages.write_ahead_log)
 CONNECT.sources.register(SchemaAggregateOp)(sql_segments.read_segment)
 CONNECT.sinks.register(WriteTextOp)(writes.text_sink)
 CONNECT.sinks.register(WriteFilesPerStepOp)(writes.step_files_sink)

@@ -39,6 +39,7 @@ from sparkbeam.runners.core.grouping.records import ReleaseAt, StateBucket, Stat
 from sparkbeam.runners.core.loop.steps import StageResult, StageSummary, StepParams
 from sparkbeam.runners.core.plan.plan import Stage
 from sparkbeam.runners.spark.connect import tasks
+from sparkbeam.runners.spark.connect.frames import Frame, feed
 from sparkbeam.runners.spark.stage_records import shippable
 from sparkbeam.utils.windowed_value import WindowedValue
 
@@ -61,8 +62,6 @@ def keyed_step(backend: Any, run: Any, *, stateful: bool, lifted: bool = False) 
     """One step of a stream's grouping (``stateful``: a stateful DoFn; ``lifted``: a
     combine's partials per key and window cross the shuffle instead of its elements): see
     the module docs."""
-    from sparkbeam.runners.spark.connect.backend import Frame, feed
-
     stage = run.stage
     op = stage.grouping
     source = backend.union([run.inputs[pcoll] for pcoll in dict.fromkeys(op.inputs)])
@@ -111,8 +110,6 @@ def keyed_step(backend: Any, run: Any, *, stateful: bool, lifted: bool = False) 
 def skip_idle(backend: Any, run: Any) -> StageResult:
     """A step with nothing to do: no job, the state rows carried as they are, the last
     summary's holds and timers standing."""
-    from sparkbeam.runners.spark.connect.backend import Frame
-
     summary = StageSummary.carried(run.facts.previous if run.facts.has_state else None)
     return StageResult({pcoll: Frame(None, known_empty=True, size=0) for pcoll in run.stage.outputs}, summary)
 
@@ -120,8 +117,6 @@ def skip_idle(backend: Any, run: Any) -> StageResult:
 def scripted_step(backend: Any, op: Any, emission: Any) -> Any:
     """A TestStream event's elements, from the driver, in one partition: one bundle per
     event, as on a classic session."""
-    from sparkbeam.runners.spark.connect.backend import Frame
-
     (pcoll,) = op.outputs
     elements = list(emission.elements)
     rows = [

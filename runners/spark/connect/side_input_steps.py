@@ -36,6 +36,7 @@ from sparkbeam.runners.core.loop.side_input_wait import run_waiting
 from sparkbeam.runners.core.loop.steps import StageResult, StageSummary, StepParams
 from sparkbeam.runners.core.plan.plan import Stage
 from sparkbeam.runners.spark.connect import tasks
+from sparkbeam.runners.spark.connect.frames import Frame
 from sparkbeam.runners.spark.connect.keyed_steps import STATE, step_rows
 from sparkbeam.runners.spark.stage_records import shippable
 from sparkbeam.utils.windowed_value import WindowedValue
@@ -45,8 +46,6 @@ __all__ = ["side_input_wait", "waiting_task"]
 
 def side_input_wait(backend: Any, run: Any) -> StageResult:
     """One step of a stream's stage reading side inputs: see the module docs."""
-    from sparkbeam.runners.spark.connect.backend import Frame
-
     stage = run.stage
     (source_pcoll,) = stage.inputs
     new = run.inputs[source_pcoll]

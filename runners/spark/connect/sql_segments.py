@@ -29,10 +29,11 @@ from sparkbeam.runners.core.schema.schema_segments import SchemaAggregateOp
 from sparkbeam.runners.core.sources.sources import SourceEmission
 from sparkbeam.runners.spark import sql_plan
 from sparkbeam.runners.spark.connect import tasks
+from sparkbeam.runners.spark.connect.frames import Frame
 from sparkbeam.runners.spark.connect.session import made_active
 
 if TYPE_CHECKING:
-    from sparkbeam.runners.spark.connect.backend import ConnectBackend, Frame
+    from sparkbeam.runners.spark.connect.backend import ConnectBackend
 
 __all__ = ["pane_task", "read_segment"]
 
@@ -52,8 +53,6 @@ def _host(backend: ConnectBackend) -> sql_plan.SqlHost:
 
 def read_segment(backend: ConnectBackend, op: SchemaAggregateOp, emission: SourceEmission) -> Frame:
     """The segment's panes as a frame (see the module docs)."""
-    from sparkbeam.runners.spark.connect.backend import Frame
-
     (pcoll,) = op.outputs
     host = _host(backend)
     with backend.user_errors(), made_active(backend.session):
