@@ -82,6 +82,11 @@ class SideInputs:
         """Every element of a side input, in all its windows."""
         return self.contents.get(pcoll, [])
 
+    def values_by_window(self, pcoll: int) -> dict[Any, list]:
+        """A side input's values by window (the engine's), each window's in the elements'
+        order: a view reads its window's values without a pass over the others'."""
+        return self._by_window.get(pcoll, {})
+
     def view(self, slot: SideInputSlot, main_window: Any) -> Any:
         side_window = side_window_for(slot.windowfn, main_window)
         key = (slot.pcoll, side_window)
