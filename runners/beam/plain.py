@@ -30,9 +30,11 @@ call (``BeamCallable``) that does the same:
   ``PaneInfoParam`` after the element (and nothing else) gets Beam's objects for them,
   by position, once per window when it takes its window (``_process_with_params``).
 
+Inputs in ``SlidingWindows`` (an element in several windows) take the same paths: Beam's
+output handler repeats a re-stamped or ``WindowedValue`` output's windows once per input
+window, and so does the engine's runner for the front end (``repeat_windowed_output_windows``).
 Anything else (a DoFn class with a lifecycle method, side inputs, other DoFn parameters, runtime type checks,
-inputs whose elements may be in several windows, where Beam multiplies a
-``WindowedValue`` output's windows) keeps Beam's ``DoFnRunner`` (``pardo.py``).
+inputs in a window fn of the user's) keeps Beam's ``DoFnRunner`` (``pardo.py``).
 ``ReadBundle`` (``reads.py``), which reads a bounded source's bundle, is run the same way.
 """
 
@@ -59,7 +61,7 @@ from sparkbeam.runners.core.elements.execution import pardo_joiner, register_kin
 from sparkbeam.runners.core.lowering.errors import UserCodeError
 from sparkbeam.runners.core.lowering.ops import ParDoOp
 from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue, new_windowed_value
-from sparkbeam.window import FixedWindows, GlobalWindows, Sessions, TimestampedValue
+from sparkbeam.window import FixedWindows, GlobalWindows, Sessions, SlidingWindows, TimestampedValue
 from sparkbeam.windowing import Windowing
 
 __all__ = ["BeamFnParDoOp", "BeamFnRunner", "beam_callable_shape", "plain_par_do"]
@@ -169,16 +171,17 @@ def _process_alone(dofn: Any) -> bool:
     return inspect.ismethod(process) and process.__self__ is dofn and inspect.isfunction(process.__func__)
 
 
-#: window fns that put each element in exactly one window, where Beam's handling of a
-#: ``WindowedValue`` output (its windows times the input's) is the engine's (taken as is)
-_ONE_WINDOW_FNS = (GlobalWindows, FixedWindows, Sessions)
+#: the built-in window fns, whose windows the engine assigns itself: an element in several
+#: (sliding) windows has its ``WindowedValue`` outputs' windows repeated as Beam's output
+#: handler repeats them (``BeamFnRunner.repeat_windowed_output_windows``)
+_BUILT_IN_WINDOW_FNS = (GlobalWindows, FixedWindows, SlidingWindows, Sessions)
 
 
 def plain_par_do(node: Any, signature: Any, base: dict[str, Any], windowing: Windowing, type_checked: bool) -> BeamFnParDoOp | None:
     """The engine's ParDo for a Beam ParDo of a plain ``CallableWrapperDoFn`` (see the
     module docs), or None where Beam's DoFnRunner must run it."""
     transform = node.transform
-    if node.side_inputs or type_checked or type(windowing.windowfn) not in _ONE_WINDOW_FNS:
+    if node.side_inputs or type_checked or type(windowing.windowfn) not in _BUILT_IN_WINDOW_FNS:
         return None
     if type(transform.fn) is beam_core.CallableWrapperDoFn:
         fn, shape = beam_callable_shape(transform.fn)
@@ -400,7 +403,11 @@ class BeamFnParDoOp(ParDoOp):
 
 class BeamFnRunner(DoFnRunner):
     """The engine's DoFnRunner, with Beam's handling of undeclared output tags (dropped)
-    and Beam's metric updates going to the task's metrics for the whole bundle."""
+    and of a ``WindowedValue`` output of an input in several windows (its windows repeated
+    once per input window), and Beam's metric updates going to the task's metrics for the
+    whole bundle."""
+
+    repeat_windowed_output_windows = True
 
     def __init__(self, op: ParDoOp, emitters: dict[str | None, Emit], side_inputs: SideInputs | None) -> None:
         dofn = op.dofn

@@ -71,9 +71,8 @@ def test_what_needs_beams_dofn_runner_keeps_it():
     _ = xs | "WithKey" >> beam.Map(lambda x, k=beam.DoFn.KeyParam: (x, k))
     _ = xs | "WithSide" >> beam.Map(lambda x, side: x, beam.pvalue.AsList(xs))
     _ = xs | "DoFnClass" >> beam.ParDo(Keep())
-    _ = xs | "Sliding" >> beam.WindowInto(beam_window.SlidingWindows(10, 5)) | "AfterSliding" >> beam.Map(lambda x: x)
     plan = plan_of(p)
-    for label in ("WithWindow", "WithKey", "WithSide", "DoFnClass", "AfterSliding"):
+    for label in ("WithWindow", "WithKey", "WithSide", "DoFnClass"):
         assert type(op_labelled(plan, label)) is BeamParDoOp, label
     checked = beam_pipeline("--runtime_type_check")
     _ = checked | beam.Create([1]) | "Checked" >> beam.Map(lambda x: x)
@@ -194,6 +193,42 @@ def test_beams_output_types_and_undeclared_tags_keep_beams_meaning():
     assert emitted_values(plan, loop, odd) == [(1, minimum)]
     assert emitted_values(plan, loop, main) == [(3, 90_000_000)]
     assert sorted(emitted_values(plan, loop, stamped), key=repr) == sorted([("late", 7_000_000), (None, minimum), ("same", minimum)], key=repr)
+
+
+def test_maps_over_sliding_windows_run_on_the_engines_runner_with_beams_outputs():
+    """An element in several windows: a plain value keeps its windows, a re-stamped or
+    ``WindowedValue`` output (tagged too) has its windows repeated once per input window,
+    as Beam's output handler repeats them (Nexmark's query 5: its Maps after a
+    ``SlidingWindows`` ran through Beam's DoFnRunner)."""
+    from apache_beam.utils.windowed_value import WindowedValue as BeamWindowedValue
+
+    from tests.beam_frontend.pairs import assert_runners_agree
+
+    def kinds(x):
+        if x % 4 == 0:
+            return beam_window.TimestampedValue(("stamped", x), x + 3)
+        if x % 4 == 1:
+            return BeamWindowedValue(("windowed", x), x, [beam_window.IntervalWindow(0, 100)])
+        if x % 4 == 2:
+            return beam_pvalue.TaggedOutput("tagged", BeamWindowedValue(("tagged", x), x, [beam_window.IntervalWindow(0, 50)]))
+        return ("plain", x)
+
+    def build(ns, p):
+        sliding = (
+            p
+            | beam.Create(range(12))
+            | beam.Map(lambda x: beam_window.TimestampedValue(x, x))
+            | "Sliding" >> beam.WindowInto(beam_window.SlidingWindows(6, 2))
+        )
+        outputs = sliding | "Kinds" >> beam.Map(kinds).with_outputs("tagged", main="main")
+        flat = sliding | "Flat" >> beam.FlatMap(lambda x: [x, beam_window.TimestampedValue(-x, x + 1)]) | "Keep" >> beam.Filter(lambda x: x % 3)
+        merged = (outputs.main, outputs.tagged, flat) | beam.Flatten()
+        return merged | "WithWindow" >> beam.Map(lambda x, w=beam.DoFn.WindowParam: (x, w.start.micros, w.end.micros))
+
+    plan = plan_of(build(None, beam_pipeline()).pipeline)
+    for label in ("Kinds", "Flat", "Keep"):
+        assert type(op_labelled(plan, label)) is BeamFnParDoOp, label
+    assert_runners_agree(build)
 
 
 def test_an_exception_in_a_flatmaps_generator_names_its_step_as_beam_does():

@@ -134,6 +134,11 @@ def _param_names(fn: Callable) -> dict[str, Any]:
 class DoFnRunner:
     """Runs one ParDo's DoFn over a bundle, pushing outputs to ``emitters`` by tag."""
 
+    #: Beam's output handler repeats a ``WindowedValue`` output's windows once per window of
+    #: an input in several windows (as it does a re-stamped output's): a front end that
+    #: follows it says so. sparkbeam's own SDK takes such an output as it is.
+    repeat_windowed_output_windows = False
+
     def __init__(
         self, op: ParDoOp, emitters: dict[str | None, Emit], side_inputs: SideInputs | None, direct_call: DirectCall | None = None
     ) -> None:
@@ -355,6 +360,8 @@ class DoFnRunner:
         if kind is TimestampedValue:
             self._emit_restamped(item.value, item.timestamp_micros, wv, emit)
         elif kind is WindowedValue:
+            if self.repeat_windowed_output_windows and len(wv[2]) != 1:
+                item = new_windowed_value((item[0], item[1], tuple(item[2]) * len(wv[2]), item[3]))
             emit(item)
         elif item is wv[0]:
             emit(wv)  # the input's own value: its timestamp, windows and pane too, no copy
