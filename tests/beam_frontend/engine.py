@@ -34,3 +34,18 @@ def run_in_engine(pipeline: Any, *, streaming: bool = False) -> tuple[StagePlan,
 def emitted_values(plan: StagePlan, loop: StepLoop, pcoll: Any) -> list[Any]:
     labels = {info.id: info.label for info in plan.lowered.pcollections}
     return [e.value for e in loop.history.emitted(labels)[plan.lowered.id_of(pcoll)]]
+
+
+def op_labelled(plan: Any, label: str) -> Any:
+    """The op of the plan with ``label`` (a Beam Map's own, or the composite's)."""
+    (op,) = [op for op in plan.lowered.ops if op.label == label or op.label.startswith(f"{label}/Map(")]
+    return op
+
+
+def sparkbeam_wv(value: Any) -> Any:
+    """``value`` as a sparkbeam element: in the global window at the minimum timestamp."""
+    from sparkbeam.utils.timestamp import MIN_TIMESTAMP
+    from sparkbeam.utils.windowed_value import PANE_INFO_UNKNOWN, WindowedValue
+    from sparkbeam.window import GlobalWindow
+
+    return WindowedValue(value, MIN_TIMESTAMP.micros, (GlobalWindow(),), PANE_INFO_UNKNOWN)
