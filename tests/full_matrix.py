@@ -102,6 +102,30 @@ FULL_MATRIX: dict[str, str] = {
         "a short stream with its checkpoints and step folders on hdfs:// and the SIGKILL resumes on local paths "
         "(test_stream_recovery.py) stay in the suite"
     ),
+    "tests/io/test_streaming_sinks.py::test_on_spark_connect_each_step_commits_the_classic_sessions_directories": (
+        "each step's directories of four file sinks on Connect (22 s of one worker): the Connect stream stopped at "
+        "--max_steps and resumed writes its four file sinks per step (test_stream_recovery.py), and every sink's "
+        "per-step directories stay on the classic session (same module)"
+    ),
+    "tests/runners/test_connect_files.py::test_every_batch_file_sink_writes_on_connect_what_it_writes_on_the_classic_session": (
+        "every batch file sink on both sessions (15 s of one worker): the text, CSV, JSON and Parquet oracle pairs "
+        "run on Connect (test_batch_oracle.py, tests/io), and the README's example writes its files there "
+        "(test_the_readme_runs_the_main_example_on_a_connect_server)"
+    ),
+    "tests/runners/test_stream_intake.py::test_a_file_larger_than_the_heap_streams_through_with_exact_line_numbers": (
+        "a job of its own with a small heap (17 s of one worker): the intake's line numbering per file stays (same "
+        "module), and benchmarks/stream_intake.py measures the heap at 1M-10M lines"
+    ),
+    "tests/runners/test_real_sources.py::test_idle_partition_stops_holding_the_watermark": (
+        "a rate source's idle partition (20 s of one worker): a Kafka partition that goes idle stops holding the "
+        "watermark and rejoins (test_kafka.py, classic), and the rate source's per-partition watermarks stay (same module)"
+    ),
+    "tests/runners/test_checkpoint_lease.py::test_a_second_driver_is_refused_while_the_first_runs_then_resumes_after_it": (
+        "two drivers of their own on one checkpoint directory (29 s of one worker): the lease's rules stay (same "
+        "module: a live holder named and refused, a released lease taken, a stopped heartbeat taken over and its "
+        "holder stopped, a gone process's lease taken at once, racing takers with one winner, the lease through "
+        "Hadoop's file system)"
+    ),
     "tests/runners/test_disk_full.py::test_a_full_local_disk_stops_the_stream_cleanly_and_it_resumes_exactly": (
         "two drivers of their own in a tmpfs namespace (37 s of one worker): the full disk's short message stays "
         "(test_cluster_failures.py, local-disk-full), and so does a stream stopped and resumed exactly from its "
