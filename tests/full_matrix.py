@@ -102,6 +102,14 @@ FULL_MATRIX: dict[str, str] = {
         "a short stream with its checkpoints and step folders on hdfs:// and the SIGKILL resumes on local paths "
         "(test_stream_recovery.py) stay in the suite"
     ),
+    **{
+        f"tests/test_notebooks.py::test_notebook_runs_and_its_committed_outputs_are_current[{name}]": (
+            "a tutorial run top to bottom on a kernel of its own with its Spark (the five took 55 s of one worker "
+            "on two kernels): the quickstart and the watermarks-between-stages tutorial stay, and every behaviour "
+            "the others show is tested in the suite (triggers and panes, overlapping windows, event-time sort)"
+        )
+        for name in ("03_triggers_and_panes", "04_overlapping_windows", "05_event_time_sort")
+    },
     "tests/io/test_streaming_sinks.py::test_on_spark_connect_each_step_commits_the_classic_sessions_directories": (
         "each step's directories of four file sinks on Connect (22 s of one worker): the Connect stream stopped at "
         "--max_steps and resumed writes its four file sinks per step (test_stream_recovery.py), and every sink's "

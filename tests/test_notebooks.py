@@ -57,9 +57,17 @@ def _render(outputs: list[tuple[str, ...]]) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def executed_notebooks():
-    """Every notebook executed once, on two kernels, each with its own Spark."""
-    return regenerate.execute_all(NOTEBOOKS)
+def executed_notebooks(request):
+    """Every notebook whose test runs here executed once (those of the full matrix only
+    there, ``tests/full_matrix.py``), on one kernel per two notebooks, each with its Spark."""
+    running = {
+        item.callspec.params["path"]
+        for item in request.session.items
+        if item.originalname == "test_notebook_runs_and_its_committed_outputs_are_current"
+        and not any(mark.name == "skip" for mark in item.iter_markers())
+    }
+    chosen = [path for path in NOTEBOOKS if path in running]
+    return regenerate.execute_all(chosen, at_once=max(1, len(chosen) // 2))
 
 
 @pytest.mark.notebook
