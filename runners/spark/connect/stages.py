@@ -128,22 +128,26 @@ def batch_combine(backend: ConnectBackend, run: ConnectRun) -> StageResult:
     return StageResult(outputs, summary)
 
 
+def _keyed_batch_step(backend: ConnectBackend, run: ConnectRun, map_task: Any, step: Any) -> StageResult:
+    """A batch grouping's or stateful DoFn's one step: the elements keyed by ``map_task``
+    (bound to the op, the run's key and the reader), ``repartition`` by the key's hash, and
+    ``step`` (bound to all but the rows) over each partition's keys."""
+    source = _entering(backend, run, tuple(run.stage.grouping.inputs))
+    if source.known_empty:
+        return _nothing(run)
+    entering, read = feed(source)
+    keyed = entering.mapInArrow(functools.partial(map_task, run.stage.grouping, backend.error_key, read), tasks.ROW_TYPE)
+    shuffled = keyed.repartition(backend.num_partitions, "h")
+    outputs, summary = backend.materialise(run.stage, shuffled.mapInArrow(step, tasks.ROW_TYPE), run.planned.collected)
+    return StageResult(outputs, summary)
+
+
 def unlifted_grouping(backend: ConnectBackend, run: ConnectRun) -> StageResult:
     if not run.params.batch:
         return keyed_steps.keyed_step(backend, run, stateful=False)
-    stage, grouping = run.stage, run.stage.grouping
-    source = _entering(backend, run, tuple(grouping.inputs))
-    if source.known_empty:
-        return _nothing(run)
-    key = backend.error_key
-    entering, read = feed(source)
-    keyed = entering.mapInArrow(functools.partial(tasks.grouping_map_task, grouping, key, read), tasks.ROW_TYPE)
-    shuffled = keyed.repartition(backend.num_partitions, "h")
-    group = functools.partial(
-        tasks.grouping_task, shippable(stage), run.params, backend.overlapping_window_rule, run.side_inputs or None, key
-    )
-    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(group, tasks.ROW_TYPE), run.planned.collected)
-    return StageResult(outputs, summary)
+    side, key = run.side_inputs or None, backend.error_key
+    group = functools.partial(tasks.grouping_task, shippable(run.stage), run.params, backend.overlapping_window_rule, side, key)
+    return _keyed_batch_step(backend, run, tasks.grouping_map_task, group)
 
 
 def lifted_grouping(backend: ConnectBackend, run: ConnectRun) -> StageResult:
@@ -158,17 +162,8 @@ def stateful(backend: ConnectBackend, run: ConnectRun) -> StageResult:
     stateful step over each partition's keys (``tasks.stateful_task``)."""
     if not run.params.batch:
         return keyed_steps.keyed_step(backend, run, stateful=True)
-    stage, op = run.stage, run.stage.grouping
-    source = _entering(backend, run, tuple(op.inputs))
-    if source.known_empty:
-        return _nothing(run)
-    key = backend.error_key
-    entering, read = feed(source)
-    keyed = entering.mapInArrow(functools.partial(tasks.state_map_task, op, key, read), tasks.ROW_TYPE)
-    shuffled = keyed.repartition(backend.num_partitions, "h")
-    step = functools.partial(tasks.stateful_task, shippable(stage), run.params, run.side_inputs or None, key)
-    outputs, summary = backend.materialise(stage, shuffled.mapInArrow(step, tasks.ROW_TYPE), run.planned.collected)
-    return StageResult(outputs, summary)
+    step = functools.partial(tasks.stateful_task, shippable(run.stage), run.params, run.side_inputs or None, backend.error_key)
+    return _keyed_batch_step(backend, run, tasks.state_map_task, step)
 
 
 def bounded_read(backend: ConnectBackend, op: Any, emission: SourceEmission) -> Frame:
