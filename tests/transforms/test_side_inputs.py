@@ -41,6 +41,7 @@ def test_every_view_in_the_global_window(spark):
         one = p | "One" >> b.Create([100])
         kv = p | "KV" >> b.Create([("a", 1), ("b", 2), ("a", 3)])
         empty = p | "Empty" >> b.Create([])
+        b_only = kv | "BOnly" >> b.Filter(lambda e: e[0] == "b")
 
         class AddSide(b.DoFn):
             def process(self, element, single, listed=None):
@@ -61,6 +62,8 @@ def test_every_view_in_the_global_window(spark):
             main | "Keyword" >> b.Map(lambda x, factor=0: ("Keyword", x * factor), factor=pv.AsSingleton(one)),
             main | "Mixed" >> b.Map(lambda x, k, s, d: ("Mixed", x * k + s + len(d)), 10, pv.AsSingleton(one), d=pv.AsDict(kv)),
             main | "Twice" >> b.Map(lambda x, s, t: ("Twice", x, s + t), pv.AsSingleton(one), pv.AsSingleton(one)),
+            # one PCollection read through three views in one call: each argument gets its own
+            main | "ThreeViews" >> b.Map(lambda x, d, s, i: ("ThreeViews", x, sorted(d.items()), sorted(s), sorted(i)), pv.AsDict(b_only), pv.AsList(b_only), pv.AsIter(b_only)),
             main | "OfItself" >> b.Map(lambda x, s: ("OfItself", x, list(s)), pv.AsList(main)),
             main | "Combined" >> b.Map(lambda x, s: ("Combined", x, s), pv.AsSingleton(main | b.CombineGlobally(sum))),
             main | "Chain" >> b.Map(lambda x, s: x * s, pv.AsSingleton(one)) | "Then" >> b.Map(lambda x, s: ("Chain", x, list(s)), pv.AsList(main)),

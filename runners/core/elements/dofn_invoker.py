@@ -76,7 +76,10 @@ class SideInputs:
                 for window in wv.windows:
                     by_window.setdefault(window, []).append(wv.value)
             self._by_window[pcoll] = by_window
-        self._views: dict[tuple[int, Any], Any] = {}
+        #: per slot (by identity: two slots of one PCollection may view it differently, as
+        #: ``AsDict(p)`` beside ``AsList(p)``), its views by side window and by main window, so
+        #: an element's main window is mapped onto the side input's once per bundle, not per element
+        self._views: dict[int, tuple[SideInputSlot, dict[Any, Any], dict[Any, Any]]] = {}
 
     def elements(self, pcoll: int) -> list[WindowedValue]:
         """Every element of a side input, in all its windows."""
@@ -88,12 +91,19 @@ class SideInputs:
         return self._by_window.get(pcoll, {})
 
     def view(self, slot: SideInputSlot, main_window: Any) -> Any:
+        """What ``slot`` reads in ``main_window``: its view of the side window that window maps to."""
+        cached = self._views.get(id(slot))
+        if cached is None:  # the entry keeps the slot, so its id cannot be reused meanwhile
+            cached = self._views[id(slot)] = (slot, {}, {})
+        _, by_main, by_side = cached
+        if main_window in by_main:
+            return by_main[main_window]
         side_window = side_window_for(slot.windowfn, main_window)
-        key = (slot.pcoll, side_window)
-        if key not in self._views:
+        if side_window not in by_side:
             values = self._by_window.get(slot.pcoll, {}).get(side_window, [])
-            self._views[key] = slot.view.view(values)
-        return self._views[key]
+            by_side[side_window] = slot.view.view(values)
+        view = by_main[main_window] = by_side[side_window]
+        return view
 
 
 def side_window_for(windowfn: WindowFn, main_window: Any) -> Any:
