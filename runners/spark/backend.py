@@ -20,6 +20,7 @@ streams) and ``sql_plan.py``; the file sinks are ``sinks.py``'s.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import secrets
 import uuid
@@ -412,6 +413,15 @@ class SparkBackend:
             state = self.keep(saved.partitionBy(self.num_partitions, self.partition_fn))
             self.states[stage_id] = state
             self.state_results[stage_id] = state
+
+    def running(self) -> contextlib.AbstractContextManager[None]:
+        """Around the run in its thread: nothing to set here (each stage names its jobs'
+        group as it starts, ``run_stage``)."""
+        return contextlib.nullcontext()
+
+    def cancel_jobs(self) -> None:
+        """Cancel the run's Spark jobs in progress (a second Ctrl-C: the step is abandoned)."""
+        self.sc.cancelJobGroup(self.job_group)
 
     def close(self) -> None:
         if self.attempt_reports is not None:

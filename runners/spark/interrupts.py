@@ -52,9 +52,8 @@ class _Interrupts:
 
     def _abandon(self) -> None:
         self.execution.cancel()
-        backend = self.execution.backend
         with contextlib.suppress(Exception):  # Spark may be going down already
-            backend.sc.cancelJobGroup(backend.job_group)
+            self.execution.backend.cancel_jobs()
 
     def resume_line(self) -> str | None:
         """What happened, and how to go on; None if the run failed for a reason of its own

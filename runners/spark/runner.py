@@ -158,13 +158,14 @@ class _Execution:
         """Run to the end (or to a cancel); never raises: the failure is kept in ``error``."""
         state = PipelineState.FAILED
         try:
-            if self.stream_run is not None:
-                self.stream_run.attach(self.loop)
-            self.loop.run()
-            if self.loop.cancelled and self.stream_run is not None:
-                self.stream_run.checkpoint_on_stop()
-            elif self.stream_run is not None:
-                self.stream_run.checkpoint_on_finish()
+            with self.backend.running():
+                if self.stream_run is not None:
+                    self.stream_run.attach(self.loop)
+                self.loop.run()
+                if self.loop.cancelled and self.stream_run is not None:
+                    self.stream_run.checkpoint_on_stop()
+                elif self.stream_run is not None:
+                    self.stream_run.checkpoint_on_finish()
             state = PipelineState.CANCELLED if self.loop.cancelled else PipelineState.DONE
         except BaseException as error:  # kept for the caller: raised by run() or wait_until_finish()
             self.error = self._told(error)

@@ -10,7 +10,11 @@ server was reached would fail with a ConnectionError instead.
 from __future__ import annotations
 
 import collections
+import os
+import pathlib
+import signal
 import socket
+import threading
 import time
 
 import pytest
@@ -196,6 +200,45 @@ def test_a_user_error_comes_back_as_the_user_s_exception_naming_the_transform(co
     notes = "\n".join(getattr(raised.value, "__notes__", []))
     assert "in transform 'Parse' (applied at" in notes
     assert "in parse" in notes  # the user's frame on the server's worker
+
+
+class _SleepsOnceStarted(beam.DoFn):
+    """Marks that a task is running (a file the test watches), then sleeps ten minutes."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def process(self, element):
+        pathlib.Path(self.marker).touch()
+        time.sleep(600)
+        yield element
+
+
+def test_ctrl_c_interrupts_the_runs_operations_on_the_server(connect_server, tmp_path, capsys):
+    # A batch run is one step: the first SIGINT abandons it, and its operations on the
+    # server are interrupted by the run's tag (a client's signal alone would leave them
+    # running: the main thread waits in a gRPC call for the step's collect).
+    started, over = tmp_path / "started", threading.Event()
+
+    def interrupt_once_a_task_runs():
+        deadline = time.monotonic() + 240
+        while not started.exists() and time.monotonic() < deadline and not over.is_set():
+            time.sleep(0.1)
+        if started.exists() and not over.is_set():
+            os.kill(os.getpid(), signal.SIGINT)
+
+    p = _pipeline(spark_remote=connect_server.url)
+    beam.capture(p | beam.Create([1]) | "Sleep" >> beam.ParDo(_SleepsOnceStarted(str(started))))
+    threading.Thread(target=interrupt_once_a_task_runs, daemon=True).start()
+    began = time.monotonic()
+    try:
+        with pytest.raises(SystemExit) as exit_:
+            p.run()
+    finally:
+        over.set()
+    assert exit_.value.code == 130
+    assert time.monotonic() - began < 300, "the step ran on: its operations were not interrupted"
+    assert capsys.readouterr().err.endswith("sparkbeam: batch run cancelled on SIGINT; run it again to start over\n")
 
 
 def test_a_sessions_grouping_and_a_lifted_combine_run_on_the_engine_after_the_shuffle(connect_server):

@@ -5,6 +5,7 @@ after one line on how to resume. ``test_stream_recovery.py`` does it to a real s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -42,10 +43,12 @@ class FakeBackend:
 
     def __init__(self) -> None:
         self.cancelled_groups: list[str] = []
-        self.sc = self
 
-    def cancelJobGroup(self, group: str) -> None:  # Spark's name
-        self.cancelled_groups.append(group)
+    def running(self):
+        return contextlib.nullcontext()
+
+    def cancel_jobs(self) -> None:
+        self.cancelled_groups.append(self.job_group)
 
 
 class FakeExecution:

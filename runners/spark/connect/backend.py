@@ -134,6 +134,9 @@ class ConnectBackend:
         #: (set by ``StreamRun.attach``, ``stream_intake.py``)
         self.wal_sealer: Any = None
         self.run_id = secrets.token_hex(16)
+        #: the tag of every operation the run executes on the server (``running``): what
+        #: ``cancel_jobs`` interrupts, and what the server's UI shows beside the session's own
+        self.job_tag = f"sparkbeam-{self.run_id[:12]}"
         self.truncates_at_checkpoints = False
         #: a stream's keyed stages: stage id -> the checkpoint files its state was last
         #: saved to (base and deltas, ``state_files.py``)
@@ -141,6 +144,24 @@ class ConnectBackend:
 
     def capabilities(self) -> Capabilities:
         return CONNECT.capabilities()
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[None]:
+        """Around the run in its thread: operations executed meanwhile carry the run's tag (Connect's
+        tags are the client thread's; the session may be the user's, so it is taken off after)."""
+        fresh = self.job_tag not in self.session.getTags()
+        if fresh:
+            self.session.addTag(self.job_tag)
+        try:
+            yield
+        finally:
+            if fresh:
+                self.session.removeTag(self.job_tag)
+
+    def cancel_jobs(self) -> None:
+        """Interrupt the run's operations in progress on the server (a second Ctrl-C: the
+        step is abandoned), from any thread."""
+        self.session.interruptTag(self.job_tag)
 
     def state_store(self, planned: PlannedStage) -> Any:
         """What a keyed stage's tasks build to hold a partition's state for a step, for the
