@@ -13,6 +13,7 @@ import pytest
 import sparkbeam
 from sparkbeam.options.pipeline_options import PipelineOptions
 from sparkbeam.runners.core.loop.memory import run_in_memory
+from sparkbeam.runners.spark.connect.backend import CUT_EVERY
 from tests.conformance.test_stateful_oracle import buffer_until_window_end
 from tests.oracle import _pane_key, _sparkbeam_ns, _window_key, assert_same_as_beam, canonical
 
@@ -309,7 +310,7 @@ def test_a_restamp_in_the_global_window_in_a_stream(spark):
 # ---------------------------------------------------------------------------- on Spark Connect
 
 
-def test_a_stream_on_connect_has_the_classic_session_s_outputs_and_watermark_timeline(spark, connect_server):
+def test_a_stream_on_connect_has_the_classic_session_s_outputs_and_watermark_timeline(spark, connect_server, monkeypatch):
     """Fused maps, windowing, a lifted combine with early and late firings and a stateful
     DoFn with a timer: the same panes at the same steps, and the same timeline record per step
     and stage, on Spark Connect (keyed state as rows between steps) as on a classic session.
@@ -324,6 +325,7 @@ def test_a_stream_on_connect_has_the_classic_session_s_outputs_and_watermark_tim
         session.conf.set(key, "true")
     ns = _sparkbeam_ns()
     runs, plans = [], []
+    checkpoints = _checkpoints_by_stage(monkeypatch)
     for options in ({}, {"spark_remote": connect_server.url}):
         p = sparkbeam.Pipeline(options=PipelineOptions(streaming=True, **options))
         windowed = (
@@ -353,3 +355,38 @@ def test_a_stream_on_connect_has_the_classic_session_s_outputs_and_watermark_tim
     assert classic[0] and classic[1]  # both keyed stages emitted
     assert any(record[8] for record in classic[2])  # and kept state between steps
     assert connect == classic
+    # Each keyed stage's state rows: an eager checkpoint (which cuts their lineage on the
+    # server) at least every CUT_EVERY steps, lazy ones (one job fewer) in between.
+    keyed = {stage: flags for (stage, keeps_state), flags in checkpoints.items() if keeps_state}
+    assert len(keyed) == 2, checkpoints
+    for flags in keyed.values():
+        assert len(flags) > CUT_EVERY and True in flags and False in flags, flags
+        lazy_runs = "".join("e" if eager else "l" for eager in flags).split("e")
+        assert max(len(run) for run in lazy_runs) < CUT_EVERY, flags
+
+
+def _checkpoints_by_stage(monkeypatch):
+    """Connect's ``localCheckpoint`` calls during a run: (stage id, keeps state) -> eager flags."""
+    from pyspark.sql.connect.dataframe import DataFrame
+
+    from sparkbeam.runners.spark.connect.backend import ConnectBackend
+
+    calls: dict[tuple[int, bool], list[bool]] = collections.defaultdict(list)
+    current: list[tuple[int, bool]] = []
+    materialise, local_checkpoint = ConnectBackend.materialise, DataFrame.localCheckpoint
+
+    def materialising(self, stage, df, collected=frozenset(), *, keeps_state=False):
+        current.append((stage.id, keeps_state))
+        try:
+            return materialise(self, stage, df, collected, keeps_state=keeps_state)
+        finally:
+            current.pop()
+
+    def checkpointing(self, eager=True, *args, **kwargs):
+        if current:
+            calls[current[-1]].append(eager)
+        return local_checkpoint(self, eager, *args, **kwargs)
+
+    monkeypatch.setattr(ConnectBackend, "materialise", materialising)
+    monkeypatch.setattr(DataFrame, "localCheckpoint", checkpointing)
+    return calls

@@ -105,6 +105,9 @@ __all__ = ["CONNECT", "ConnectBackend", "user_errors"]
 #: what the Spark Connect backend runs: per source op type, per strategy
 CONNECT = backend_ops("Spark Connect")
 
+#: a stream's keyed stage cuts its state rows' lineage every this many steps (see ``materialise``)
+CUT_EVERY = 4
+
 
 class ConnectBackend:
     def __init__(self, session: Any, *, num_partitions: int | None = None, overlapping_window_rule: bool = True) -> None:
@@ -141,6 +144,9 @@ class ConnectBackend:
         #: a stream's keyed stages: stage id -> the checkpoint files its state was last
         #: saved to (base and deltas, ``state_files.py``)
         self.chains: dict[int, Any] = {}
+        #: a stream's keyed stages: stage id -> the steps its state rows' lineage spans
+        #: since it was last cut (``materialise``)
+        self.uncut: dict[int, int] = {}
 
     def capabilities(self) -> Capabilities:
         return CONNECT.capabilities()
@@ -244,16 +250,27 @@ class ConnectBackend:
         outputs' rows come to the driver with the reports. When nothing but the driver reads
         the outputs (and the stage keeps no state rows, ``keeps_state``), one collect of
         ``df`` computes and fetches it all: nothing is kept on the server, one job and one
-        request fewer. Either way a failed task attempt's rows are dropped with its reports."""
+        request fewer. Either way a failed task attempt's rows are dropped with its reports.
+
+        A lazy checkpoint keeps the partitions the collect computes but does not cut their
+        lineage: Connect collects through ``submitJob``, after which Spark does not check
+        what to checkpoint (only ``runJob`` does). So a stream's state rows, each step's
+        read from the last step's, would keep every earlier step's shuffle files and kept
+        partitions reachable on the server for as long as the stream runs. Every
+        ``CUT_EVERY`` steps a keyed stage's checkpoint is eager (a job of its own, which
+        cuts the lineage there); in between they stay lazy."""
         fetched = [tasks.REPORT, *sorted(collected)]
         kept = None
         with self.user_errors(), made_active(self.session):
             if not keeps_state and driver_alone_reads(stage, collected):
                 rows = df.select("pcoll", "chunk").collect()
             else:
-                # Not eager: the collect computes every partition, and so keeps it (an
-                # eager checkpoint is a job of its own before the collect's).
-                kept = df.localCheckpoint(eager=False)
+                eager = False
+                if keeps_state:
+                    spans = self.uncut.get(stage.id, 0) + 1
+                    eager = spans >= CUT_EVERY
+                    self.uncut[stage.id] = 0 if eager else spans
+                kept = df.localCheckpoint(eager=eager)
                 rows = kept.filter(kept["pcoll"].isin(fetched)).select("pcoll", "chunk").collect()
                 self.kept.append(kept)
         held: dict[int, list[bytes]] = {pcoll: [] for pcoll in collected}
@@ -337,8 +354,8 @@ class ConnectBackend:
 
     def read_back_state(self, chains: dict[int, Any], path_of: Callable[[int, str], str], sealer: Any, *, cut: bool = True) -> None:
         """After a checkpoint: the chains its next one extends. The state rows are not read
-        back: each step's ``localCheckpoint`` already cut their lineage (a classic run reads
-        them back to cut it, ``SparkBackend.read_back_state``)."""
+        back: their lineage is cut every ``CUT_EVERY`` steps by an eager ``localCheckpoint``
+        (``materialise``; a classic run reads them back to cut it, ``SparkBackend.read_back_state``)."""
         self.chains = dict(chains)
 
     def snapshot(self) -> dict[str, Any]:
@@ -363,6 +380,7 @@ class ConnectBackend:
         self.chains = {}
         for stage_id, chain in chains.items():
             self.states[stage_id] = load_chain(self, stage_id, chain, path_of, sealer)
+            self.uncut[stage_id] = 0  # loaded by an eager checkpoint: no lineage behind it
             self.placed.discard(stage_id)  # shuffled into its partitions by its first step
             self.chains[stage_id] = chain
 

@@ -17,8 +17,9 @@ classic run), kept from the stage's last step. A step:
 3. runs the classic worker's step over each partition (``worker.grouping_partition`` /
    ``stateful_partition_step``: the engine's triggers, watermark holds and timers, then
    the stage's fused body), with its state rows, outputs and report as rows;
-4. the result is materialised with ``localCheckpoint`` (``ConnectBackend.materialise``),
-   which cuts the state's lineage every step; the next step reads the ``STATE`` rows of it.
+4. the result is materialised with ``localCheckpoint`` (``ConnectBackend.materialise``:
+   eager every ``CUT_EVERY`` steps, which cuts the state's lineage there; lazy, one job
+   fewer, in between); the next step reads the ``STATE`` rows of it.
    Its partitions are the shuffle's, so a step with no new elements (a watermark or a
    timer firing) runs over those rows as they are, without step 2's shuffle
    (``ConnectBackend.placed``); restored state is shuffled once first.
