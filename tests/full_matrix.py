@@ -494,4 +494,16 @@ FULL_MATRIX: dict[str, str] = {
             ),
         )
     },
+    # Rate and socket streams on Spark Connect (#25): each classic test of these sources runs on
+    # both kinds of session; the suite keeps the rate source's on Connect (its records, the
+    # source's watermark per step, Spark's offsets in the checkpoint).
+    "tests/runners/test_real_sources.py::test_socket_source_reads_lines[connect]": (
+        "the rate source's stream on Connect stays (same module: its query on the server, written to the same "
+        "write-ahead log by the same writer); the socket case stays on the classic session"
+    ),
+    "tests/runners/test_run_control.py::test_a_stream_runs_in_the_background_until_cancelled_and_resumes_from_its_checkpoint[connect]": (
+        "a Connect stream stopped at --max_steps and resumed from its checkpoint stays (test_stream_recovery.py: "
+        "Spark's checkpoint of the source's query on the server, as here), and the rate source on Connect "
+        "(test_real_sources.py); the case stays on the classic session"
+    ),
 }

@@ -91,10 +91,15 @@ def test_an_unreachable_server_named_by_spark_remote_the_variable_is_refused_nam
 # ------------------------------------------------------------------------ refused before the run
 
 
-def test_a_stream_of_a_source_other_than_files_is_refused_naming_it(nowhere):
+def test_a_stream_of_a_folder_the_server_s_python_cannot_list_is_refused_naming_it(nowhere):
+    """Rate, socket and Kafka streams run on Connect (test_real_sources.py, test_kafka.py);
+    a watched folder on a file system only the JVM serves is refused before the run."""
     p = _pipeline(spark_remote=nowhere)
-    beam.capture(p | "Load" >> beam.io.ReadFromRate(5))
-    with pytest.raises(UnsupportedError, match=r"'Load/Read' \(applied at .*test_connect.py:\d+\): a stream of a rate source is not yet under Spark Connect"):
+    beam.capture(p | "Watch" >> beam.io.ReadFromTextStream("hdfs://namenode/in/"))
+    with pytest.raises(
+        UnsupportedError,
+        match=r"'Watch/Read' \(applied at .*test_connect.py:\d+\): a stream of 'hdfs://namenode/in/' is not yet under Spark Connect",
+    ):
         p.run()
 
 

@@ -1,8 +1,10 @@
 """Real sources on Spark Structured Streaming: a watched directory, rate, socket, Kafka's options.
 
-Each run shares the test session's Spark; runs end by ``max_steps`` or, for directories,
-``available_now``. Per-partition watermarks, idleness, drops at the source and dead
-letters are read back from the run's watermark timeline.
+Each run shares the test session's Spark; runs end by ``max_steps``, by a cancel once the
+output is in, or, for directories, ``available_now``. Per-partition watermarks, idleness,
+drops at the source and dead letters are read back from the run's watermark timeline. The
+tests taking ``spark_session_kind`` run on the classic session and through Spark Connect,
+where each source's query runs on the server (runners/spark/connect/stream_intake.py).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pytest
 import sparkbeam as beam
 from sparkbeam.io.watermarks import BoundedOutOfOrdernessWatermarkEstimator
 from sparkbeam.options.pipeline_options import PipelineOptions
+from sparkbeam.runner import PipelineState
 from sparkbeam.runners.core.lowering.errors import TransformError
 from sparkbeam.runners.spark.checkpoint_key import load_key
 from sparkbeam.runners.spark.checkpoints import LOOP_FILE, CheckpointError, CheckpointStore
@@ -203,26 +206,49 @@ def test_records_too_far_behind_the_watermark_are_dropped_at_the_source(spark, t
     assert sum(r.late_dropped for r in source_records(result)) == 1
 
 
-def test_rate_source_delivers_every_value_once_with_per_partition_watermarks(spark, tmp_path):
-    p = beam.Pipeline(options=options(max_steps=40, checkpoint_dir=str(tmp_path / "ck")))
+def test_rate_source_delivers_every_value_once_with_per_partition_watermarks(spark_session_kind, tmp_path):
+    """On both session kinds (under Connect the rate source's query runs on the server and
+    writes the log there, runners/spark/connect/stream_intake.py): every value once, the
+    source's watermark at each step, and Spark's offsets in the checkpoint."""
+    checkpoint_dir = tmp_path / "ck"
+    # as many steps as the checkpoint interval (10): the last checkpoint follows the last step
+    p = beam.Pipeline(options=options(max_steps=10, checkpoint_dir=str(checkpoint_dir), **spark_session_kind))
     values = beam.capture(p | "Read" >> beam.io.ReadFromRate(rows_per_second=40, num_partitions=2))
     result = p.run()
-    got = sorted(e.value for e in result.emissions(values))
+    emitted = result.emissions(values)
+    got = sorted(e.value for e in emitted)
     assert got, "the rate source delivered nothing"
     assert got == list(range(len(got)))  # every value once, none missing in between
+    records = source_records(result)
     # no empty step while the query started: the first step read the first batch
-    assert source_records(result)[0].elements_in > 0
-    holds = {r.hold_key for r in source_records(result) if r.hold_key}
+    assert records[0].elements_in > 0
+    holds = {r.hold_key for r in records if r.hold_key}
     assert holds <= {"partition '0'", "partition '1'"} and holds
-    stamps = [e.timestamp.micros for e in result.emissions(values)]
+    # Each step's watermark: the earliest over the two partitions of the latest time read
+    # there (Spark's rate source deals each second's values out in turn: value % 2).
+    latest: dict[int, int] = {}
+    for record in records:
+        for e in emitted:
+            if e.step == record.step:
+                latest[e.value % 2] = max(latest.get(e.value % 2, e.timestamp.micros), e.timestamp.micros)
+        if len(latest) == 2:
+            assert record.output_watermark == min(latest.values()), record
+    stamps = [e.timestamp.micros for e in emitted]
     assert all(abs(s - time.time() * 1e6) < 120e6 for s in stamps)  # the rate source's own time
+    # The checkpoint's offsets are Spark's for the last batch read: whole seconds of the rate
+    # source, each of rows_per_second values.
+    (source,) = CheckpointStore(str(checkpoint_dir), []).newest()["sources"].values()
+    assert int(source["offsets"]) * 40 == len(got)
 
 
-def test_socket_source_reads_lines(spark, tmp_path):
+def test_socket_source_reads_lines(spark_session_kind, tmp_path):
+    """On both session kinds (under Connect the server's query connects to the socket). The
+    run is cancelled once every line is out, rather than left to run a number of steps."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(1)
     port = server.getsockname()[1]
+    read_all = threading.Event()
 
     def serve():
         connection, _ = server.accept()
@@ -230,15 +256,23 @@ def test_socket_source_reads_lines(spark, tmp_path):
             for second in range(12):
                 connection.sendall(f"event,{second}\n".encode())
                 time.sleep(0.1)
-            time.sleep(3)
+            read_all.wait(120)  # the connection stays open while the stream runs
 
     threading.Thread(target=serve, daemon=True).start()
-    p = beam.Pipeline(options=options(max_steps=40, checkpoint_dir=str(tmp_path / "ck")))
+    p = beam.Pipeline(options=options(block_on_run=False, checkpoint_dir=str(tmp_path / "ck"), **spark_session_kind))
     lines = beam.capture(
         p | "Read" >> beam.io.ReadFromSocket("127.0.0.1", port, timestamp=lambda line: int(line.split(",")[1]))
     )
     result = p.run()
-    server.close()
+    deadline = time.monotonic() + 120
+    try:
+        while len(result.emissions(lines)) < 12 and time.monotonic() < deadline:
+            assert result.state == PipelineState.RUNNING, result.state
+            time.sleep(0.1)
+    finally:
+        result.cancel()
+        read_all.set()
+        server.close()
     got = sorted(((e.value, e.timestamp.micros) for e in result.emissions(lines)), key=lambda item: item[1])
     assert got == [(f"event,{s}", s * 1_000_000) for s in range(12)]
 

@@ -42,9 +42,9 @@ def wait_for_output(result, values, timeout=120.0):
     pytest.fail(f"the stream emitted nothing in {timeout}s")
 
 
-def test_a_stream_runs_in_the_background_until_cancelled_and_resumes_from_its_checkpoint(spark, tmp_path):
+def test_a_stream_runs_in_the_background_until_cancelled_and_resumes_from_its_checkpoint(spark_session_kind, tmp_path):
     checkpoint_dir = tmp_path / "ck"
-    p, values = rate_pipeline(checkpoint_dir, block_on_run=False, checkpoint_interval=1000)
+    p, values = rate_pipeline(checkpoint_dir, block_on_run=False, checkpoint_interval=1000, **spark_session_kind)
     started = time.monotonic()
     result = p.run()
     assert result.state == PipelineState.RUNNING
@@ -69,7 +69,7 @@ def test_a_stream_runs_in_the_background_until_cancelled_and_resumes_from_its_ch
 
     # A restart resumes at that step: the values read before and after, without a gap or
     # a repeat (the rate source counts 0, 1, 2, ...).
-    p, values = rate_pipeline(checkpoint_dir, max_steps=steps_run + 3)
+    p, values = rate_pipeline(checkpoint_dir, max_steps=steps_run + 3, **spark_session_kind)
     resumed = p.run()
     assert resumed.state == PipelineState.DONE
     assert min(r.step for r in resumed.watermarks().records if r.step >= steps_run) == steps_run

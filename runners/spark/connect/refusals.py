@@ -31,24 +31,26 @@ def _where(op: Op) -> str:
     return f"'{op.label}' (applied at {op.location})"
 
 
-#: the real sources a Connect run reads (``stream_intake.py``): a watched folder of files,
-#: and Kafka (checked through the server before the first step, ``kafka.py``)
+#: the real sources a Connect run reads (``stream_intake.py``): a watched folder of files;
+#: Kafka (checked through the server before the first step, ``kafka.py``); Spark's ``rate``
+#: and ``socket`` sources, whose queries run on the server as a classic run's on its driver
+#: (a socket's host is reached from the server, which a stream needs on this machine)
 _FILE_FORMATS = ("text", "csv", "json", "parquet")
-_BROKER_FORMATS = ("kafka",)
+_SERVER_FORMATS = ("kafka", "rate", "socket")
 
 
 def _refuse_stream_source(op: Op) -> None:
-    """A real source Connect does not read yet: a socket, a rate, or a folder that is not
-    the server's own (a URL of another file system)."""
+    """A real source Connect does not read yet: a folder that is not the server's own (a
+    URL of another file system), or a format it has no query for."""
     spec = getattr(op, "spec", None)
     form = getattr(spec, "format", None)
     path = getattr(spec, "path", None)
-    if form in _BROKER_FORMATS:
+    if form in _SERVER_FORMATS:
         return
     if form not in _FILE_FORMATS or path is None:
         msg = (
             f"{_where(op)}: a stream of a {form} source is not yet under Spark Connect, which reads watched "
-            f"folders of files ({', '.join(_FILE_FORMATS)}) and Kafka as streams; {_INSTEAD}"
+            f"folders of files ({', '.join(_FILE_FORMATS)}), {', '.join(_SERVER_FORMATS)} as streams; {_INSTEAD}"
         )
         raise UnsupportedError(msg)
     if "://" in path and not path.startswith("file:"):
