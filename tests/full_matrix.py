@@ -506,4 +506,9 @@ FULL_MATRIX: dict[str, str] = {
         "Spark's checkpoint of the source's query on the server, as here), and the rate source on Connect "
         "(test_real_sources.py); the case stays on the classic session"
     ),
+    "tests/runners/test_hdfs.py::test_a_watched_folder_on_hdfs_streams_on_spark_connect_as_on_the_classic_session": (
+        "a Connect server beside the HDFS mini-cluster in one worker (17-38 s of one worker, and 13-34 s for the "
+        "server's and the mini-cluster's start): Connect's watched folders stay (test_stream_recovery.py -k max_steps: the same intake and log writer, "
+        "of a local folder; an hdfs:// one differs only in the URL the server's Spark file source lists and reads)"
+    ),
 }

@@ -91,18 +91,6 @@ def test_an_unreachable_server_named_by_spark_remote_the_variable_is_refused_nam
 # ------------------------------------------------------------------------ refused before the run
 
 
-def test_a_stream_of_a_folder_the_server_s_python_cannot_list_is_refused_naming_it(nowhere):
-    """Rate, socket and Kafka streams run on Connect (test_real_sources.py, test_kafka.py);
-    a watched folder on a file system only the JVM serves is refused before the run."""
-    p = _pipeline(spark_remote=nowhere)
-    beam.capture(p | "Watch" >> beam.io.ReadFromTextStream("hdfs://namenode/in/"))
-    with pytest.raises(
-        UnsupportedError,
-        match=r"'Watch/Read' \(applied at .*test_connect.py:\d+\): a stream of 'hdfs://namenode/in/' is not yet under Spark Connect",
-    ):
-        p.run()
-
-
 def test_a_stream_of_files_on_a_server_of_another_machine_is_refused_naming_the_option(tmp_path):
     p = _pipeline(spark_remote="sc://spark.example.invalid:15002", available_now=True)
     beam.capture(p | "Watch" >> beam.io.ReadFromTextStream(str(tmp_path)))
@@ -111,12 +99,14 @@ def test_a_stream_of_files_on_a_server_of_another_machine_is_refused_naming_the_
 
 
 def test_a_stream_s_checkpoint_dir_on_a_cluster_file_system_is_refused_naming_the_option(nowhere, tmp_path):
-    """The server's tasks write a Connect stream's state and log as local files: a local
-    --checkpoint_dir runs (test_stream_recovery.py), an hdfs:// one is refused before the run."""
+    """A Connect client has no Hadoop file system for the lease's atomic create and the
+    manifests' rename, nor the server's Python tasks for the state and the log: a local
+    --checkpoint_dir runs (test_stream_recovery.py), an hdfs:// one is refused before the run.
+    (A watched folder on hdfs:// runs: test_hdfs.py.)"""
     p = _pipeline(spark_remote=nowhere, checkpoint_dir="hdfs://namenode/ckpt")
     events = TestStream().add_elements([("a", 1)]).advance_watermark_to_infinity()
     beam.capture(p | "Events" >> events | beam.GroupByKey())
-    with pytest.raises(UnsupportedError, match=r"--checkpoint_dir=hdfs://namenode/ckpt: .* must be a local path or file:// URL \(not yet hdfs://"):
+    with pytest.raises(UnsupportedError, match=r"--checkpoint_dir=hdfs://namenode/ckpt: under Spark Connect .* must be a local path or file:// URL .* no Hadoop file system"):
         p.run()
 
 

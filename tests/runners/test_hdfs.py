@@ -11,7 +11,9 @@ under a race), every batch file sink and ``WriteToFiles``, a short stream with i
 checkpoints, write-ahead log, journal and step folders on ``hdfs://``, an unreachable
 NameNode and a streaming ``WriteToFiles`` refused. ``tests/full_matrix.py`` has the
 recovery tests' stream job on ``hdfs://`` run to its end here (about 40 s of CPU) and
-killed with SIGKILL (two more drivers' JVMs), each with what still covers it.
+killed with SIGKILL (two more drivers' JVMs), and the Spark Connect cases (a server beside
+the mini-cluster: ``hdfs://`` reads, a watched folder on ``hdfs://``), each with what still
+covers it.
 """
 
 from __future__ import annotations
@@ -353,3 +355,45 @@ def test_text_reads_of_hdfs_on_spark_connect_give_what_the_classic_session_reads
     beam.capture(p | "Unreachable" >> beam.io.ReadFromText(f"{nowhere}/in/*.txt"))
     with pytest.raises(Exception, match=r"'Unreachable' \(applied at .*test_hdfs.py:\d+\): the Spark Connect server could not list 'hdfs://127.0.0.1:\d+/in/\*.txt': \S"):
         p.run()
+
+
+def test_a_watched_folder_on_hdfs_streams_on_spark_connect_as_on_the_classic_session(cluster, connect_server, spark, tmp_path):
+    """ReadFromTextStream of an hdfs:// folder under Spark Connect: the server's Spark lists
+    and reads it, its write-ahead log's tasks number the lines and write the log (a local
+    --checkpoint_dir); the same lines, event times and dead letters as a classic session's
+    run of the same folder, and the same source watermark at each step that reads a file."""
+    from sparkbeam.utils.timestamp import MAX_TIMESTAMP
+
+    for index in range(3):
+        lines = [f"k{i},{index * 60 + i}" for i in range(4)] + (["k9,late?"] if index == 1 else [])
+        _put(spark, cluster.url("watched", f"f{index}.txt"), ("\n".join(lines) + "\n").encode())
+
+    def run(kind, options):
+        p = beam.Pipeline(
+            options=PipelineOptions(
+                available_now=True, step_interval=0.2, state_partitions=2, checkpoint_dir=str(tmp_path / f"ck-{kind}"), **options
+            )
+        )
+        good, bad = p | "Watch" >> beam.io.ReadFromTextStream(
+            cluster.url("watched"), timestamp=lambda line: int(line.split(",")[1]), max_files_per_trigger=1
+        ).with_exception_handling()
+        lines, dead = beam.capture(good), beam.capture(bad)
+        result = p.run()
+        marks = [r.output_watermark for r in result.watermarks().for_stage("Watch/Read")]
+        assert marks == sorted(marks) and marks[-1] == MAX_TIMESTAMP.micros
+        # A file per step that reads one (a step between them may read nothing, and the end
+        # of input may come with the last file or a step after it: timing, not the session).
+        read = [(r.elements_in, r.dead_letters, r.output_watermark) for r in result.watermarks().for_stage("Watch/Read") if r.elements_in]
+        assert read[:2] == [(4, 0, 3_000_000), (5, 1, 63_000_000)] and read[2][:2] == (4, 0)
+        assert read[2][2] in (123_000_000, MAX_TIMESTAMP.micros)
+        return (
+            sorted((e.value, e.timestamp.micros) for e in result.emissions(lines)),
+            sorted((e.value.file, e.value.line, e.value.record) for e in result.emissions(dead)),
+        )
+
+    on_connect = run("connect", {"spark_remote": connect_server.url})
+    assert on_connect == run("classic", {})
+    lines, dead = on_connect
+    assert lines == sorted((f"k{i},{index * 60 + i}", (index * 60 + i) * 1_000_000) for index in range(3) for i in range(4))
+    ((file, line, record),) = dead
+    assert (file.startswith("hdfs://"), file.endswith("/watched/f1.txt"), line, record) == (True, True, 5, "k9,late?")

@@ -1,7 +1,8 @@
-"""What the Spark Connect backend does not run yet, refused before the run.
+"""What the Spark Connect backend does not run yet, or cannot, refused before the run.
 
 Each refusal names the transform (its label and where it was applied) or the option, says
-"not yet under Spark Connect", and what to do instead: run on a classic Spark session.
+"not yet under Spark Connect" (or, for what Connect's API cannot do soundly, why), and
+what to do instead: run on a classic Spark session.
 What is refused is read off the backend's registrations (``CONNECT.sources``, its
 strategies) and the plan, never kept as a list of its own.
 """
@@ -31,36 +32,6 @@ def _where(op: Op) -> str:
     return f"'{op.label}' (applied at {op.location})"
 
 
-#: the real sources a Connect run reads (``stream_intake.py``): a watched folder of files;
-#: Kafka (checked through the server before the first step, ``kafka.py``); Spark's ``rate``
-#: and ``socket`` sources, whose queries run on the server as a classic run's on its driver
-#: (a socket's host is reached from the server, which a stream needs on this machine)
-_FILE_FORMATS = ("text", "csv", "json", "parquet")
-_SERVER_FORMATS = ("kafka", "rate", "socket")
-
-
-def _refuse_stream_source(op: Op) -> None:
-    """A real source Connect does not read yet: a folder that is not the server's own (a
-    URL of another file system), or a format it has no query for."""
-    spec = getattr(op, "spec", None)
-    form = getattr(spec, "format", None)
-    path = getattr(spec, "path", None)
-    if form in _SERVER_FORMATS:
-        return
-    if form not in _FILE_FORMATS or path is None:
-        msg = (
-            f"{_where(op)}: a stream of a {form} source is not yet under Spark Connect, which reads watched "
-            f"folders of files ({', '.join(_FILE_FORMATS)}), {', '.join(_SERVER_FORMATS)} as streams; {_INSTEAD}"
-        )
-        raise UnsupportedError(msg)
-    if "://" in path and not path.startswith("file:"):
-        msg = (
-            f"{_where(op)}: a stream of {path!r} is not yet under Spark Connect, which watches the server's local "
-            f"folders (a path or file://); {_INSTEAD}"
-        )
-        raise UnsupportedError(msg)
-
-
 def refuse_what_connect_cannot_run(plan: StagePlan, mode: RunMode, settings: RunSettings) -> None:
     """Raise ``UnsupportedError`` for the first thing of the run the Connect backend does
     not run yet (see the module docs)."""
@@ -68,19 +39,20 @@ def refuse_what_connect_cannot_run(plan: StagePlan, mode: RunMode, settings: Run
         if getattr(settings, name):
             msg = f"{option} is not yet under Spark Connect ({why}); drop it, or {_INSTEAD}"
             raise UnsupportedError(msg)
-    if mode is RunMode.STREAMING:
-        for stage in plan.stages:
-            head = stage.head
-            if head is not None and kind_of(head).role is Role.SOURCE and kind_of(head).endless:
-                _refuse_stream_source(head)
-        if settings.checkpoint_dir is not None and commits.local_path(commits.absolute(settings.checkpoint_dir)) is None:
-            msg = (
-                f"--checkpoint_dir={settings.checkpoint_dir}: a stream's checkpoints under Spark Connect are written by "
-                "the client (journal, manifests, lease) and by the server's Python tasks (keyed state, write-ahead log) "
-                "as local files of this machine, so the directory must be a local path or file:// URL (not yet hdfs://, "
-                f"s3a://...); give a local directory, or {_INSTEAD}"
-            )
-            raise UnsupportedError(msg)
+    # Every real source's stream runs (``stream_intake.py``): its query on the server, a watched
+    # folder listed and read by the server's Spark on any file system it has (hdfs://...).
+    # Its checkpoint directory cannot be on such a file system (README, "Running on Spark Connect").
+    checkpoint_dir = settings.checkpoint_dir if mode is RunMode.STREAMING else None
+    if checkpoint_dir is not None and commits.local_path(commits.absolute(checkpoint_dir)) is None:
+        msg = (
+            f"--checkpoint_dir={checkpoint_dir}: under Spark Connect a stream's checkpoint directory must be a "
+            "local path or file:// URL of the machine the client and the server share. Its lease (one run at a time: an "
+            "atomic create-if-absent), manifests (an atomic rename), journal and log listing are the client's, which has "
+            "no Hadoop file system, and its keyed state and write-ahead log are written by the server's Python tasks, "
+            "which have none either; Connect's DataFrame reads and writes, the client's only way to the server's file "
+            f"systems, offer neither atomic step. Give a local directory, or {_INSTEAD}"
+        )
+        raise UnsupportedError(msg)
     for stage in plan.stages:
         head = stage.head
         if head is not None:
