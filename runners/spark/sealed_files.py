@@ -28,7 +28,7 @@ from sparkbeam.io import commits
 from sparkbeam.runners.spark import old_paths
 from sparkbeam.runners.spark.sealing import Sealer
 
-__all__ = ["opened", "read_records", "save_records", "sealed_lines"]
+__all__ = ["checked_pieces", "opened", "read_records", "save_records", "sealed_lines", "unpickled"]
 
 #: a piece closes after this many records or this many pickled bytes, whichever first
 PIECE_RECORDS = 4096
@@ -62,6 +62,13 @@ def save_records(rdd: Any, path: str, sealer: Sealer, purpose: str) -> None:
 
 
 def opened(sealer: Sealer, purpose: str, where: str, lines: Iterable[bytes]) -> Iterator[Any]:
+    for payload in checked_pieces(sealer, purpose, where, lines):
+        yield from unpickled(payload)
+
+
+def checked_pieces(sealer: Sealer, purpose: str, where: str, lines: Iterable[bytes]) -> Iterator[memoryview]:
+    """The pickled pieces of a part file's ``lines``, each checked with ``sealer`` (one that
+    fails is refused naming ``where``); nothing is unpickled (``unpickled`` does that)."""
     for line in lines:
         if not line:
             continue
@@ -69,12 +76,16 @@ def opened(sealer: Sealer, purpose: str, where: str, lines: Iterable[bytes]) -> 
             sealed = base64.b64decode(line, validate=True)
         except ValueError:
             sealed = b""  # refused by open, naming the file
-        payload = sealer.open(purpose, sealed, where=where)
-        source = io.BytesIO(payload)
-        unpickler = old_paths.Unpickler(source)
-        end = len(payload)
-        while source.tell() < end:
-            yield unpickler.load()
+        yield sealer.open(purpose, sealed, where=where)
+
+
+def unpickled(payload: bytes | memoryview) -> Iterator[Any]:
+    """The records of one checked piece (``checked_pieces``), in the order they were written."""
+    source = io.BytesIO(payload)
+    unpickler = old_paths.Unpickler(source)
+    end = len(payload)
+    while source.tell() < end:
+        yield unpickler.load()
 
 
 def read_records(sc: Any, path: str, sealer: Sealer, purpose: str) -> Any:

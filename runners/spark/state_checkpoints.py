@@ -51,7 +51,9 @@ __all__ = [
     "PORTABLE_HASH",
     "Chain",
     "StateFileError",
+    "checked_part",
     "merge_partition",
+    "merge_pieces",
     "needs_base",
     "opened_part",
     "part_paths",
@@ -187,16 +189,23 @@ def opened_part(sealer: Sealer, path: str, stage_id: int, index: int, position: 
         for record in sealed_files.opened(sealer, "state", path, lines):
             yield index, (position, record)
     except UnauthenticatedFileError as error:
-        msg = f"{error} (the checkpointed state of stage {stage_id}, partition {index}: never restored as empty state)"
-        raise UnauthenticatedFileError(msg) from None
+        raise UnauthenticatedFileError(_refused(error, stage_id, index)) from None
 
 
 def read_chain(sc: Any, stage_id: int, directories: list[str], sealer: Sealer, partition_fn: Any, partitions: int) -> Any:
     """The state a chain of directories (base first) makes: an RDD partitioned by
     ``partition_fn`` as the state was, each partition's files applied in order
-    (``merge_partition``). Only what each partition wrote is read into it."""
-    pieces = []
+    (``merge_partition``). Only what each partition wrote is read into it.
+
+    One Python pass reads the files: each task checks the pieces of its part of a file and
+    keys them, still pickled, for the shuffle that takes them to the partition they were
+    written from (``checked_part``, and PySpark's ``partitionBy`` in the same worker); the
+    merge unpickles them (``merge_pieces``). Read file by file and united before the
+    shuffle, the records went through a Python worker of their own only to be keyed: every
+    record unpickled and pickled twice more than here."""
     paths: list[list[str]] = []
+    files = []
+    place: list[tuple[int, int]] = []  # (position, partition) of each task's part of a file
     for position, directory in enumerate(directories):
         parts = part_paths(directory, partitions, stage_id)
         paths.append(parts)
@@ -204,12 +213,47 @@ def read_chain(sc: Any, stage_id: int, directories: list[str], sealer: Sealer, p
             # One task per part file up to a block's size (the default of two would split even
             # a small file, doubling the tasks of the step that reads the state back).
             lines = sc.textFile(path, minPartitions=1, use_unicode=False)
-            pieces.append(lines.mapPartitions(functools.partial(opened_part, sealer, path, stage_id, index, position)))
-    tagged = pieces[0] if len(pieces) == 1 else sc.union(pieces)
+            files.append(lines)
+            place.extend([(position, index)] * lines.getNumPartitions())
+    # A union's partitions are its parents', in order: which file each task reads.
+    united = files[0] if len(files) == 1 else sc.union(files)
+    if united.getNumPartitions() != len(place):
+        msg = f"stage {stage_id}: Spark split the checkpointed state's files into other tasks than it said; this is a sparkbeam bug"
+        raise RuntimeError(msg)
+    pieces = united.mapPartitionsWithIndex(functools.partial(checked_part, sealer, stage_id, paths, place))
     # Keyed by the partition it came from: portable_hash(i) % n is i for i < n, and the
     # same partition function makes the next step's union partition by partition.
-    placed = tagged.partitionBy(partitions, partition_fn)
-    return placed.mapPartitionsWithIndex(functools.partial(merge_partition, stage_id, paths), preservesPartitioning=True)
+    placed = pieces.partitionBy(partitions, partition_fn)
+    return placed.mapPartitionsWithIndex(functools.partial(merge_pieces, stage_id, paths), preservesPartitioning=True)
+
+
+def checked_part(
+    sealer: Sealer, stage_id: int, paths: list[list[str]], place: list[tuple[int, int]], task: int, lines: Iterable[bytes]
+) -> Iterator[tuple[int, tuple[int, bytes]]]:
+    """A task's part of a part file (``place[task]``: its chain position and partition):
+    its pieces checked, not unpickled, tagged with the partition and the position; a piece
+    that fails names the stage, the partition and the file.
+
+    A task may hold what it read until PySpark's shuffle writes a batch (its first holds
+    ten pieces per partition): at most its part of one partition's file, less than the
+    merge of that partition holds."""
+    position, index = place[task]
+    path = paths[position][index]
+    try:
+        for payload in sealed_files.checked_pieces(sealer, "state", path, lines):
+            yield index, (position, bytes(payload))
+    except UnauthenticatedFileError as error:
+        raise UnauthenticatedFileError(_refused(error, stage_id, index)) from None
+
+
+def merge_pieces(stage_id: int, paths: list[list[str]], index: int, pieces: Iterable[tuple[int, tuple[int, bytes]]]) -> Iterator[Any]:
+    """``merge_partition`` of the checked pieces ``checked_part`` tagged, unpickled here."""
+    records = ((written_to, (position, record)) for written_to, (position, payload) in pieces for record in sealed_files.unpickled(payload))
+    return merge_partition(stage_id, paths, index, records)
+
+
+def _refused(error: UnauthenticatedFileError, stage_id: int, index: int) -> str:
+    return f"{error} (the checkpointed state of stage {stage_id}, partition {index}: never restored as empty state)"
 
 
 def merge_partition(stage_id: int, paths: list[list[str]], index: int, records: Iterable[tuple[int, tuple[int, Any]]]) -> Iterator[Any]:
