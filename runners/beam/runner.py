@@ -18,8 +18,8 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import apache_beam as beam
 from apache_beam.options.pipeline_options import TypeOptions
+from apache_beam.pipeline import Pipeline as BeamPipeline
 from apache_beam.runners.pipeline_utils import group_by_key_input_visitor
 from apache_beam.runners.runner import PipelineRunner as BeamPipelineRunner
 
@@ -91,7 +91,7 @@ class SparkRunner(spark_runner.SparkRunner, BeamPipelineRunner):
         return BeamPipelineRunner.apply(self, transform, input, options)
 
     def run_pipeline(self, pipeline: Any, options: Any) -> Any:
-        if isinstance(pipeline, beam.Pipeline):
+        if isinstance(pipeline, BeamPipeline):
             return run_beam_pipeline(self, pipeline, options)
         return super().run_pipeline(pipeline, options)  # a sparkbeam pipeline: the Spark backend's runner
 
@@ -99,7 +99,7 @@ class SparkRunner(spark_runner.SparkRunner, BeamPipelineRunner):
 def run_beam_pipeline(runner: spark_runner.SparkRunner, pipeline: Any, options: Any) -> BeamPipelineResult:
     """Translate a Beam pipeline and run it with ``runner`` (before Spark starts, anything
     that cannot be translated raises NotImplementedError naming the transform)."""
-    if not isinstance(pipeline, beam.Pipeline):
+    if not isinstance(pipeline, BeamPipeline):
         msg = f"sparkbeam's SparkRunner runs sparkbeam or apache_beam pipelines, not {pipeline!r}"
         raise TypeError(msg)
     options = options if options is not None else pipeline.options

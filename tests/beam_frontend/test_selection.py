@@ -102,6 +102,17 @@ def test_test_pipeline_with_test_pipeline_options(spark):
         assert_that(words | beam.combiners.Count.PerElement(), equal_to([("a", 1), ("b", 2), ("c", 2)]))
 
 
+def test_a_test_that_patches_beam_pipeline_with_test_pipeline_runs_on_sparkbeam(spark, monkeypatch):
+    # Beam's snippet tests patch ``apache_beam.Pipeline`` with TestPipeline so that the
+    # snippets' ``beam.Pipeline()`` takes --test-pipeline-options; the runner-API round trip
+    # then hands the runner a plain Pipeline, which is not that TestPipeline.
+    monkeypatch.setattr(beam, "Pipeline", TestPipeline)
+    argv = ["--test-pipeline-options=--runner=sparkbeam.SparkRunner --state_partitions=2"]
+    with beam.Pipeline(argv=argv) as p:
+        assert isinstance(p.runner, SparkRunner)
+        assert_that(p | beam.Create([1, 2]) | beam.Map(lambda x: x * 10), equal_to([10, 20]))
+
+
 @pytest.mark.spark
 def test_beams_wordcount_from_the_command_line_equals_beams_local_runner(spark, tmp_path):
     from apache_beam.examples import wordcount
