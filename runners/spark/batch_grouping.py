@@ -295,10 +295,16 @@ class MapSideTable:
     def drain(self) -> list[tuple[tuple, tuple]]:
         """The table's records; the table starts afresh."""
         accumulators, held_times = self.accumulators, self.held_times
-        if held_times:
-            records = [(compact, (accumulator, held_times[compact])) for compact, accumulator in accumulators.items()]
-        else:
-            records = [(compact, (accumulator, None)) for compact, accumulator in accumulators.items()]
+        # Each accumulator crosses the shuffle: compacted first, as Beam's runners do
+        # (``CombineFn.compact``; the identity unless the CombineFn defines it).
+        shrink = self.fn.compact
+        try:
+            if held_times:
+                records = [(compact, (shrink(accumulator), held_times[compact])) for compact, accumulator in accumulators.items()]
+            else:
+                records = [(compact, (shrink(accumulator), None)) for compact, accumulator in accumulators.items()]
+        except Exception as error:
+            raise UserCodeError(self.op.label, self.op.location, error) from error
         accumulators.clear()
         held_times.clear()
         self.held = 0

@@ -176,3 +176,24 @@ def test_streaming_main_elements_wait_for_their_side_window_in_every_view(spark)
     from tests.transforms.test_side_inputs import every_view_over_a_stream, main_then_side
 
     assert_runners_agree(every_view_over_a_stream(main_then_side, "fixed"), streaming=True)
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["batch", "stream"])
+def test_top_per_key_with_a_key_function_crosses_shuffles_and_steps(spark, streaming):
+    """Beam's ``TopCombineFn`` with ``key=`` holds comparables that lose their key function
+    when pickled: its accumulators are compacted before they cross the shuffle and before
+    they wait in a stream's state for a later step's firing, as Beam's runners compact them
+    (Beam's ``top_per_key`` snippet failed its ``extract_output`` without it)."""
+
+    def build(ns, p):
+        tv = ns.TimestampedValue
+        first = [tv(("spring", "Carrot"), 1), tv(("spring", "Strawberry"), 2), tv(("summer", "Corn"), 3), tv(("fall", "Carrot"), 4)]
+        second = [tv(("summer", "Green apple"), 6), tv(("summer", "Carrot"), 7), tv(("fall", "Green apple"), 8)]
+        if streaming:
+            stamped = p | ns.TestStream().add_elements(first).advance_watermark_to(5).add_elements(second).advance_watermark_to_infinity()
+        else:
+            stamped = p | ns.beam.Create([(e.value, e.timestamp) for e in first + second]) | ns.beam.MapTuple(lambda kv, t: tv(kv, t))
+        shortest = stamped | ns.beam.WindowInto(ns.window.FixedWindows(100)) | ns.beam.combiners.Top.PerKey(2, key=len, reverse=True)
+        return shortest | ns.beam.MapTuple(lambda season, names: (season, sorted(names)))
+
+    assert_runners_agree(build, streaming=streaming)

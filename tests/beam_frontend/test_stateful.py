@@ -288,3 +288,43 @@ def test_state_holds_the_coders_copy_not_the_object_added():
 
     values = _in_engine(lambda p: p | beam.Create([("k", 1), ("k", 2)]) | beam.ParDo(Mutating()))
     assert values == [[(1,), (2,)]]
+
+
+@pytest.mark.spark
+def test_combining_state_of_top_with_a_key_function_is_read_in_a_later_step(spark):
+    """A combining state cell of Beam's ``TopCombineFn`` with ``key=``: its accumulator is
+    compacted before the key's state is kept (its comparables lose their key function when
+    encoded), so a timer of a later step reads it, as on Beam's runner."""
+
+    def build(ns, p):
+        from apache_beam.transforms.combiners import TopCombineFn
+        from apache_beam.transforms.userstate import (
+            CombiningValueStateSpec,
+            TimeDomain,
+            TimerSpec,
+            on_timer,
+        )
+
+        class Shortest(beam.DoFn):
+            NAMES = CombiningValueStateSpec("names", combine_fn=TopCombineFn(2, key=len, reverse=True))
+            FLUSH = TimerSpec("flush", TimeDomain.WATERMARK)
+
+            def process(self, element, names=beam.DoFn.StateParam(NAMES), flush=beam.DoFn.TimerParam(FLUSH)):
+                names.add(element[1])
+                flush.set(20)
+
+            @on_timer(FLUSH)
+            def flushed(self, key=beam.DoFn.KeyParam, names=beam.DoFn.StateParam(NAMES)):
+                yield key, sorted(names.read())
+
+        tv = ns.TimestampedValue
+        stream = (
+            ns.TestStream()
+            .add_elements([tv(("summer", "Green apple"), 1), tv(("summer", "Corn"), 2), tv(("fall", "Carrot"), 3)])
+            .advance_watermark_to(5)
+            .add_elements([tv(("summer", "Carrot"), 6)])
+            .advance_watermark_to_infinity()
+        )
+        return p | stream | ns.beam.ParDo(Shortest())
+
+    assert_runners_agree(build, streaming=True)

@@ -166,7 +166,8 @@ class GroupingEngine(abc.ABC):
         accumulator = window_state.contents
         if accumulator is None:
             accumulator = combine_fn.create_accumulator()
-        window_state.contents = accumulator_from(combine_fn, "add_inputs", combine_fn.add_inputs(accumulator, values), accumulator)
+        added = accumulator_from(combine_fn, "add_inputs", combine_fn.add_inputs(accumulator, values), accumulator)
+        window_state.contents = combine_fn.compact(added)  # kept: see _add_accumulators
 
     def _add_accumulators(self, window_state: WindowState, accumulators: list[Any]) -> None:
         """Merge lifted accumulators into a window's contents (a combining grouping only)."""
@@ -179,9 +180,11 @@ class GroupingEngine(abc.ABC):
         if len(accumulators) == 1:
             window_state.contents = accumulators[0]
         else:
-            window_state.contents = accumulator_from(
-                combine_fn, "merge_accumulators", combine_fn.merge_accumulators(accumulators), accumulators
-            )
+            merged = accumulator_from(combine_fn, "merge_accumulators", combine_fn.merge_accumulators(accumulators), accumulators)
+            # What the state keeps is pickled between steps: compacted first, as Beam's runners
+            # compact an accumulator before it is encoded (Beam's TopCombineFn with a key holds
+            # comparables that lose their key function when pickled and must be compacted).
+            window_state.contents = combine_fn.compact(merged)
 
     def _payload(self, contents: Any, keep: bool) -> Any:
         """A pane's value from a window's contents: the grouped values (a copy when the

@@ -111,6 +111,7 @@ def precombine(
         try:
             created = combine_fn.create_accumulator()
             accumulator = accumulator_from(combine_fn, "add_inputs", combine_fn.add_inputs(created, values), created)
+            accumulator = combine_fn.compact(accumulator)  # it crosses the shuffle, as in Beam
         except Exception as error:
             raise UserCodeError(op.label, op.location, error, key) from error
         yield key, Partial(window, accumulator, len(values), hold, unheld)

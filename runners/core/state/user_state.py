@@ -231,7 +231,10 @@ class _Combining(_Cell, CombiningValueRuntimeState):
         return self._combine_fn.extract_output(self._accumulator())
 
     def add(self, value: Any) -> None:
-        accumulator = self._combine_fn.add_input(self._accumulator(), value)
+        combine_fn = self._combine_fn
+        # Kept, and encoded or pickled with the key's state: compacted first, as Beam's
+        # runners compact a combining state's accumulator before they write it.
+        accumulator = combine_fn.compact(combine_fn.add_input(self._accumulator(), value))
         self._cells[self._name] = accumulator if self._encode is None else self._encode(accumulator)
 
 
