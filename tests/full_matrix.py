@@ -83,7 +83,7 @@ FULL_MATRIX: dict[str, str] = {
     # Python workers) in a file already the longest; the suite is over its 15 minutes.
     "tests/runners/test_stream_recovery.py::test_a_killed_spark_connect_client_resumes_exactly[connect-5]": (
         "the classic SIGKILL resume of the same job stays (same module), so does a Connect checkpoint "
-        "resumed after --max_steps (same module, three files), and Connect streams' steps stay "
+        "resumed after --max_steps (same module, two files), and Connect streams' steps stay "
         "(test_streaming_oracle.py, test_real_sources.py)"
     ),
     "tests/runners/test_stream_recovery.py::test_a_file_url_checkpoint_through_hadoop_resumes_after_sigkill": (

@@ -364,9 +364,11 @@ def test_a_killed_spark_connect_client_resumes_exactly(tmp_path, uninterrupted, 
 
 
 # The suite's short Connect checkpoint case (the SIGKILL ones above are in the full matrix):
-# the same job through Spark Connect on the first three files, a checkpoint after every
-# step, stopped by --max_steps after two steps, then started again on its checkpoint
-# directory to the end, in this process. Its output is compared with what the
+# the same job through Spark Connect on the first two files, a checkpoint after every step,
+# stopped by --max_steps after the first step, then started again on its checkpoint
+# directory to the end, in this process. Both files fall in each team's first window, so
+# the resumed run completes windows, counts and sequences that the first run began: their
+# state must come back from the checkpoint. Its output is compared with what the
 # uninterrupted run writes for those files, as plain Python computes it (the uninterrupted
 # run is checked against the same computation above). The server's Python workers cannot
 # import the tests' modules: the job's functions travel by value, as a script's do.
@@ -381,16 +383,17 @@ def stream_job_by_value():
 
 @pytest.mark.usefixtures("stream_job_by_value")
 def test_a_spark_connect_stream_stopped_at_max_steps_resumes_from_its_checkpoint(tmp_path, connect_server):
-    files = 3
+    files = 2
     input_dir = str(tmp_path / "in")
     expected, counts = write_input_and_counts(input_dir, files)
     out, ck, log = str(tmp_path / "out"), str(tmp_path / "ck"), str(tmp_path / "log.jsonl")
     flags = (f"--spark_remote={connect_server.url}", "--checkpoint_interval=1")
-    stream_job.main(input_dir, out, ck, log, *flags, "--max_steps=2")
+    stream_job.main(input_dir, out, ck, log, *flags, "--max_steps=1")
     newest = CheckpointStore(ck, []).newest()
-    assert newest is not None and newest["step"] == 2 and not newest["finished"]
+    assert newest is not None and newest["step"] == 1 and not newest["finished"]
     assert newest["chains"] and all(chain["placement"] == "spark-murmur3(portable_hash)" for chain in newest["chains"].values())
-    assert max(record["step"] for record in timeline(log)) == 1  # steps 0 and 1, then stopped
+    assert max(record["step"] for record in timeline(log)) == 0  # step 0, then stopped
+    assert committed(out, "totals") == collections.Counter()  # no window complete yet
     stream_job.main(input_dir, out, ck, log, *flags)
     assert CheckpointStore(ck, []).newest()["finished"]
     lines = committed(out, "totals")
