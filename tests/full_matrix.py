@@ -86,6 +86,20 @@ FULL_MATRIX: dict[str, str] = {
         "resumed after --max_steps (same module, two files), and Connect streams' steps stay "
         "(test_streaming_oracle.py, test_real_sources.py)"
     ),
+    # A Connect stream's folders reached through the server as from another machine
+    # (runners/spark/connect/server_files.py), every direct access of the client refused:
+    "tests/runners/test_stream_recovery.py::test_a_killed_spark_connect_client_resumes_exactly[through_server-7]": (
+        "the file operations through the server stay (test_connect_server_files.py), and the same SIGKILL resume "
+        "on Connect with shared files is in the full matrix beside it"
+    ),
+    "tests/runners/test_stream_recovery.py::test_a_spark_connect_stream_stopped_at_max_steps_resumes_from_its_checkpoint[through_server]": (
+        "the file operations through the server stay (test_connect_server_files.py), and the same stream on "
+        "Connect with shared files (the [shared] case)"
+    ),
+    "tests/runners/test_real_sources.py::test_directory_stream_through_a_connect_server_as_from_another_machine": (
+        "the file operations through the server stay (test_connect_server_files.py), and the watched folder on the "
+        "classic session (the same case)"
+    ),
     "tests/runners/test_stream_recovery.py::test_a_file_url_checkpoint_through_hadoop_resumes_after_sigkill": (
         "the checkpoint primitives through Hadoop's API on s3a:// and the SIGKILL resume on local paths stay"
     ),

@@ -476,7 +476,7 @@ class StreamIntake:
 
     def forget_through(self, batch_id: int) -> None:
         """Delete the log of batches up to ``batch_id`` (a checkpoint no longer needs them)."""
-        with self._lock:
+        with self._lock, commits.batched(self.wal_dir):
             for b in [b for b in self._ready if b <= batch_id]:
                 batch = self._ready.pop(b)
                 # missing_ok: a run stopped mid-way through this repeats it after a restart

@@ -318,6 +318,16 @@ class SparkPipelineResult(PipelineResult):
         return self._execution.loop.metrics
 
 
+def _files_elsewhere(settings: RunSettings) -> bool:
+    """The run's files are those of a Spark Connect server on another machine, which this
+    process cannot check (the server matches the reads, and makes the outputs' folders)."""
+    from sparkbeam.runners.spark.connect import server_files
+    from sparkbeam.runners.spark.connect.session import connect_target
+
+    target = connect_target(settings)
+    return target is not None and server_files.server_is_elsewhere(target)
+
+
 class SparkRunner(PipelineRunner):
     """Runs pipelines on Spark: the embedded ``local[*]`` by default, any master with ``--spark_master``."""
 
@@ -333,9 +343,10 @@ class SparkRunner(PipelineRunner):
                 "pipeline with --runner=sparkbeam.SparkRunner (with apache-beam installed: pip install 'sparkbeam[beam]')"
             )
             raise TypeError(msg)
-        # Before Spark starts: reads that match nothing, outputs that cannot be written.
-        check_inputs_and_outputs(pipeline)
         settings = RunSettings.from_options(options)
+        if not _files_elsewhere(settings):
+            # Before Spark starts: reads that match nothing, outputs that cannot be written.
+            check_inputs_and_outputs(pipeline)
         return self.run_lowered(_lower(pipeline, settings), settings)
 
     def run_lowered(

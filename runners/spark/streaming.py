@@ -94,7 +94,7 @@ class StreamRun:
         self.temporary = given is None
         if self.temporary:
             # Removed at the end, never resumed: a key of this run alone seals it.
-            root, key, key_path = tempfile.mkdtemp(prefix="sparkbeam-stream-"), os.urandom(32), "(this run's own key)"
+            root, key, key_path = self._temporary_root(), os.urandom(32), "(this run's own key)"
         else:
             key, key_path = load_key(settings.checkpoint_key_file)
             root = given
@@ -110,6 +110,10 @@ class StreamRun:
         self.cut_at: int | None = None
         self._last_start: float | None = None
         self._stopping = threading.Event()  # set by cancel(): no more waiting between steps
+
+    def _temporary_root(self) -> str:
+        """A new private directory for a run without ``--checkpoint_dir`` (removed at its end)."""
+        return tempfile.mkdtemp(prefix="sparkbeam-stream-")
 
     # -- start and stop -------------------------------------------------------------------
     def attach(self, loop: StepLoop) -> None:

@@ -23,7 +23,10 @@ Paths are plain local paths or URLs. Where ``FileSystems`` serves a path with
 atomic and made durable by an fsync of the folder renamed into, small files are fsynced.
 Any other file system registered in ``FileSystems`` (``hdfs://``, ``s3a://``... through
 Hadoop's FileSystem API on Spark, see ``runners/spark/hadoop_filesystem.py``) is used
-through its own operations, with the atomicity its rename has. The helpers that go with
+through its own operations, with the atomicity its rename has. ``serve`` hands the plain
+paths under a directory to such a file system too, in this process only (a stream's
+directories on a Spark Connect server of another machine, served through that server:
+``runners/spark/connect/server_files.py``). The helpers that go with
 the pattern (``join``, ``makedirs``, ``exists``, ``is_directory``, ``list_names``,
 ``read_bytes``) let a writer stay free of ``os``.
 
@@ -43,7 +46,7 @@ import posixpath
 import shutil
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from sparkbeam.io.filesystem import CompressionTypes
@@ -53,6 +56,7 @@ from sparkbeam.io.localfilesystem import LocalFileSystem
 __all__ = [
     "TEMPORARY_MARK",
     "absolute",
+    "batched",
     "commit",
     "commit_directory",
     "create_new",
@@ -67,6 +71,7 @@ __all__ = [
     "read_bytes",
     "remove",
     "restrict",
+    "serve",
     "staging_directory",
     "temporary_beside",
     "write_bytes",
@@ -80,13 +85,51 @@ TEMPORARY_MARK = ".sparkbeam-temp-"
 _REPLACED_MARK = ".sparkbeam-replaced-"
 
 
+#: directories whose paths a file system other than Python's serves (``serve``), by their spelling
+_SERVED: dict[str, Any] = {}
+
+
+def serve(directory: str, filesystem: Any) -> Callable[[], None]:
+    """Serve ``directory`` and every path under it (spelt as it is, plain or a URL) with
+    ``filesystem`` in this process, until the returned function is called."""
+    key = directory.rstrip("/") or "/"
+    _SERVED[key] = filesystem
+
+    def stop() -> None:
+        if _SERVED.get(key) is filesystem:
+            del _SERVED[key]
+
+    return stop
+
+
+def _served(path: str) -> Any:
+    for directory, filesystem in _SERVED.items():
+        if path == directory or path.startswith(directory if directory.endswith("/") else directory + "/"):
+            return filesystem
+    return None
+
+
 def _local(path: str) -> str | None:
     """The ``os`` path of ``path`` if the local file system serves it, else None."""
+    if _SERVED and _served(path) is not None:
+        return None
     if "://" not in path:
         return path
     if isinstance(FileSystems.get_filesystem(path), LocalFileSystem):
         return path.removeprefix("file://")
     return None
+
+
+def batched(path: str) -> Any:
+    """A context manager: where the file system of ``path`` groups operations (a Spark
+    Connect server's files reached through it, one job each), the operations within this
+    block that answer nothing (writes, renames, removals) wait and go with the next one
+    that answers, or at the block's end: one round trip for several. Elsewhere it changes
+    nothing. Within it, what was written is not yet there for other processes."""
+    if _local(path) is not None:
+        return contextlib.nullcontext()
+    batch = getattr(_remote(path), "batch", None)
+    return batch() if batch is not None else contextlib.nullcontext()
 
 
 def local_path(path: str) -> str | None:
@@ -95,7 +138,8 @@ def local_path(path: str) -> str | None:
 
 
 def _remote(path: str) -> Any:
-    return FileSystems.get_filesystem(path)
+    served = _served(path) if _SERVED else None
+    return served if served is not None else FileSystems.get_filesystem(path)
 
 
 def absolute(path: str) -> str:
@@ -208,6 +252,8 @@ def read_bytes(path: str) -> bytes:
     if local is not None:
         with open(local, "rb") as handle:
             return handle.read()
+    if hasattr(_remote(path), "read_bytes"):
+        return bytes(_remote(path).read_bytes(path))  # one operation where the file system has it
     if not _remote(path).exists(path):
         raise FileNotFoundError(path)
     with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
@@ -273,6 +319,9 @@ def commit_directory(new_dir: str | None, final_dir: str) -> None:
     An existing ``final_dir`` is renamed aside to a hidden name before the new one is
     renamed in, then deleted: a reader sees the old files, then none, then the new ones.
     """
+    if _local(final_dir) is None and hasattr(_remote(final_dir), "commit_directory"):
+        _remote(final_dir).commit_directory(new_dir, final_dir)  # the same steps, where the files are
+        return
     directory, name = _split(final_dir)
     aside = join(directory, _REPLACED_MARK + name)
     if exists(aside):  # left by a run that failed between the two renames
@@ -287,6 +336,9 @@ def commit_directory(new_dir: str | None, final_dir: str) -> None:
 def write_bytes(path: str, data: bytes, *, private: bool = False) -> None:
     """Write a small file whole or not at all: to a temporary, synced, then committed.
     ``private``: created with mode 0600 on a local file system."""
+    if _local(path) is None and hasattr(_remote(path), "write_bytes"):
+        _remote(path).write_bytes(path, data, private=private)  # the same steps, where the file is
+        return
     temp = temporary_beside(path)
     try:
         local = _local(temp)
@@ -366,6 +418,9 @@ def remove(path: str, *, missing_ok: bool = False) -> None:
     local = _local(path)
     if local is None:
         fs = _remote(path)
+        if hasattr(fs, "remove_tree"):
+            fs.remove_tree(path, missing_ok=missing_ok)  # one operation where the file system has it
+            return
         if not fs.exists(path):
             if missing_ok:
                 return

@@ -12,6 +12,7 @@ window's end (``counts``); per team, a running sequence number for each record
 
 from __future__ import annotations
 
+import pathlib
 import sys
 
 import sparkbeam as beam
@@ -81,6 +82,20 @@ def main(input_dir: str, output_dir: str, checkpoint_dir: str, timeline_log: str
     # ``--spark_conf k=v`` among the flags adds to the job's own settings (the object store
     # tests pass the s3a connector's jars and settings so).
     rest, extra = list(flags), []
+    # ``--files_through_server=RECORD``: run as if the Connect server were on another
+    # machine, every direct access to the stream's directories refused and appended to
+    # RECORD (tests/runners/server_files_guard.py).
+    record = next((flag.split("=", 1)[1] for flag in rest if flag.startswith("--files_through_server=")), None)
+    if record is not None:
+        if __name__ == "__main__":  # run as a script: the tests package from its checkout
+            sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+        from tests.runners.server_files_guard import through_server
+
+        rest.remove(f"--files_through_server={record}")
+        watched = (input_dir, output_dir, checkpoint_dir)
+        with through_server(*watched, record=record):
+            main(input_dir, output_dir, checkpoint_dir, timeline_log, *rest)
+        return
     while "--spark_conf" in rest:
         at = rest.index("--spark_conf")
         extra.append(rest[at + 1])

@@ -91,10 +91,12 @@ def test_an_unreachable_server_named_by_spark_remote_the_variable_is_refused_nam
 # ------------------------------------------------------------------------ refused before the run
 
 
-def test_a_stream_of_files_on_a_server_of_another_machine_is_refused_naming_the_option(tmp_path):
-    p = _pipeline(spark_remote="sc://spark.example.invalid:15002", available_now=True)
+def test_a_stream_on_a_server_of_another_machine_refuses_a_relative_checkpoint_dir_before_reaching_it(tmp_path):
+    # Its directories are the server's files (runners/spark/connect/server_files.py): named
+    # as the server sees them, never made absolute in the client's working directory.
+    p = _pipeline(spark_remote="sc://spark.example.invalid:15002", available_now=True, checkpoint_dir="ck")
     beam.capture(p | "Watch" >> beam.io.ReadFromTextStream(str(tmp_path)))
-    with pytest.raises(UnsupportedError, match=r"--spark_remote=sc://spark.example.invalid:15002: a stream of real sources .* needs a server on this machine"):
+    with pytest.raises(UnsupportedError, match=r"--checkpoint_dir=ck: the Spark Connect server \(--spark_remote\) is on another machine.*absolute path as the server sees it"):
         p.run()
 
 

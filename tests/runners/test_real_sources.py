@@ -9,9 +9,11 @@ where each source's query runs on the server (runners/spark/connect/stream_intak
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
+import tempfile
 import threading
 import time
 
@@ -51,13 +53,29 @@ def test_directory_stream_sums_windows_and_counts_dead_letters(spark_session_kin
     """On both session kinds (a Connect run's log written by DataFrame operations alone,
     runners/spark/connect/stream_intake.py): the same sums, dead letters, and the source's
     watermark at each step (one file per step)."""
+    directory_stream_sums_windows_and_counts_dead_letters(tmp_path, spark_session_kind, contextlib.nullcontext([0]))
+
+
+def test_directory_stream_through_a_connect_server_as_from_another_machine(connect_server, tmp_path):
+    """The same on Connect with the run's temporary checkpoint (no --checkpoint_dir) made on
+    the server and reached through it (runners/spark/connect/server_files.py), every direct
+    access of the client to it or to the watched folder refused (the full matrix)."""
+    from tests.runners.server_files_guard import FOUND, through_server
+
+    guard = through_server(str(tmp_path / "in"), os.path.join(tempfile.gettempdir(), "sparkbeam-stream-"))
+    jobs = directory_stream_sums_windows_and_counts_dead_letters(tmp_path, {"spark_remote": connect_server.url}, guard)
+    assert not FOUND and jobs[0] > 0
+
+
+def directory_stream_sums_windows_and_counts_dead_letters(tmp_path, session_kind: dict, guard) -> list[int]:
+    """The case of the two tests above, its run within ``guard``; what the guard yielded."""
     directory = tmp_path / "in"
     directory.mkdir()
     for index in range(3):
         lines = [json.dumps({"team": f"t{i % 2}", "score": i, "ts": index * 60 + i}) for i in range(5)]
         unstamped = ['{"team": "t0", "score": 1}'] if index == 1 else []
         write_lines(str(directory / f"f{index}.json"), [*lines, "", "{oops", *unstamped], mtime=1_700_000_000 + index)
-    p = beam.Pipeline(options=options(available_now=True, **spark_session_kind))
+    p = beam.Pipeline(options=options(available_now=True, **session_kind))
     good, bad = p | "Read" >> beam.io.ReadFromJsonStream(
         str(directory), schema="team STRING, score INT, ts LONG", timestamp="ts", max_files_per_trigger=1
     ).with_exception_handling()
@@ -65,7 +83,8 @@ def test_directory_stream_sums_windows_and_counts_dead_letters(spark_session_kin
         good | beam.Map(lambda r: (r.team, r.score)) | beam.WindowInto(window.FixedWindows(60)) | beam.CombinePerKey(sum)
     )
     dead = beam.capture(bad)
-    result = p.run()
+    with guard as guarded:
+        result = p.run()
     found = sorted((e.value, int(e.windows[0].start)) for e in result.emissions(sums))
     assert found == sorted(
         [(("t0", 6), start) for start in (0, 60, 120)] + [(("t1", 4), start) for start in (0, 60, 120)]
@@ -91,6 +110,7 @@ def test_directory_stream_sums_windows_and_counts_dead_letters(spark_session_kin
     assert [letters for _, letters in read] == [1, 2, 1]
     assert [mark for mark, _ in read][:2] == [4_000_000, 64_000_000]
     assert read[2][0] in (124_000_000, MAX_TIMESTAMP.micros)
+    return guarded
 
 
 def test_missing_timestamp_field_is_refused_before_any_data(spark, tmp_path):

@@ -28,6 +28,7 @@ import io
 import itertools
 import json
 import os
+import pathlib
 import random
 import signal
 import subprocess
@@ -341,24 +342,29 @@ def test_a_finished_stream_started_again_does_nothing_and_says_so(uninterrupted)
 # down; the server, the tests' (tools/connect_server.py), keeps running with the killed
 # client's query, which the restart fences off (runners/spark/connect/stream_intake.py). The
 # keyed state's checkpoints are the classic format, written by the server's tasks
-# (runners/spark/connect/state_files.py). Both cases are in the full matrix (tests/full_matrix.sh):
-# a kill resumed on Connect, and the Connect checkpoint resumed on a classic session (its keys
-# placed again).
-@pytest.mark.parametrize(("resume_on", "seed"), [("connect", 5), ("classic", 11)])
+# (runners/spark/connect/state_files.py). The cases are in the full matrix (tests/full_matrix.sh):
+# a kill resumed on Connect, the Connect checkpoint resumed on a classic session (its keys
+# placed again), and a kill resumed on Connect with both runs reaching the stream's folders
+# through the server, as from another machine (runners/spark/connect/server_files.py; every
+# direct access refused and recorded: tests/runners/server_files_guard.py).
+@pytest.mark.parametrize(("resume_on", "seed"), [("connect", 5), ("classic", 11), ("through_server", 7)])
 def test_a_killed_spark_connect_client_resumes_exactly(tmp_path, uninterrupted, connect_server, resume_on, seed):
     rng = random.Random(seed)
     input_dir = str(tmp_path / "in")
     write_input(input_dir)
     out, ck, log = str(tmp_path / "out"), str(tmp_path / "ck"), str(tmp_path / "log.jsonl")
     remote = f"--spark_remote={connect_server.url}"
+    direct = str(tmp_path / "direct-accesses")
+    guard = [f"--files_through_server={direct}"] if resume_on == "through_server" else []
     kill_at = rng.randrange(4, FILES)  # after the first checkpoint (every 3 steps): its state is restored
-    assert not run_job(input_dir, out, ck, log, kill_at, remote), "the job finished before the kill"
+    assert not run_job(input_dir, out, ck, log, kill_at, remote, *guard), "the job finished before the kill"
     newest = CheckpointStore(ck, []).newest()
     assert newest is not None
     chains = newest["chains"]
     assert chains and all(chain["placement"] == "spark-murmur3(portable_hash)" for chain in chains.values())
-    flags = [remote] if resume_on == "connect" else []
+    flags = [] if resume_on == "classic" else [remote, *guard]
     assert run_job(input_dir, out, ck, log, None, *flags)
+    assert not os.path.exists(direct), pathlib.Path(direct).read_text()  # no direct access to the stream's folders
     output_is_the_uninterrupted_runs(out, log, uninterrupted)
     at_most_one_file_per_step(timeline(log))
 
@@ -381,26 +387,42 @@ def stream_job_by_value():
     cloudpickle.unregister_pickle_by_value(stream_job)
 
 
+# Its "through_server" case (full matrix) runs as if the server were on another machine:
+# every file operation of the client under the stream's folders goes through the server
+# (runners/spark/connect/server_files.py), and a direct one would fail the run
+# (tests/runners/server_files_guard.py).
 @pytest.mark.usefixtures("stream_job_by_value")
-def test_a_spark_connect_stream_stopped_at_max_steps_resumes_from_its_checkpoint(tmp_path, connect_server):
-    files = 2
+@pytest.mark.parametrize("files", ["shared", "through_server"])
+def test_a_spark_connect_stream_stopped_at_max_steps_resumes_from_its_checkpoint(tmp_path, connect_server, files):
+    from tests.runners.server_files_guard import FOUND, through_server
+
+    count = 2
     input_dir = str(tmp_path / "in")
-    expected, counts = write_input_and_counts(input_dir, files)
+    expected, counts = write_input_and_counts(input_dir, count)
     out, ck, log = str(tmp_path / "out"), str(tmp_path / "ck"), str(tmp_path / "log.jsonl")
     flags = (f"--spark_remote={connect_server.url}", "--checkpoint_interval=1")
-    stream_job.main(input_dir, out, ck, log, *flags, "--max_steps=1")
+    def guarded():
+        return through_server(input_dir, out, ck) if files == "through_server" else contextlib.nullcontext([0])
+
+    with guarded() as jobs:
+        stream_job.main(input_dir, out, ck, log, *flags, "--max_steps=1")
+    if files == "through_server":
+        assert not FOUND and jobs[0] > 0
     newest = CheckpointStore(ck, []).newest()
     assert newest is not None and newest["step"] == 1 and not newest["finished"]
     assert newest["chains"] and all(chain["placement"] == "spark-murmur3(portable_hash)" for chain in newest["chains"].values())
     assert max(record["step"] for record in timeline(log)) == 0  # step 0, then stopped
     assert committed(out, "totals") == collections.Counter()  # no window complete yet
-    stream_job.main(input_dir, out, ck, log, *flags)
+    with guarded() as jobs:
+        stream_job.main(input_dir, out, ck, log, *flags)
+    if files == "through_server":
+        assert not FOUND and jobs[0] > 0
     assert CheckpointStore(ck, []).newest()["finished"]
     lines = committed(out, "totals")
     windows = collections.Counter((team, start) for team, start, _ in (line.split(",") for line in lines.elements()))
     assert all(times == 1 for times in windows.values()), f"a window's total was written twice: {lines}"
     assert totals(lines) == expected
-    assert sum(committed(out, "bad").values()) == dead_letters_written(files)
+    assert sum(committed(out, "bad").values()) == dead_letters_written(count)
     stateful_outputs_are_exact(out, counts)
     check_watermarks(timeline(log))
     at_most_one_file_per_step(timeline(log))

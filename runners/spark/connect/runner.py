@@ -17,10 +17,11 @@ from sparkbeam.runners.core.lowering.ops import LoweredPipeline
 from sparkbeam.runners.core.lowering.settings import RunMode, RunSettings
 from sparkbeam.runners.core.plan.physical import plan_physical
 from sparkbeam.runners.core.plan.plan import plan_stages
+from sparkbeam.runners.spark.connect import server_files
 from sparkbeam.runners.spark.connect.backend import CONNECT, ConnectBackend
 from sparkbeam.runners.spark.connect.kafka import check_on_server
 from sparkbeam.runners.spark.connect.refusals import refuse_what_connect_cannot_run
-from sparkbeam.runners.spark.connect.session import ConnectTarget, connect_session, host_port
+from sparkbeam.runners.spark.connect.session import ConnectTarget, connect_session
 from sparkbeam.runners.spark.dependencies import check_dependency_options, ship_to_connect
 
 if TYPE_CHECKING:
@@ -50,12 +51,15 @@ def run_on_connect(
     # Before the server is reached: a stage the backend cannot run is refused, named.
     physical = plan_physical(plan, mode, CONNECT.capabilities())
     real_sources = any(kind_of(op).endless for op in lowered.ops)
-    if real_sources:
+    elsewhere = real_sources and server_files.server_is_elsewhere(target)
+    if elsewhere:
+        _check_server_paths(target.named_by, settings)
+    elif real_sources:
         from sparkbeam.runners.spark.streaming import check_before_start
 
-        _refuse_remote_stream(target)
         # A checkpoint of another pipeline or key, held by a live run, or outputs it did
-        # not write: refused before the server is reached, as on a classic session.
+        # not write: refused before the server is reached, as on a classic session. (Of a
+        # server elsewhere, under the lease once it is reached: StreamRun.attach.)
         check_before_start(plan, settings)
     check_dependency_options(settings.requirements_file, settings.setup_file)  # a missing file: before the server
     session = connect_session(target)
@@ -79,7 +83,13 @@ def run_on_connect(
 
         # Real sources: their queries on the server, their batches taken step by step.
         try:
-            stream_run = ConnectStreamRun(session, plan, backend, settings)
+            files = None
+            if elsewhere or not server_files.server_sees_client_files(session):
+                # The stream's directories are the server's files: reached through it.
+                _check_server_paths(target.named_by, settings)
+                files = server_files.ServerFileSystem(session)
+                cleanups.extend(server_files.serve_stream_directories(files, plan, settings.checkpoint_dir))
+            stream_run = ConnectStreamRun(session, plan, backend, settings, files=files)
         except BaseException:
             for cleanup in cleanups:  # no run to clean up after: the session as it was
                 cleanup()
@@ -113,17 +123,14 @@ def run_on_connect(
 
 
 
-def _refuse_remote_stream(target: ConnectTarget) -> None:
-    """A real stream's write-ahead log and checkpoints are a directory the client lists and
-    the server writes (``stream_intake.py``, ``state_files.py``): only a server on this
-    machine shares it."""
-    if target.url is None:
-        return  # the user's own session: its server's place is not known here
-    host, _ = host_port(target.url)
-    if host not in ("localhost", "127.0.0.1", "::1"):
+def _check_server_paths(named_by: str, settings: RunSettings) -> None:
+    """A stream's directory on a server elsewhere is named as the server sees it: a relative
+    one would be made absolute in the client's working directory, which is not the server's."""
+    given = settings.checkpoint_dir
+    if given is not None and "://" not in given and not given.startswith("/"):
         msg = (
-            f"{target.named_by}={target.url}: a stream of real sources under Spark Connect keeps its write-ahead log and "
-            "checkpoints in a directory the client and the server share, so it needs a server on this machine for now; "
-            "run the stream against a local server, or on a classic Spark session"
+            f"--checkpoint_dir={given}: the Spark Connect server ({named_by}) is on another machine, whose files the "
+            "stream's checkpoints are; give the directory as an absolute path as the server sees it (such as "
+            "/dbfs/... or /Volumes/... on Databricks)"
         )
         raise UnsupportedError(msg)

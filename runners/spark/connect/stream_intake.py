@@ -351,8 +351,9 @@ class ConnectIntake(StreamIntake):
         # The threshold the next batches drop records behind, as the step loop knows it
         # now (a classic run's foreachBatch asks the source on the driver).
         drop = self.drop_before()
-        commits.write_bytes(os.path.join(os.path.dirname(self.wal_dir), DROP_FILE), json.dumps(drop).encode("utf-8"), private=True)
-        self._refresh()
+        with commits.batched(self.wal_dir):  # written in the listing's job where files are the server's
+            commits.write_bytes(commits.join(os.path.dirname(self.wal_dir), DROP_FILE), json.dumps(drop).encode("utf-8"), private=True)
+            self._refresh()
         return super().take(after)
 
     def finished(self) -> bool:
@@ -368,6 +369,26 @@ class ConnectStreamRun(StreamRun):
     checkpoint is written: each step's log batches are removed once read."""
 
     intake_type = ConnectIntake
+
+    def __init__(self, *args: Any, files: Any = None, **kwargs: Any) -> None:
+        #: the server's files reached through it (``server_files.py``), or None: shared with it
+        self.files = files
+        self._stop_serving: list[Any] = []
+        super().__init__(*args, **kwargs)
+
+    def _temporary_root(self) -> str:
+        if self.files is None:
+            return super()._temporary_root()
+        root = self.files.mkdtemp("sparkbeam-stream-")  # on the server, which writes it
+        self._stop_serving.append(commits.serve(root, self.files))
+        return root
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            for stop in self._stop_serving:
+                stop()
 
     def _check_session(self) -> None:
         return None  # the session's settings are the server's
