@@ -354,18 +354,21 @@ class CheckpointStore:
             if not isinstance(files, list) or not isinstance(manifest.get("step"), int):
                 skipped.append(f"{path}: not a manifest sparkbeam wrote (no step or files)")
                 continue
-            missing = [name for name in files if not commits.exists(commits.join(self.checkpoint_path(number), str(name)))]
             try:
                 chains = self.chains(manifest)
             except StateFileError as error:
                 skipped.append(str(error))
                 continue
-            missing += [
-                f"{commits.join(self.checkpoint_path(at), name)} (stage {stage_id})"
+            # Looked up together: one round trip where each costs one (files through a server).
+            own = [commits.join(self.checkpoint_path(number), str(name)) for name in files]
+            older = [
+                (f"{commits.join(self.checkpoint_path(at), name)} (stage {stage_id})", self.state_path(at, name))
                 for stage_id, chain in chains.items()
                 for at, name in chain.files[:-1]  # the last is this checkpoint's own, in files
-                if not commits.exists(self.state_path(at, name))
             ]
+            there = commits.exists_all([*own, *(path for _, path in older)])
+            missing = [name for name, found in zip(files, there) if not found]
+            missing += [shown for (shown, _), found in zip(older, there[len(own):]) if not found]
             if missing:
                 skipped.append(f"{path}: its files {', '.join(map(str, missing))} are missing")
                 continue

@@ -61,6 +61,7 @@ __all__ = [
     "commit_directory",
     "create_new",
     "exists",
+    "exists_all",
     "is_directory",
     "is_temporary",
     "join",
@@ -217,6 +218,14 @@ def restrict(path: str) -> None:
 def exists(path: str) -> bool:
     local = _local(path)
     return os.path.lexists(local) if local is not None else bool(_remote(path).exists(path))
+
+
+def exists_all(paths: list[str]) -> list[bool]:
+    """``exists`` of each path; one round trip where the file system of the first groups
+    operations (a Spark Connect server's files reached through it)."""
+    if paths and _local(paths[0]) is None and hasattr(_remote(paths[0]), "exists_all"):
+        return list(_remote(paths[0]).exists_all(paths))
+    return [exists(path) for path in paths]
 
 
 def is_directory(path: str) -> bool:

@@ -46,7 +46,8 @@ def refuse_what_connect_cannot_run(plan: StagePlan, mode: RunMode, settings: Run
     if checkpoint_dir is not None and commits.local_path(commits.absolute(checkpoint_dir)) is None:
         msg = (
             f"--checkpoint_dir={checkpoint_dir}: under Spark Connect a stream's checkpoint directory must be a "
-            "local path or file:// URL of the machine the client and the server share. Its lease (one run at a time: an "
+            "local path or file:// URL as the server sees it (on another machine the client reaches it through the server). Its "
+            "lease (one run at a time: an "
             "atomic create-if-absent), manifests (an atomic rename), journal and log listing are the client's, which has "
             "no Hadoop file system, and its keyed state and write-ahead log are written by the server's Python tasks, "
             "which have none either; Connect's DataFrame reads and writes, the client's only way to the server's file "

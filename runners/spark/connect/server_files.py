@@ -252,6 +252,9 @@ class ServerFileSystem(FileSystem):
     def exists(self, path: str) -> bool:
         return bool(self._one("exists", path)["flag"])
 
+    def exists_all(self, paths: list[str]) -> list[bool]:
+        return [bool(answer["flag"]) for answer in self.run(*(("exists", path) for path in paths))]
+
     def is_directory(self, path: str) -> bool:
         return bool(self._one("is_directory", path)["flag"])
 

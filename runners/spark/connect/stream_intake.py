@@ -22,9 +22,9 @@ query here writes to a Python data source's stream writer (``sparkbeam_wal``, Sp
 Before each step the client (``ConnectIntake``) reads the new batches' ``<b>.json``, so the
 step loop takes the same batches per step as on a classic session; a step's elements are
 read from the log's part files on the server (``wal_frame``: Spark's text reader, each
-piece checked with the stream's key before it is unpickled). The log lives in a directory
-the client and the server both reach: a server on this machine (``runner.py`` refuses
-another).
+piece checked with the stream's key before it is unpickled). The log is the server's
+files: a client on the server's machine lists and reads them directly, one elsewhere
+through the server (``server_files.py``), the paths being the same.
 
 A killed client leaves its query running on the server (Connect ties a query to its
 session, not to the client process). The writer's tasks and its commit check the run's
