@@ -147,6 +147,9 @@ def main() -> None:
         served, served_out, jobs = stream(remote, args.steps, through_server=True)
     finally:
         if server is not None:
+            from sparkbeam.runners.spark.connect.session import release_sessions
+
+            release_sessions()  # while the server answers: released after it, each retries for minutes
             server.stop()
     if shared_out != served_out:
         sys.exit("the two runs gave different sums")
