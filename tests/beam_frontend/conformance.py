@@ -30,6 +30,10 @@ from tests.beam_frontend.beam_suites import OUTCOMES, module_of
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PIPELINE_OPTIONS = "--runner=sparkbeam.SparkRunner --state_partitions=2"
 
+SNIPPETS = "examples/snippets/transforms"
+#: a snippet test module that imports what Beam's test extra does not bring (SQLAlchemy,
+#: Google Cloud's enrichment handlers): left out of the run
+SNIPPETS_LEFT_OUT = ("examples/snippets/transforms/elementwise/enrichment_test.py",)
 #: Beam's modules of the table, below the installed apache_beam package
 BEAM_MODULES = (
     "transforms/window_test.py",
@@ -39,6 +43,9 @@ BEAM_MODULES = (
     "transforms/userstate_test.py",
     "transforms/ptransform_test.py",
     "transforms/trigger_test.py",
+    # Beam's snippet tests of every transform (the documentation's examples, each with its
+    # own check of what it prints), tallied as one row
+    SNIPPETS,
 )
 #: Beam's runner-validation suite, whole (the test suite runs a subset of it)
 FN_RUNNER_SUITE = "tests/beam_frontend/fn_runner_suite.py::SparkbeamRunnerTest"
@@ -75,6 +82,8 @@ def _tally(outcomes: dict[str, str], rename: str | None = None) -> dict[str, Cou
     table: dict[str, Counter] = {}
     for nodeid, outcome in outcomes.items():
         module = rename or module_of(nodeid)
+        if module.startswith(SNIPPETS + "/"):
+            module = f"{SNIPPETS}/ (Beam's snippet tests, every module)"
         if "fn_runner_suite.py" in module:
             module = "runners/portability/fn_api_runner/fn_runner_test.py (FnApiRunnerTest)"
         table.setdefault(module, Counter())[outcome] += 1
@@ -101,6 +110,8 @@ def main(argv: list[str]) -> None:
     timings = []
     if names:
         paths = [FN_RUNNER_SUITE if n == "fn_runner_test.py" else os.path.join(beam, n) for n in names]
+        if SNIPPETS in names:
+            paths += [f"--ignore={os.path.join(beam, left_out)}" for left_out in SNIPPETS_LEFT_OUT]
         outcomes, took = _run(paths, [suites], extra, folder, "modules")
         table.update(_tally(outcomes))
         timings.append(f"{took:.0f} s for {', '.join(names)}")
