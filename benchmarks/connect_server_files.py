@@ -134,23 +134,12 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--remote", help="a Connect server's URL (default: start one here)")
     args = parser.parse_args()
-    server = None
-    remote = args.remote
-    if remote is None:
-        from tools.connect_server import ConnectServer
+    from tools.connect_server import server_for
 
-        server = ConnectServer(tempfile.mkdtemp(prefix="sparkbeam-connect-bench-")).start()
-        remote = server.url
-    try:
+    with server_for(args.remote) as remote:
         operations(remote, args.repeat)
         shared, shared_out, _ = stream(remote, args.steps, through_server=False)
         served, served_out, jobs = stream(remote, args.steps, through_server=True)
-    finally:
-        if server is not None:
-            from sparkbeam.runners.spark.connect.session import release_sessions
-
-            release_sessions()  # while the server answers: released after it, each retries for minutes
-            server.stop()
     if shared_out != served_out:
         sys.exit("the two runs gave different sums")
     # The first step pays the source's query start: left out.

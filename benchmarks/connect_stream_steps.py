@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -92,19 +91,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--remote", help="a Connect server's URL (default: start one here)")
     args = parser.parse_args()
-    server = None
-    remote = args.remote
-    if remote is None:
-        from tools.connect_server import ConnectServer
+    from tools.connect_server import server_for
 
-        server = ConnectServer(tempfile.mkdtemp(prefix="sparkbeam-connect-bench-")).start()
-        remote = server.url
-    try:
+    with server_for(args.remote) as remote:
         classic, classic_out = run(args.steps, {})
         connect, connect_out = run(args.steps, {"spark_remote": remote})
-    finally:
-        if server is not None:
-            server.stop()
     if classic_out != connect_out:
         sys.exit("the two runs emitted different panes")
     # The first step pays each session's start (Python workers, the first jobs): left out.

@@ -32,6 +32,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +161,26 @@ class ConnectServer:
 
     def __exit__(self, *exc: Any) -> None:
         self.stop()
+
+
+@contextlib.contextmanager
+def server_for(url: str | None, prefix: str = "sparkbeam-connect-bench-") -> Iterator[str]:
+    """The Connect server at ``url`` for the block, or, without one, a loopback server
+    started here for it: this process's client sessions of it are released while it still
+    answers (released after it stops, each would retry for minutes at exit), then it stops."""
+    if url is not None:
+        yield url
+        return
+    import tempfile
+
+    server = ConnectServer(tempfile.mkdtemp(prefix=prefix)).start()
+    try:
+        yield server.url
+    finally:
+        from sparkbeam.runners.spark.connect.session import release_sessions
+
+        release_sessions()
+        server.stop()
 
 
 def _accepts(host: str, port: int) -> bool:
