@@ -416,11 +416,16 @@ class CheckpointStore:
             raise CheckpointError(msg)
         return found[0] if found else None
 
-    def prune(self) -> dict[str, Any] | None:
+    def prune(self, manifests: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
         """Keep the newest ``keep`` checkpoints and every state file their chains name (a
         base or delta of an older checkpoint stays while a kept manifest reads it); returns
-        the oldest kept manifest."""
-        manifests = self.manifests()
+        the oldest kept manifest. ``manifests``: ``manifests()`` as just read, if it was.
+        The removals go in as few round trips as the file system groups them into
+        (``commits.batched``: a Spark Connect server's files, one job each otherwise)."""
+        with commits.batched(self.checkpoints_dir):
+            return self._prune(self.manifests() if manifests is None else manifests)
+
+    def _prune(self, manifests: list[dict[str, Any]]) -> dict[str, Any] | None:
         kept = manifests[: self.keep]
         if not kept:
             return None

@@ -400,17 +400,20 @@ class StreamRun:
         # From now on the keyed state's lineage starts at this checkpoint's files, before
         # pruning removes what the lineage reached until now (executor loss, backend.py),
         # unless what it reaches outlives this checkpoint's pruning.
-        cut = self._cuts_lineage(resume_at, finished)
+        # The checkpoints as they are now, read once for the cut and the pruning (nothing
+        # writes a manifest in between: one run holds the directory's lease).
+        manifests = self.store.manifests()
+        cut = self._cuts_lineage(resume_at, finished, manifests)
         self.backend.read_back_state(chains, self.store.state_path, self.store.sealer, cut=cut)
         if cut:
             self.cut_at = resume_at
-        oldest = self.store.prune()
+        oldest = self.store.prune(manifests)
         if oldest is not None:
             for stage_id, intake in self.intakes.items():
                 intake.forget_through(oldest["sources"][str(stage_id)]["consumed_through"])
         _LOG.info("checkpoint for step %d written in %.3fs", resume_at, time.perf_counter() - started)
 
-    def _cuts_lineage(self, step: int, finished: bool) -> bool:
+    def _cuts_lineage(self, step: int, finished: bool, manifests: list[dict[str, Any]]) -> bool:
         """Whether the checkpoint of ``step``, just committed, must cut the keyed state's
         lineage (``SparkBackend.read_back_state``: the state read back from its files).
 
@@ -425,7 +428,7 @@ class StreamRun:
         a shuffle of it, in the next step (docs/state_store.md)."""
         if finished or self.cut_at is None or self.cut_at == step:
             return True
-        kept = [manifest["step"] for manifest in self.store.manifests()[: self.store.keep]]
+        kept = [manifest["step"] for manifest in manifests[: self.store.keep]]
         return self.cut_at not in kept
 
     def _restore(self, manifest: dict[str, Any]) -> None:

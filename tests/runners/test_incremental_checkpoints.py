@@ -158,8 +158,8 @@ def test_the_lineage_is_cut_only_when_pruning_would_drop_what_it_reaches(spark, 
             reached[:] = [path_of(at, name) for chain in chains.values() for at, name in chain.files]
         return original_read_back(self, chains, path_of, sealer, cut=cut)
 
-    def prune(self):
-        oldest = original_prune(self)
+    def prune(self, manifests=None):
+        oldest = original_prune(self, manifests)
         missing = [path for path in reached if not os.path.isdir(path)]
         assert not missing, f"pruning removed state files the lineage reads: {missing}"
         return oldest
