@@ -139,8 +139,9 @@ FULL_MATRIX: dict[str, str] = {
         "module), and benchmarks/stream_intake.py measures the heap at 1M-10M lines"
     ),
     "tests/runners/test_real_sources.py::test_idle_partition_stops_holding_the_watermark": (
-        "a rate source's idle partition (20 s of one worker): a Kafka partition that goes idle stops holding the "
-        "watermark and rejoins (test_kafka.py, classic), and the rate source's per-partition watermarks stay (same module)"
+        "a watched folder's idle key with and without an idle timeout (20 s of one worker): a Kafka partition that goes "
+        "idle stops holding the watermark and rejoins (test_kafka.py, classic), and the rate source's per-partition "
+        "watermarks stay (same module)"
     ),
     "tests/runners/test_checkpoint_lease.py::test_a_second_driver_is_refused_while_the_first_runs_then_resumes_after_it": (
         "two drivers of their own on one checkpoint directory (29 s of one worker): the lease's rules stay (same "
