@@ -127,9 +127,7 @@ def batched(path: str) -> Any:
     block that answer nothing (writes, renames, removals) wait and go with the next one
     that answers, or at the block's end: one round trip for several. Elsewhere it changes
     nothing. Within it, what was written is not yet there for other processes."""
-    if _local(path) is not None:
-        return contextlib.nullcontext()
-    batch = getattr(_remote(path), "batch", None)
+    batch = _own(path, "batch")
     return batch() if batch is not None else contextlib.nullcontext()
 
 
@@ -141,6 +139,16 @@ def local_path(path: str) -> str | None:
 def _remote(path: str) -> Any:
     served = _served(path) if _SERVED else None
     return served if served is not None else FileSystems.get_filesystem(path)
+
+
+def _own(path: str, operation: str) -> Callable[..., Any] | None:
+    """The file system's own ``operation`` for ``path``, where it is not Python's local one
+    and has one that does the whole step at once (a Spark Connect server's files reached
+    through it: one job instead of one per primitive); else None, and the step is made of
+    the file system's primitives here."""
+    if _local(path) is not None:
+        return None
+    return getattr(_remote(path), operation, None)
 
 
 def absolute(path: str) -> str:
@@ -223,9 +231,8 @@ def exists(path: str) -> bool:
 def exists_all(paths: list[str]) -> list[bool]:
     """``exists`` of each path; one round trip where the file system of the first groups
     operations (a Spark Connect server's files reached through it)."""
-    if paths and _local(paths[0]) is None and hasattr(_remote(paths[0]), "exists_all"):
-        return list(_remote(paths[0]).exists_all(paths))
-    return [exists(path) for path in paths]
+    own = _own(paths[0], "exists_all") if paths else None
+    return list(own(paths)) if own is not None else [exists(path) for path in paths]
 
 
 def is_directory(path: str) -> bool:
@@ -261,8 +268,9 @@ def read_bytes(path: str) -> bytes:
     if local is not None:
         with open(local, "rb") as handle:
             return handle.read()
-    if hasattr(_remote(path), "read_bytes"):
-        return bytes(_remote(path).read_bytes(path))  # one operation where the file system has it
+    own = _own(path, "read_bytes")
+    if own is not None:
+        return bytes(own(path))
     if not _remote(path).exists(path):
         raise FileNotFoundError(path)
     with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
@@ -328,8 +336,9 @@ def commit_directory(new_dir: str | None, final_dir: str) -> None:
     An existing ``final_dir`` is renamed aside to a hidden name before the new one is
     renamed in, then deleted: a reader sees the old files, then none, then the new ones.
     """
-    if _local(final_dir) is None and hasattr(_remote(final_dir), "commit_directory"):
-        _remote(final_dir).commit_directory(new_dir, final_dir)  # the same steps, where the files are
+    own = _own(final_dir, "commit_directory")
+    if own is not None:
+        own(new_dir, final_dir)  # the same steps, where the files are
         return
     directory, name = _split(final_dir)
     aside = join(directory, _REPLACED_MARK + name)
@@ -345,8 +354,9 @@ def commit_directory(new_dir: str | None, final_dir: str) -> None:
 def write_bytes(path: str, data: bytes, *, private: bool = False) -> None:
     """Write a small file whole or not at all: to a temporary, synced, then committed.
     ``private``: created with mode 0600 on a local file system."""
-    if _local(path) is None and hasattr(_remote(path), "write_bytes"):
-        _remote(path).write_bytes(path, data, private=private)  # the same steps, where the file is
+    own = _own(path, "write_bytes")
+    if own is not None:
+        own(path, data, private=private)  # the same steps, where the file is
         return
     temp = temporary_beside(path)
     try:
@@ -427,8 +437,9 @@ def remove(path: str, *, missing_ok: bool = False) -> None:
     local = _local(path)
     if local is None:
         fs = _remote(path)
-        if hasattr(fs, "remove_tree"):
-            fs.remove_tree(path, missing_ok=missing_ok)  # one operation where the file system has it
+        own = getattr(fs, "remove_tree", None)
+        if own is not None:
+            own(path, missing_ok=missing_ok)
             return
         if not fs.exists(path):
             if missing_ok:
